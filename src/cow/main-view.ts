@@ -1,0 +1,115 @@
+import fs from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { fsError } from '../util/errors.js';
+import { MODE } from '../store/store.js';
+import { attrFromGit, type Attr, type Owner } from './attr.js';
+import { GitLayer } from './git-layer.js';
+import type { FsStats, Handle, View } from './view.js';
+
+/** Statistics of the filesystem that holds the state directory, in fuse-native's shape. */
+export async function statfsOf(path: string): Promise<FsStats> {
+  const s = await fs.statfs(path);
+  return {
+    bsize: s.bsize, frsize: s.bsize, blocks: s.blocks, bfree: s.bfree, bavail: s.bavail,
+    files: s.files, ffree: s.ffree, favail: s.ffree, fsid: 0, flag: 0, namemax: 255,
+  };
+}
+
+/**
+ * The protected main line of a Home, read straight from git objects. Every mutation is EROFS, for every
+ * caller including root. Scratch directories (workspace/) never reach main, so they show as empty.
+ */
+export class MainView implements View {
+  readonly kind = 'main' as const;
+  private layer: GitLayer;
+
+  constructor(
+    readonly name: string,
+    layer: GitLayer,
+    private readonly owner: Owner,
+    private readonly scratchRoots: string[],
+    private readonly statePath: string,
+  ) {
+    this.layer = layer;
+  }
+
+  /** Point the view at a new main commit (after a merge moved it). */
+  setHead(layer: GitLayer): void {
+    this.layer = layer;
+  }
+
+  get head(): string {
+    return this.layer.commit.oid;
+  }
+
+  private async entry(rel: string) {
+    const e = await this.layer.lookup(rel);
+    if (e) return e;
+    if (this.scratchRoots.includes(rel)) return { oid: '', mode: MODE.tree };
+    throw fsError('ENOENT');
+  }
+
+  async getattr(rel: string): Promise<Attr> {
+    const e = await this.entry(rel);
+    if (e.oid === '') return attrFromGit(MODE.tree, 0, this.layer.time, this.owner);
+    return this.layer.attr(e, this.owner);
+  }
+
+  async readdir(rel: string): Promise<string[]> {
+    const e = await this.entry(rel);
+    if (e.mode !== MODE.tree) throw fsError('ENOTDIR');
+    if (e.oid === '') return [];
+    const names = await this.layer.names(e);
+    if (rel === '') for (const s of this.scratchRoots) if (!names.includes(s)) names.push(s);
+    return names;
+  }
+
+  async readlink(rel: string): Promise<string> {
+    const e = await this.entry(rel);
+    if (e.mode !== MODE.link) throw fsError('EINVAL');
+    return (await this.layer.content(e)).toString();
+  }
+
+  async access(rel: string, mode: number): Promise<void> {
+    await this.entry(rel);
+    if (mode & constants.W_OK) throw fsError('EROFS');
+  }
+
+  async open(rel: string, flags: number): Promise<Handle> {
+    if ((flags & 3) !== constants.O_RDONLY || flags & constants.O_TRUNC) throw fsError('EROFS');
+    const e = await this.entry(rel);
+    if (e.mode === MODE.tree) return { rel, fd: null, data: Buffer.alloc(0), writable: false, dirty: false, floor: 0, size: 0 };
+    const data = await this.layer.content(e);
+    return { rel, fd: null, data, writable: false, dirty: false, floor: data.length, size: data.length };
+  }
+
+  async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
+    const data = h.data ?? Buffer.alloc(0);
+    if (pos >= data.length) return 0;
+    return data.copy(buf, 0, pos, Math.min(data.length, pos + len));
+  }
+
+  async release(): Promise<void> {}
+  async flush(): Promise<void> {}
+  async fsync(): Promise<void> {}
+  statfs(): Promise<FsStats> {
+    return statfsOf(this.statePath);
+  }
+
+  private refuse(): never {
+    throw fsError('EROFS', `${this.name} is the protected main line; write in a branch view (${this.name}@<branch>)`);
+  }
+  async create(): Promise<Handle> { this.refuse(); }
+  async write(): Promise<number> { this.refuse(); }
+  async truncate(): Promise<void> { this.refuse(); }
+  async ftruncate(): Promise<void> { this.refuse(); }
+  async unlink(): Promise<void> { this.refuse(); }
+  async mkdir(): Promise<void> { this.refuse(); }
+  async rmdir(): Promise<void> { this.refuse(); }
+  async rename(): Promise<void> { this.refuse(); }
+  async symlink(): Promise<void> { this.refuse(); }
+  async link(): Promise<void> { this.refuse(); }
+  async chmod(): Promise<void> { this.refuse(); }
+  async chown(): Promise<void> { this.refuse(); }
+  async utimens(): Promise<void> { this.refuse(); }
+}

@@ -1,0 +1,62 @@
+import type { Attr } from './attr.js';
+
+/** An open file: either a descriptor on the upper directory or the content of a git blob (read-only). */
+export interface Handle {
+  rel: string;
+  fd: number | null;
+  data: Buffer | null;
+  writable: boolean;
+  /** Written since the last flush: its content must reach a commit. */
+  dirty: boolean;
+  /** Size when opened: append-only files may not be written below it. */
+  floor: number;
+  /** Largest size this handle has seen, for quota accounting. */
+  size: number;
+}
+
+export interface FsStats {
+  bsize: number;
+  frsize: number;
+  blocks: number;
+  bfree: number;
+  bavail: number;
+  files: number;
+  ffree: number;
+  favail: number;
+  fsid: number;
+  flag: number;
+  namemax: number;
+}
+
+/**
+ * A mounted Home: its main line (read-only) or one branch. fuse-ops routes each request to a view by the
+ * first path component and calls these with the rest of the path ('' for the view's root).
+ * Every method reports failure by throwing FsError (or a Node system error), never by return value.
+ */
+export interface View {
+  readonly kind: 'main' | 'branch';
+  readonly name: string;
+  getattr(rel: string): Promise<Attr>;
+  readdir(rel: string): Promise<string[]>;
+  readlink(rel: string): Promise<string>;
+  access(rel: string, mode: number): Promise<void>;
+  open(rel: string, flags: number): Promise<Handle>;
+  create(rel: string, mode: number): Promise<Handle>;
+  read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
+  write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
+  flush(h: Handle): Promise<void>;
+  release(h: Handle): Promise<void>;
+  fsync(h: Handle | null): Promise<void>;
+  truncate(rel: string, size: number): Promise<void>;
+  ftruncate(h: Handle, size: number): Promise<void>;
+  unlink(rel: string): Promise<void>;
+  mkdir(rel: string, mode: number): Promise<void>;
+  rmdir(rel: string): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
+  symlink(target: string, rel: string): Promise<void>;
+  link(from: string, to: string): Promise<void>;
+  chmod(rel: string, mode: number): Promise<void>;
+  chown(rel: string, uid: number, gid: number): Promise<void>;
+  utimens(rel: string, atime: number, mtime: number): Promise<void>;
+  statfs(): Promise<FsStats>;
+}

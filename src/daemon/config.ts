@@ -1,0 +1,95 @@
+import fs from 'node:fs/promises';
+import yaml from 'js-yaml';
+import { UserError } from '../util/errors.js';
+
+/** nasd's own settings: a YAML file (default /etc/agent-nas/nasd.yaml, optional) overridden by flags. */
+export interface DaemonConfig {
+  state_dir: string;
+  mount: string;
+  socket: string;
+  commit_window_ms: number;
+  identity: { name: string; email: string };
+  owner: { uid: number; gid: number };
+  /** Create a Home named "demo" at start if there is none. */
+  demo: boolean;
+  log_level: string;
+}
+
+export const DEFAULT_CONFIG_PATH = '/etc/agent-nas/nasd.yaml';
+export const DEFAULT_SOCKET = '/run/agent-nas/nasd.sock';
+
+export const DEFAULTS: DaemonConfig = {
+  state_dir: '/var/lib/agent-nas',
+  mount: '/agents',
+  socket: DEFAULT_SOCKET,
+  commit_window_ms: 100,
+  identity: { name: 'nasd', email: 'nasd@localhost' },
+  owner: { uid: 0, gid: 0 },
+  demo: false,
+  log_level: 'info',
+};
+
+const FLAGS: Record<string, keyof DaemonConfig> = {
+  '--state-dir': 'state_dir',
+  '--mount': 'mount',
+  '--socket': 'socket',
+  '--commit-window-ms': 'commit_window_ms',
+  '--log-level': 'log_level',
+};
+
+export const USAGE = `usage: nasd [--config FILE] [--state-dir DIR] [--mount DIR] [--socket PATH]
+            [--commit-window-ms N] [--log-level LEVEL] [--demo]
+
+Serves every Home in the state directory through one FUSE mount:
+  <mount>/<role>            main, read-only (EROFS)
+  <mount>/<role>@<branch>   a branch, writable; closed files become commits
+
+  --config FILE          YAML settings (default ${DEFAULT_CONFIG_PATH}, used if present)
+  --state-dir DIR        where Homes are stored (default ${DEFAULTS.state_dir})
+  --mount DIR            mount root (default ${DEFAULTS.mount})
+  --socket PATH          control socket for the nas CLI (default ${DEFAULT_SOCKET})
+  --commit-window-ms N   batch closes within N ms into one commit (default ${DEFAULTS.commit_window_ms})
+  --log-level LEVEL      pino level: debug, info, warn, error (default info)
+  --demo                 create a Home named "demo" if it does not exist
+`;
+
+export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
+  let file: string | undefined;
+  const overrides: Partial<Record<keyof DaemonConfig, unknown>> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--config') file = argv[++i];
+    else if (arg === '--demo') overrides.demo = true;
+    else if (FLAGS[arg]) {
+      const value = argv[++i];
+      if (value === undefined) throw new UserError(`${arg} needs a value\n\n${USAGE}`);
+      overrides[FLAGS[arg]] = FLAGS[arg] === 'commit_window_ms' ? Number(value) : value;
+    } else throw new UserError(`unknown argument "${arg}"\n\n${USAGE}`);
+  }
+  let fromFile: Partial<DaemonConfig> = {};
+  const path = file ?? DEFAULT_CONFIG_PATH;
+  try {
+    const text = await fs.readFile(path, 'utf8');
+    const doc = yaml.load(text, { schema: yaml.CORE_SCHEMA });
+    if (doc && (typeof doc !== 'object' || Array.isArray(doc))) throw new UserError(`${path}: expected a mapping of settings`);
+    fromFile = (doc ?? {}) as Partial<DaemonConfig>;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT' && !file) fromFile = {};
+    else if (e instanceof UserError) throw e;
+    else {
+      const mark = (e as { mark?: { line: number } }).mark;
+      throw new UserError(`cannot read ${path}${mark ? ` (line ${mark.line + 1})` : ''}: ${(e as Error).message}`);
+    }
+  }
+  for (const key of Object.keys(fromFile)) {
+    if (!(key in DEFAULTS)) throw new UserError(`${path}: unknown setting "${key}" (known: ${Object.keys(DEFAULTS).join(', ')})`);
+  }
+  const config = { ...DEFAULTS, ...fromFile, ...overrides } as DaemonConfig;
+  if (!Number.isInteger(config.commit_window_ms) || config.commit_window_ms < 0) {
+    throw new UserError('commit_window_ms must be a whole number of milliseconds >= 0');
+  }
+  for (const key of ['state_dir', 'mount', 'socket'] as const) {
+    if (typeof config[key] !== 'string' || !config[key].startsWith('/')) throw new UserError(`${key} must be an absolute path`);
+  }
+  return config;
+}

@@ -1,0 +1,91 @@
+import http from 'node:http';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { UserError } from '../util/errors.js';
+import type { Registry } from './registry.js';
+
+type Body = Record<string, unknown>;
+type Handler = (params: string[], body: Body) => Promise<unknown> | unknown;
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/** The control API: JSON over HTTP on a unix socket. The nas CLI is its only client. */
+export function routes(reg: Registry): [string, RegExp, Handler][] {
+  return [
+    ['GET', /^\/v1\/status$/, () => reg.status()],
+    ['GET', /^\/v1\/homes$/, () => reg.listHomes()],
+    ['POST', /^\/v1\/homes$/, (_p, b) => reg.createHome(String(b.role ?? ''), str(b.template), str(b.owner) ?? 'root')],
+    ['GET', /^\/v1\/homes\/([^/]+)\/branches$/, ([role]) => reg.listBranches(role)],
+    ['POST', /^\/v1\/homes\/([^/]+)\/branches$/, ([role], b) =>
+      reg.createBranch(role, String(b.branch ?? ''), { from: str(b.from), ttl: str(b.ttl), run: str(b.run) })],
+    ['POST', /^\/v1\/homes\/([^/]+)\/sync$/, ([role], b) => reg.sync(role, str(b.branch))],
+    ['GET', /^\/v1\/homes\/([^/]+)\/trash$/, ([role]) => reg.trashList(role)],
+    ['POST', /^\/v1\/homes\/([^/]+)\/trash\/restore$/, ([role], b) =>
+      reg.trashRestore(role, { path: str(b.path), id: str(b.id), branch: str(b.branch), to: str(b.to) })],
+  ];
+}
+
+async function readBody(req: http.IncomingMessage): Promise<Body> {
+  let size = 0;
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > 1 << 20) throw new UserError('request body over 1 MiB', 413);
+    chunks.push(chunk);
+  }
+  if (size === 0) return {};
+  try {
+    const body = JSON.parse(Buffer.concat(chunks).toString());
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw new Error('not an object');
+    return body as Body;
+  } catch {
+    throw new UserError('request body is not a JSON object');
+  }
+}
+
+/** Remove a socket file left by a dead daemon; refuse if a live one answers there. */
+async function claimSocket(socket: string): Promise<void> {
+  await fs.mkdir(path.dirname(socket), { recursive: true });
+  const alive = await new Promise<boolean>((resolve) => {
+    const c = net.connect(socket);
+    c.once('connect', () => (c.end(), resolve(true)));
+    c.once('error', () => resolve(false));
+  });
+  if (alive) throw new UserError(`another nasd is listening on ${socket}; stop it or pass --socket`);
+  await fs.rm(socket, { force: true });
+}
+
+export async function serveControl(socket: string, reg: Registry, log: Logger): Promise<http.Server> {
+  const table = routes(reg);
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://nasd');
+    const reply = (status: number, payload: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(payload));
+    };
+    try {
+      for (const [method, re, handler] of table) {
+        const m = re.exec(url.pathname);
+        if (!m || req.method !== method) continue;
+        const body = await readBody(req);
+        const params = m.slice(1).map(decodeURIComponent);
+        return reply(200, { ok: true, result: await handler(params, body) });
+      }
+      reply(404, { ok: false, error: `no such endpoint: ${req.method} ${url.pathname}` });
+    } catch (err) {
+      if (err instanceof UserError) return reply(err.status, { ok: false, error: err.message });
+      log.error({ err, url: url.pathname }, 'control request failed');
+      reply(500, { ok: false, error: `internal error: ${(err as Error).message} (see nasd's log)` });
+    }
+  });
+  await claimSocket(socket);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socket, () => resolve());
+  });
+  await fs.chmod(socket, 0o660);
+  log.info({ socket }, 'control socket ready');
+  return server;
+}

@@ -1,0 +1,61 @@
+import os from 'node:os';
+import { pino } from 'pino';
+import { UserError } from '../util/errors.js';
+import { loadConfig, USAGE } from './config.js';
+import { Registry } from './registry.js';
+import { preflight, mountFuse, type FuseMount } from './mount.js';
+import { serveControl } from './control.js';
+import { fuseOps } from '../fuse-ops/ops.js';
+import { Home } from '../home/home.js';
+
+/** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(USAGE);
+    return;
+  }
+  const config = await loadConfig(argv);
+  const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() } });
+  const registry = new Registry({
+    stateDir: config.state_dir,
+    identity: config.identity,
+    owner: config.owner,
+    windowMs: config.commit_window_ms,
+    log,
+  });
+  await preflight(config.mount, log);
+  await registry.ensureStateDir();
+  if (config.demo && !(await Home.list(config.state_dir)).includes('demo')) {
+    await Home.create(config.state_dir, 'demo', { owner: 'root', identity: config.identity });
+    log.info('created the demo Home');
+  }
+  await registry.load();
+  const mount: FuseMount = await mountFuse(config.mount, fuseOps(registry, log), log);
+  const server = await serveControl(config.socket, registry, log).catch(async (err) => {
+    await mount.unmount();
+    throw err;
+  });
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'stopping: committing pending changes, then unmounting');
+    server.close();
+    await registry.close();
+    await mount.unmount();
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
+  log.info({ mount: config.mount, state: config.state_dir, socket: config.socket }, 'nasd ready');
+}
+
+main().catch((err) => {
+  if (err instanceof UserError) process.stderr.write(`nasd: ${err.message}\n`);
+  else process.stderr.write(`nasd: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});

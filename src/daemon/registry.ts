@@ -1,0 +1,227 @@
+import fs from 'node:fs/promises';
+import type { Logger } from 'pino';
+import { UserError } from '../util/errors.js';
+import { validateBranch, validateRelPath, validateRole } from '../util/names.js';
+import type { Identity } from '../store/store.js';
+import { Home, type BranchRecord, type HomeConfig } from '../home/home.js';
+import { compileRules } from '../policy/policy.js';
+import { GitLayer } from '../cow/git-layer.js';
+import { MainView } from '../cow/main-view.js';
+import { BranchView } from '../cow/branch-view.js';
+import type { Owner } from '../cow/attr.js';
+import type { View } from '../cow/view.js';
+import type { TrashRecord } from '../trash/trash.js';
+
+export interface RegistryOptions {
+  stateDir: string;
+  identity: Identity;
+  owner: Owner;
+  windowMs: number;
+  log: Logger;
+}
+
+interface Mounted {
+  home: Home;
+  config: HomeConfig;
+  main: MainView;
+  branches: Map<string, BranchView>;
+}
+
+/** Scratch roots (plain top-level directories such as workspace/) that every view shows. */
+function scratchRoots(config: HomeConfig): string[] {
+  return config.maintenance.retention
+    .filter((r) => r.class === 'scratch')
+    .map((r) => r.path.replace(/\/+$/, ''))
+    .filter((p) => /^[^/*?]+$/.test(p));
+}
+
+/**
+ * Every Home and its views, by the name that appears under the mount root: `<role>` for main,
+ * `<role>@<branch>` for a branch. The control API and the FUSE adapter both go through here.
+ */
+export class Registry {
+  private readonly homes = new Map<string, Mounted>();
+
+  constructor(private readonly opts: RegistryOptions) {}
+
+  /** Open every Home in the state directory and every branch, recovering what a crash left. */
+  async load(): Promise<void> {
+    for (const role of await Home.list(this.opts.stateDir)) {
+      try {
+        await this.mount(await Home.open(this.opts.stateDir, role, this.opts.identity));
+      } catch (err) {
+        this.opts.log.error({ err, role }, 'cannot open Home; it is not mounted');
+      }
+    }
+  }
+
+  private async mount(home: Home): Promise<Mounted> {
+    const head = await home.mainHead();
+    const config = await home.config(head);
+    for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
+    const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config), this.opts.stateDir);
+    const mounted: Mounted = { home, config, main, branches: new Map() };
+    this.homes.set(home.role, mounted);
+    for (const b of await home.branches()) await this.openBranch(mounted, b);
+    return mounted;
+  }
+
+  private async openBranch(m: Mounted, record: BranchRecord): Promise<BranchView> {
+    // Rules come from the branch's own head: .nas/ is read-only in a branch, so they are main's as of the fork.
+    const head = await m.home.store.readRef(`refs/heads/${record.name}`);
+    const config = head ? await m.home.config(head) : m.config;
+    const view = await BranchView.open(
+      {
+        role: m.home.role,
+        branch: record.name,
+        store: m.home.store,
+        trash: m.home.trash,
+        identity: this.opts.identity,
+        owner: this.opts.owner,
+        rules: compileRules(config.policy, config.maintenance),
+        quotaBytes: config.limits.branch_quota_bytes,
+        runId: record.run,
+        dir: m.home.branchDir(record.name),
+        statePath: this.opts.stateDir,
+        windowMs: this.opts.windowMs,
+        log: this.opts.log,
+      },
+      scratchRoots(config),
+    );
+    m.branches.set(record.name, view);
+    return view;
+  }
+
+  // ---- routing (FUSE) ----------------------------------------------------------------------------
+
+  /** Names under the mount root. */
+  rootNames(): string[] {
+    const names: string[] = [];
+    for (const [role, m] of this.homes) {
+      names.push(role);
+      for (const branch of m.branches.keys()) names.push(`${role}@${branch}`);
+    }
+    return names;
+  }
+
+  /** The view a top-level name stands for, or undefined. */
+  view(name: string): View | undefined {
+    const at = name.indexOf('@');
+    const m = this.homes.get(at < 0 ? name : name.slice(0, at));
+    if (!m) return undefined;
+    return at < 0 ? m.main : m.branches.get(name.slice(at + 1));
+  }
+
+  // ---- control API -------------------------------------------------------------------------------
+
+  private need(role: string): Mounted {
+    validateRole(role);
+    const m = this.homes.get(role);
+    if (!m) throw new UserError(`no Home named "${role}"; create it with: nas home create ${role}`, 404);
+    return m;
+  }
+
+  private needBranch(role: string, branch: string): BranchView {
+    validateBranch(branch);
+    const view = this.need(role).branches.get(branch);
+    if (!view) throw new UserError(`Home ${role} has no branch "${branch}"; create it with: nas branch create ${role}/${branch}`, 404);
+    return view;
+  }
+
+  async createHome(role: string, template: string | undefined, owner: string): Promise<object> {
+    validateRole(role);
+    const home = await Home.create(this.opts.stateDir, role, { template, owner, identity: this.opts.identity });
+    const m = await this.mount(home);
+    return this.describeHome(m);
+  }
+
+  listHomes(): object[] {
+    return [...this.homes.values()].map((m) => this.describeHome(m));
+  }
+
+  private describeHome(m: Mounted): object {
+    return {
+      role: m.home.role,
+      store: m.home.dir,
+      main: m.main.head,
+      branches: [...m.branches.keys()],
+      problems: m.config.problems,
+    };
+  }
+
+  async createBranch(role: string, branch: string, opts: { from?: string; ttl?: string; run?: string }): Promise<object> {
+    const m = this.need(role);
+    const started = process.hrtime.bigint();
+    const record = await m.home.createBranch(branch, { ...opts, defaultTtl: m.config.limits.branch_ttl_default });
+    await this.openBranch(m, record);
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    return { ...record, home: role, view: `${role}@${branch}`, createdInMs: Math.round(ms * 100) / 100 };
+  }
+
+  async listBranches(role: string): Promise<object[]> {
+    const m = this.need(role);
+    const records = await m.home.branches();
+    return records.map((r) => {
+      const view = m.branches.get(r.name);
+      return { ...r, head: view?.head, pending: view?.pendingChanges ?? 0, quota: view?.quota };
+    });
+  }
+
+  /** Commit everything pending in one branch (or all of a Home's) and report the heads. */
+  async sync(role: string, branch?: string): Promise<object> {
+    const m = this.need(role);
+    const views = branch ? [this.needBranch(role, branch)] : [...m.branches.values()];
+    for (const v of views) await v.sync();
+    return Object.fromEntries(views.map((v) => [v.name, v.head]));
+  }
+
+  async trashList(role: string): Promise<TrashRecord[]> {
+    return this.need(role).home.trash.list();
+  }
+
+  /**
+   * Restore a deleted path into a branch: the newest record for the path (from the given branch when named),
+   * or the record with the given id. Refuses to overwrite anything that exists unless told where to put it.
+   */
+  async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }): Promise<object> {
+    const m = this.need(role);
+    const path = opts.path ? validateRelPath(opts.path) : undefined;
+    if (!path && !opts.id) throw new UserError('name the path to restore (or --id from nas trash list)');
+    const records = await m.home.trash.list();
+    const record = records.find((r) => (opts.id ? r.id === opts.id : r.path === path && (!opts.branch || r.branch === opts.branch)));
+    if (!record) {
+      const what = opts.id ? `id ${opts.id}` : `${path}${opts.branch ? ` deleted from ${opts.branch}` : ''}`;
+      throw new UserError(`nothing in the recycle area of ${role} matches ${what}; see nas trash list ${role}`, 404);
+    }
+    const branch = opts.branch ?? record.branch;
+    if (branch === 'main') throw new UserError('main is protected: restore into a branch (--branch <name>) and merge it');
+    const view = this.needBranch(role, branch);
+    const target = opts.to ? validateRelPath(opts.to) : record.path;
+    if (await view.exists(target)) {
+      throw new UserError(`${target} exists in ${role}@${branch}; nothing was changed. Pass --to <path> to restore it elsewhere`, 409);
+    }
+    await view.restore(target, record.kind, await m.home.trash.content(record));
+    return { restored: record, to: target, view: view.name, head: view.head };
+  }
+
+  status(): object {
+    return { homes: this.listHomes() };
+  }
+
+  /** Commit everything pending in every branch (shutdown). */
+  async close(): Promise<void> {
+    for (const m of this.homes.values()) {
+      for (const v of m.branches.values()) {
+        try {
+          await v.close();
+        } catch (err) {
+          this.opts.log.error({ err, view: v.name }, 'could not commit pending changes at shutdown; they stay on disk for the next start');
+        }
+      }
+    }
+  }
+
+  async ensureStateDir(): Promise<void> {
+    await fs.mkdir(`${this.opts.stateDir}/homes`, { recursive: true });
+  }
+}

@@ -1,0 +1,167 @@
+import { constants } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import type { Logger } from 'pino';
+import { FsError, fsError, toErrno } from '../util/errors.js';
+import type { Handle, View } from '../cow/view.js';
+
+/** What the adapter needs from the daemon: the names under the mount root and the view each stands for. */
+export interface Router {
+  rootNames(): string[];
+  view(name: string): View | undefined;
+}
+
+type Cb = (err: number, ...rest: unknown[]) => void;
+
+/** Codes a caller provokes in normal use: not worth more than a debug line. */
+const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL']);
+
+/**
+ * The thin FUSE adapter: route each path to a view, call it, answer exactly once. Errors become errnos
+ * in one place (toErrno); anything unexpected becomes EIO and a log line, never a hung caller.
+ */
+export function fuseOps(router: Router, log: Logger) {
+  const handles = new Map<number, { view: View; h: Handle }>();
+  let nextHandle = 1;
+  const started = new Date();
+
+  function route(path: string): { view: View; rel: string } | null {
+    if (path === '/') return null;
+    const slash = path.indexOf('/', 1);
+    const name = slash < 0 ? path.slice(1) : path.slice(1, slash);
+    const view = router.view(name);
+    if (!view) throw fsError('ENOENT');
+    return { view, rel: slash < 0 ? '' : path.slice(slash + 1) };
+  }
+
+  function need(path: string): { view: View; rel: string } {
+    const r = route(path);
+    if (!r) throw fsError('EROFS', 'the mount root lists Homes; create one with nas home create');
+    return r;
+  }
+
+  function handle(fd: number): { view: View; h: Handle } {
+    const entry = handles.get(fd);
+    if (!entry) throw fsError('EBADF');
+    return entry;
+  }
+
+  function register(view: View, h: Handle): number {
+    while (handles.has(nextHandle) || nextHandle === 0) nextHandle = (nextHandle + 1) % 0x7fffffff;
+    const fd = nextHandle++;
+    handles.set(fd, { view, h });
+    return fd;
+  }
+
+  function fail(op: string, path: string, err: unknown): number {
+    const errno = toErrno(err);
+    const code = (err as { code?: string }).code ?? 'EIO';
+    if (err instanceof FsError && !QUIET.has(code)) log.info({ op, path, code, why: err.message }, 'refused');
+    else if (!(err instanceof FsError) && errno === -osConstants.errno.EIO) log.error({ op, path, err }, 'operation failed');
+    else log.debug({ op, path, code }, 'failed');
+    return errno;
+  }
+
+  /** Run an op and answer the callback once, with a value. */
+  function answer<T>(op: string, path: string, cb: Cb, fn: () => Promise<T>): void {
+    fn().then(
+      (value) => (value === undefined ? cb(0) : cb(0, value)),
+      (err) => cb(fail(op, path, err)),
+    );
+  }
+
+  /** read and write answer with a byte count or a negative errno. */
+  function answerCount(op: string, path: string, cb: (n: number) => void, fn: () => Promise<number>): void {
+    fn().then(cb, (err) => cb(fail(op, path, err)));
+  }
+
+  const rootAttr = () => ({
+    mode: constants.S_IFDIR | 0o755, size: 4096, uid: 0, gid: 0, nlink: 1,
+    mtime: started, atime: started, ctime: started, blocks: 0, blksize: 4096,
+  });
+
+  return {
+    getattr: (path: string, cb: Cb) =>
+      answer('getattr', path, cb, async () => {
+        const r = route(path);
+        return r ? r.view.getattr(r.rel) : rootAttr();
+      }),
+    readdir: (path: string, cb: Cb) =>
+      answer('readdir', path, cb, async () => {
+        const r = route(path);
+        return r ? r.view.readdir(r.rel) : router.rootNames();
+      }),
+    readlink: (path: string, cb: Cb) => answer('readlink', path, cb, async () => { const r = need(path); return r.view.readlink(r.rel); }),
+    access: (path: string, mode: number, cb: Cb) =>
+      answer('access', path, cb, async () => {
+        const r = route(path);
+        if (r) await r.view.access(r.rel, mode);
+      }),
+    open: (path: string, flags: number, cb: Cb) =>
+      answer('open', path, cb, async () => { const r = need(path); return register(r.view, await r.view.open(r.rel, flags)); }),
+    create: (path: string, mode: number, cb: Cb) =>
+      answer('create', path, cb, async () => { const r = need(path); return register(r.view, await r.view.create(r.rel, mode)); }),
+    read: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
+      answerCount('read', path, cb, async () => { const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
+    write: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
+      answerCount('write', path, cb, async () => { const { view, h } = handle(fd); return view.write(h, buf, len, pos); }),
+    flush: (path: string, fd: number, cb: Cb) =>
+      answer('flush', path, cb, async () => { const { view, h } = handle(fd); await view.flush(h); }),
+    release: (path: string, fd: number, cb: Cb) =>
+      answer('release', path, cb, async () => {
+        const { view, h } = handle(fd);
+        handles.delete(fd);
+        await view.release(h);
+      }),
+    fsync: (path: string, _datasync: number, fd: number, cb: Cb) =>
+      answer('fsync', path, cb, async () => {
+        const entry = handles.get(fd);
+        if (entry) return entry.view.fsync(entry.h);
+        const r = route(path);
+        if (r) await r.view.fsync(null);
+      }),
+    fsyncdir: (path: string, _datasync: number, _fd: number, cb: Cb) =>
+      answer('fsyncdir', path, cb, async () => {
+        const r = route(path);
+        if (r) await r.view.fsync(null);
+      }),
+    truncate: (path: string, size: number, cb: Cb) => answer('truncate', path, cb, async () => { const r = need(path); await r.view.truncate(r.rel, size); }),
+    ftruncate: (path: string, fd: number, size: number, cb: Cb) =>
+      answer('ftruncate', path, cb, async () => { const { view, h } = handle(fd); await view.ftruncate(h, size); }),
+    unlink: (path: string, cb: Cb) => answer('unlink', path, cb, async () => { const r = need(path); await r.view.unlink(r.rel); }),
+    mkdir: (path: string, mode: number, cb: Cb) => answer('mkdir', path, cb, async () => { const r = need(path); await r.view.mkdir(r.rel, mode); }),
+    rmdir: (path: string, cb: Cb) => answer('rmdir', path, cb, async () => { const r = need(path); await r.view.rmdir(r.rel); }),
+    rename: (from: string, to: string, cb: Cb) =>
+      answer('rename', from, cb, async () => {
+        const a = need(from);
+        const b = need(to);
+        if (a.view !== b.view) throw fsError('EXDEV', 'rename across views');
+        await a.view.rename(a.rel, b.rel);
+      }),
+    symlink: (target: string, path: string, cb: Cb) =>
+      answer('symlink', path, cb, async () => { const r = need(path); await r.view.symlink(target, r.rel); }),
+    link: (from: string, to: string, cb: Cb) =>
+      answer('link', to, cb, async () => {
+        const a = need(from);
+        const b = need(to);
+        if (a.view !== b.view) throw fsError('EXDEV');
+        await a.view.link(a.rel, b.rel);
+      }),
+    mknod: (path: string, _mode: number, _dev: number, cb: Cb) =>
+      answer('mknod', path, cb, async () => {
+        const r = need(path);
+        if (r.view.kind === 'main') throw fsError('EROFS');
+        throw fsError('EPERM', 'device nodes and FIFOs cannot be kept in git');
+      }),
+    chmod: (path: string, mode: number, cb: Cb) => answer('chmod', path, cb, async () => { const r = need(path); await r.view.chmod(r.rel, mode); }),
+    chown: (path: string, uid: number, gid: number, cb: Cb) =>
+      answer('chown', path, cb, async () => { const r = need(path); await r.view.chown(r.rel, uid, gid); }),
+    utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
+      answer('utimens', path, cb, async () => { const r = need(path); await r.view.utimens(r.rel, atime, mtime); }),
+    statfs: (path: string, cb: Cb) =>
+      answer('statfs', path, cb, async () => {
+        const r = route(path) ?? { view: router.view(router.rootNames()[0] ?? '') };
+        if (!r.view) return { bsize: 4096, frsize: 4096, blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, favail: 0, fsid: 0, flag: 0, namemax: 255 };
+        return r.view.statfs();
+      }),
+  };
+}

@@ -1,0 +1,176 @@
+import yaml from 'js-yaml';
+import { parseDuration } from '../util/duration.js';
+
+/**
+ * The `.nas/*.yaml` metadata of a Home: documented schemas, validated on every read.
+ * A file that does not parse or validate yields its defaults plus a list of problems, never an exception:
+ * the daemon keeps serving and reports the problem (see `nas home list`).
+ */
+
+export interface RoleConfig {
+  version: 1;
+  role: string;
+  description: string;
+  owner: string;
+  created: string;
+}
+
+export interface LimitsConfig {
+  version: 1;
+  /** Bytes a branch may hold in its upper directory (new and changed files, scratch included). */
+  branch_quota_bytes: number;
+  /** TTL for branches created without --ttl. */
+  branch_ttl_default: string;
+  /** Token cap (o200k_base) for memory/MEMORY.md. */
+  memory_md_max_tokens: number;
+  /** Byte budgets for the resident (read-on-start) set. */
+  resident_bytes: { rules: number; shared: number; agent: number; total: number };
+}
+
+export type RetentionClass = 'versioned' | 'scratch';
+
+export interface MaintenanceConfig {
+  version: 1;
+  /** Per-path retention classes; paths not listed are versioned. */
+  retention: { path: string; class: RetentionClass }[];
+  /** Days the recycle area keeps a deleted file. */
+  trash_keep_days: number;
+}
+
+export interface PolicyConfig {
+  version: 1;
+  /** Extra read-only patterns for branch views (EPERM); `.nas/**` is always read-only. */
+  read_only: string[];
+  /** Extra append-only patterns (EPERM on truncate, overwrite, rename, unlink); `memory/journal/**` always is. */
+  append_only: string[];
+}
+
+export interface Parsed<T> {
+  value: T;
+  problems: string[];
+}
+
+export const DEFAULT_LIMITS: LimitsConfig = {
+  version: 1,
+  branch_quota_bytes: 2 * 1024 ** 3,
+  branch_ttl_default: '48h',
+  memory_md_max_tokens: 1000,
+  resident_bytes: { rules: 4096, shared: 4096, agent: 2048, total: 10240 },
+};
+
+export const DEFAULT_MAINTENANCE: MaintenanceConfig = {
+  version: 1,
+  retention: [{ path: 'workspace/', class: 'scratch' }],
+  trash_keep_days: 7,
+};
+
+export const DEFAULT_POLICY: PolicyConfig = { version: 1, read_only: ['.nas/**'], append_only: ['memory/journal/**'] };
+
+type Check = (value: unknown) => string | null;
+const isInt = (min: number): Check => (v) => (Number.isInteger(v) && (v as number) >= min ? null : `must be an integer >= ${min}`);
+const isString: Check = (v) => (typeof v === 'string' && v.length > 0 ? null : 'must be a non-empty string');
+const isStringList: Check = (v) =>
+  Array.isArray(v) && v.every((x) => typeof x === 'string' && x.length > 0) ? null : 'must be a list of non-empty strings';
+const isDuration: Check = (v) => {
+  try {
+    parseDuration(String(v));
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
+};
+
+/** Parse YAML text into a mapping, naming the file and line on failure. */
+function loadMapping(file: string, text: string, problems: string[]): Record<string, unknown> | null {
+  try {
+    const doc = yaml.load(text, { schema: yaml.CORE_SCHEMA });
+    if (doc === undefined || doc === null) return {};
+    if (typeof doc !== 'object' || Array.isArray(doc)) {
+      problems.push(`${file}: expected a mapping of keys to values at the top level`);
+      return null;
+    }
+    return doc as Record<string, unknown>;
+  } catch (e) {
+    const err = e as { mark?: { line: number }; reason?: string; message: string };
+    const where = err.mark ? `line ${err.mark.line + 1}` : 'unknown line';
+    problems.push(`${file}: malformed YAML at ${where}: ${err.reason ?? err.message}`);
+    return null;
+  }
+}
+
+/** Validate known keys against checks; unknown keys are reported so typos do not silently do nothing. */
+function validate<T extends object>(file: string, doc: Record<string, unknown>, defaults: T, checks: Record<string, Check>, problems: string[]): T {
+  const out: Record<string, unknown> = { ...(defaults as Record<string, unknown>) };
+  for (const [key, val] of Object.entries(doc)) {
+    const check = checks[key];
+    if (!check) {
+      problems.push(`${file}: unknown key "${key}" (known: ${Object.keys(checks).join(', ')})`);
+      continue;
+    }
+    const problem = check(val);
+    if (problem) problems.push(`${file}: "${key}" ${problem}; using the default`);
+    else out[key] = val;
+  }
+  return out as T;
+}
+
+const isVersion: Check = (v) => (v === 1 ? null : 'must be 1');
+
+export function parseLimits(text: string, file = '.nas/limits.yaml'): Parsed<LimitsConfig> {
+  const problems: string[] = [];
+  const doc = loadMapping(file, text, problems);
+  if (!doc) return { value: DEFAULT_LIMITS, problems };
+  const isBudgets: Check = (v) => {
+    if (!v || typeof v !== 'object') return 'must be a mapping with rules, shared, agent, total';
+    for (const k of ['rules', 'shared', 'agent', 'total']) {
+      const n = (v as Record<string, unknown>)[k];
+      if (n !== undefined && !(Number.isInteger(n) && (n as number) >= 0)) return `.${k} must be an integer >= 0`;
+    }
+    return null;
+  };
+  const value = validate(file, doc, DEFAULT_LIMITS, {
+    version: isVersion,
+    branch_quota_bytes: isInt(0),
+    branch_ttl_default: isDuration,
+    memory_md_max_tokens: isInt(1),
+    resident_bytes: isBudgets,
+  }, problems);
+  value.resident_bytes = { ...DEFAULT_LIMITS.resident_bytes, ...value.resident_bytes };
+  return { value, problems };
+}
+
+export function parseMaintenance(text: string, file = '.nas/maintenance.yaml'): Parsed<MaintenanceConfig> {
+  const problems: string[] = [];
+  const doc = loadMapping(file, text, problems);
+  if (!doc) return { value: DEFAULT_MAINTENANCE, problems };
+  const isRetention: Check = (v) => {
+    if (!Array.isArray(v)) return 'must be a list of {path, class} entries';
+    for (const [i, r] of v.entries()) {
+      if (!r || typeof r !== 'object') return `entry ${i + 1} must be a mapping with path and class`;
+      const { path, class: cls } = r as Record<string, unknown>;
+      if (typeof path !== 'string' || !path || path.includes('..')) return `entry ${i + 1}: path must be a relative path`;
+      if (cls !== 'versioned' && cls !== 'scratch') return `entry ${i + 1}: class must be "versioned" or "scratch"`;
+    }
+    return null;
+  };
+  const value = validate(file, doc, DEFAULT_MAINTENANCE, { version: isVersion, retention: isRetention, trash_keep_days: isInt(0) }, problems);
+  return { value, problems };
+}
+
+export function parsePolicy(text: string, file = '.nas/policy.yaml'): Parsed<PolicyConfig> {
+  const problems: string[] = [];
+  const doc = loadMapping(file, text, problems);
+  if (!doc) return { value: DEFAULT_POLICY, problems };
+  const value = validate(file, doc, DEFAULT_POLICY, { version: isVersion, read_only: isStringList, append_only: isStringList }, problems);
+  return { value, problems };
+}
+
+export function parseRole(text: string, file = '.nas/role.yaml'): Parsed<Partial<RoleConfig>> {
+  const problems: string[] = [];
+  const doc = loadMapping(file, text, problems);
+  if (!doc) return { value: {}, problems };
+  const value = validate<Partial<RoleConfig>>(file, doc, {}, {
+    version: isVersion, role: isString, description: (v) => (typeof v === 'string' ? null : 'must be a string'), owner: isString, created: isString,
+  }, problems);
+  return { value, problems };
+}

@@ -1,0 +1,201 @@
+import fs from 'node:fs/promises';
+import yaml from 'js-yaml';
+import { UserError } from '../util/errors.js';
+import { validateBranch, validateRole } from '../util/names.js';
+import { parseDuration } from '../util/duration.js';
+import { MODE, RefConflict, Store, type Entry, type Identity } from '../store/store.js';
+import { Trash } from '../trash/trash.js';
+import { defaultTemplate, TEMPLATES } from './template.js';
+import {
+  parseLimits, parseMaintenance, parsePolicy, parseRole,
+  type LimitsConfig, type MaintenanceConfig, type PolicyConfig, type RoleConfig,
+} from './config.js';
+
+/** A branch's record, kept as plain text in the Store (refs/nas/branches: `<branch>.yaml`). */
+export interface BranchRecord {
+  name: string;
+  from: string;
+  base: string;
+  created: string;
+  ttl: string;
+  expires: string;
+  run?: string;
+}
+
+export interface HomeConfig {
+  role: Partial<RoleConfig>;
+  limits: LimitsConfig;
+  maintenance: MaintenanceConfig;
+  policy: PolicyConfig;
+  /** Everything wrong with the `.nas/` files; the defaults stand in for what could not be read. */
+  problems: string[];
+}
+
+export const MAIN_REF = 'refs/heads/main';
+const BRANCHES_REF = 'refs/nas/branches';
+
+/**
+ * A Home: one bare git repository (`<state>/homes/<role>.git`) holding the Home's history, its branches'
+ * records, its recycle area and, under `nas/branches/<branch>/`, each branch's upper directory.
+ */
+export class Home {
+  readonly trash: Trash;
+
+  private constructor(readonly role: string, readonly dir: string, readonly store: Store, readonly identity: Identity) {
+    this.trash = new Trash(store, identity);
+  }
+
+  static dirFor(stateDir: string, role: string): string {
+    return `${stateDir}/homes/${validateRole(role)}.git`;
+  }
+
+  static async list(stateDir: string): Promise<string[]> {
+    try {
+      return (await fs.readdir(`${stateDir}/homes`)).filter((n) => n.endsWith('.git')).map((n) => n.slice(0, -4)).sort();
+    } catch {
+      return [];
+    }
+  }
+
+  static async create(stateDir: string, role: string, opts: { template?: string; owner: string; identity: Identity }): Promise<Home> {
+    const dir = Home.dirFor(stateDir, role);
+    const template = opts.template ?? 'default';
+    if (!(TEMPLATES as readonly string[]).includes(template)) {
+      throw new UserError(`unknown template "${template}"; available: ${TEMPLATES.join(', ')}`);
+    }
+    try {
+      await fs.mkdir(dir, { recursive: false });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new UserError(`Home "${role}" already exists`, 409);
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
+        await fs.mkdir(`${stateDir}/homes`, { recursive: true });
+        return Home.create(stateDir, role, opts);
+      }
+      throw e;
+    }
+    const store = await Store.init(dir);
+    const changes = new Map<string, Entry>();
+    for (const f of defaultTemplate(role, opts.owner, new Date())) {
+      const mode = f.kind === 'symlink' ? MODE.link : f.kind === 'exec' ? MODE.exec : MODE.file;
+      changes.set(f.path, { oid: await store.writeBlob(f.content), mode });
+    }
+    const tree = await store.editTree(null, changes);
+    const commit = await store.writeCommit({ tree, parents: [], message: `nas: create Home ${role} from template ${template}\n`, author: opts.identity });
+    await store.updateRef(MAIN_REF, commit, null, 'nas: create Home');
+    await fs.mkdir(`${dir}/nas/branches`, { recursive: true });
+    return new Home(role, dir, store, opts.identity);
+  }
+
+  static async open(stateDir: string, role: string, identity: Identity): Promise<Home> {
+    const dir = Home.dirFor(stateDir, role);
+    const store = await Store.open(dir);
+    if (!(await store.readRef(MAIN_REF))) throw new Error(`${dir} has no main branch: not a Home`);
+    return new Home(role, dir, store, identity);
+  }
+
+  async mainHead(): Promise<string> {
+    const head = await this.store.readRef(MAIN_REF);
+    if (!head) throw new Error(`Home ${this.role} lost its main ref`);
+    return head;
+  }
+
+  /** The `.nas/` metadata as of a commit, validated; problems are collected, never thrown. */
+  async config(commit: string): Promise<HomeConfig> {
+    const tree = (await this.store.readCommit(commit)).tree;
+    const problems: string[] = [];
+    const text = async (path: string): Promise<string> => {
+      const entry = await this.store.lookupPath(tree, path);
+      if (!entry || entry.mode === MODE.tree) {
+        problems.push(`${path}: missing; using the defaults`);
+        return '';
+      }
+      return (await this.store.readBlob(entry.oid)).toString();
+    };
+    const take = <T>(p: { value: T; problems: string[] }): T => {
+      problems.push(...p.problems);
+      return p.value;
+    };
+    return {
+      role: take(parseRole(await text('.nas/role.yaml'))),
+      limits: take(parseLimits(await text('.nas/limits.yaml'))),
+      maintenance: take(parseMaintenance(await text('.nas/maintenance.yaml'))),
+      policy: take(parsePolicy(await text('.nas/policy.yaml'))),
+      problems,
+    };
+  }
+
+  branchDir(branch: string): string {
+    return `${this.dir}/nas/branches/${validateBranch(branch)}`;
+  }
+
+  async branches(): Promise<BranchRecord[]> {
+    const refs = await this.store.listRefs('refs/heads/');
+    const records = await this.branchRecords();
+    const out: BranchRecord[] = [];
+    for (const ref of refs.keys()) {
+      const name = ref.slice('refs/heads/'.length);
+      if (name === 'main') continue;
+      out.push(records.get(name) ?? { name, from: '?', base: '?', created: '?', ttl: '?', expires: '?' });
+    }
+    return out;
+  }
+
+  private async branchRecords(): Promise<Map<string, BranchRecord>> {
+    const head = await this.store.readRef(BRANCHES_REF);
+    const out = new Map<string, BranchRecord>();
+    if (!head) return out;
+    const tree = await this.store.readTree((await this.store.readCommit(head)).tree);
+    for (const [file, entry] of tree) {
+      const rec = yaml.load((await this.store.readBlob(entry.oid)).toString(), { schema: yaml.CORE_SCHEMA }) as BranchRecord;
+      out.set(file.replace(/\.yaml$/, ''), rec);
+    }
+    return out;
+  }
+
+  /**
+   * Create a branch in O(1): a ref at the source's head, a plain-text record, an empty upper directory.
+   * Nothing walks the Home's tree, so the cost is the same for 100 files and for 100,000.
+   */
+  async createBranch(name: string, opts: { from?: string; ttl?: string; run?: string; defaultTtl: string }): Promise<BranchRecord> {
+    validateBranch(name);
+    const from = opts.from ?? 'main';
+    if (from !== 'main') validateBranch(from);
+    const ttl = opts.ttl ?? opts.defaultTtl;
+    const ttlSeconds = parseDuration(ttl);
+    const base = await this.store.readRef(`refs/heads/${from}`);
+    if (!base) throw new UserError(`cannot branch from "${from}": Home ${this.role} has no such branch`, 404);
+    const now = new Date();
+    const record: BranchRecord = {
+      name, from, base, created: now.toISOString(), ttl,
+      expires: new Date(now.getTime() + ttlSeconds * 1000).toISOString(),
+      ...(opts.run ? { run: opts.run } : {}),
+    };
+    try {
+      await this.store.updateRef(`refs/heads/${name}`, base, null, `nas: branch ${name} from ${from}`);
+    } catch (e) {
+      if (e instanceof RefConflict) throw new UserError(`branch "${name}" already exists in Home ${this.role}`, 409);
+      throw e;
+    }
+    await fs.mkdir(`${this.branchDir(name)}/upper`, { recursive: true });
+    await this.writeBranchRecord(record);
+    return record;
+  }
+
+  private async writeBranchRecord(record: BranchRecord): Promise<void> {
+    const blob = await this.store.writeBlob(`# Branch record, written by nas branch create.\n${yaml.dump(record)}`);
+    for (;;) {
+      const head = await this.store.readRef(BRANCHES_REF);
+      const base = head ? (await this.store.readCommit(head)).tree : null;
+      const tree = await this.store.editTree(base, new Map([[`${record.name}.yaml`, { oid: blob, mode: MODE.file }]]));
+      const commit = await this.store.writeCommit({
+        tree, parents: head ? [head] : [], message: `nas: record branch ${record.name}\n`, author: this.identity,
+      });
+      try {
+        await this.store.updateRef(BRANCHES_REF, commit, head, 'nas: branch record');
+        return;
+      } catch (e) {
+        if (!(e instanceof RefConflict)) throw e;
+      }
+    }
+  }
+}

@@ -1,0 +1,85 @@
+import type { ErrnoCode } from '../util/errors.js';
+import { globToRegExp, matchesAny } from '../util/glob.js';
+import { DEFAULT_MAINTENANCE, DEFAULT_POLICY, type MaintenanceConfig, type PolicyConfig } from '../home/config.js';
+
+/**
+ * Syscall-level rules, as pure functions over plain data: given an operation, a Home-relative path and
+ * the kind of view, allow it (null) or name the errno the caller sees.
+ */
+
+export type Mutation =
+  | 'create' | 'mkdir' | 'symlink' | 'link'
+  | 'open-write' | 'write' | 'truncate' | 'chmod' | 'utimens'
+  | 'unlink' | 'rmdir' | 'rename-from' | 'rename-to';
+
+export type ViewKind = 'main' | 'branch';
+
+export interface Rules {
+  readOnly: RegExp[];
+  appendOnly: RegExp[];
+  scratch: RegExp[];
+}
+
+/** Rules that hold whatever a Home's policy.yaml says: a branch cannot loosen them by editing .nas/. */
+const BUILT_IN_READ_ONLY = ['.nas/**'];
+const BUILT_IN_APPEND_ONLY = ['memory/journal/**'];
+
+export function compileRules(policy: PolicyConfig = DEFAULT_POLICY, maintenance: MaintenanceConfig = DEFAULT_MAINTENANCE): Rules {
+  const compile = (list: string[]) => [...new Set(list)].map(globToRegExp);
+  return {
+    readOnly: compile([...BUILT_IN_READ_ONLY, ...policy.read_only]),
+    appendOnly: compile([...BUILT_IN_APPEND_ONLY, ...policy.append_only]),
+    scratch: compile(maintenance.retention.filter((r) => r.class === 'scratch').map((r) => r.path)),
+  };
+}
+
+export const DEFAULT_RULES = compileRules();
+
+/** Scratch paths live only in a branch's upper directory: never committed, merged or sent to the recycle area. */
+export function isScratch(rules: Rules, path: string): boolean {
+  return path !== '' && matchesAny(path, rules.scratch);
+}
+
+export function isAppendOnly(rules: Rules, path: string): boolean {
+  return matchesAny(path, rules.appendOnly);
+}
+
+/** Mutations that add a name to a directory; a `.git` component is refused outside scratch. */
+const NAMING: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'symlink', 'link', 'rename-to']);
+
+/** What an append-only path still allows (like `chattr +a`): new files and directories, appends (see checkOpenForWrite), chmod, times. */
+const APPEND_ALLOWED: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'open-write', 'write', 'chmod', 'utimens']);
+
+/**
+ * Decide a mutation. `exists` tells whether the target already exists (matters for rename-to and create in
+ * append-only areas). Byte-level checks (append offsets, quota) are `checkAppend` and `checkQuota`.
+ */
+export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: string, exists = false): ErrnoCode | null {
+  if (view === 'main') return 'EROFS';
+  if (path === '') return 'EPERM';
+  if (matchesAny(path, rules.readOnly)) return 'EPERM';
+  const scratch = isScratch(rules, path);
+  if (!scratch && NAMING.has(op) && path.split('/').includes('.git')) return 'EPERM';
+  if (op === 'link' && !scratch) return 'EPERM';
+  if (isAppendOnly(rules, path)) {
+    if (op === 'rename-to' && !exists) return null;
+    if (!APPEND_ALLOWED.has(op)) return 'EPERM';
+  }
+  return null;
+}
+
+/** Opening an append-only file for writing needs O_APPEND, as with `chattr +a`. */
+export function checkOpenForWrite(rules: Rules, path: string, append: boolean, truncate: boolean): ErrnoCode | null {
+  if (!isAppendOnly(rules, path)) return null;
+  return append && !truncate ? null : 'EPERM';
+}
+
+/** A write into an append-only file may not touch bytes that existed when it was opened. */
+export function checkAppend(rules: Rules, path: string, offset: number, floor: number): ErrnoCode | null {
+  return isAppendOnly(rules, path) && offset < floor ? 'EPERM' : null;
+}
+
+/** A write that grows the branch past its byte quota fails with EDQUOT. */
+export function checkQuota(usedBytes: number, growth: number, quotaBytes: number): ErrnoCode | null {
+  return growth > 0 && usedBytes + growth > quotaBytes ? 'EDQUOT' : null;
+}

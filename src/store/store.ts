@@ -1,0 +1,265 @@
+import NodeGit from 'nodegit';
+
+/**
+ * The Store: one bare git repository per Home. The only module that talks to git.
+ * Objects are immutable, so trees and blob sizes are cached by id; refs move only by compare-and-swap.
+ */
+
+export const MODE = { tree: 0o040000, file: 0o100644, exec: 0o100755, link: 0o120000 } as const;
+
+export interface Entry {
+  oid: string;
+  mode: number;
+}
+export type Tree = ReadonlyMap<string, Entry>;
+
+export interface CommitInfo {
+  oid: string;
+  tree: string;
+  parents: string[];
+  /** Committer time, seconds since the epoch. */
+  time: number;
+  message: string;
+}
+
+export interface Identity {
+  name: string;
+  email: string;
+}
+
+export interface NewCommit {
+  tree: string;
+  parents: string[];
+  message: string;
+  author: Identity;
+  committer?: Identity;
+}
+
+/** A ref did not hold the value a writer expected: someone else moved it first. */
+export class RefConflict extends Error {
+  constructor(readonly ref: string, readonly expected: string | null, readonly actual: string | null) {
+    super(`ref ${ref} moved: expected ${expected ?? '(absent)'}, found ${actual ?? '(absent)'}`);
+    this.name = 'RefConflict';
+  }
+}
+
+const TREE_CACHE_LIMIT = 250_000;
+
+export class Store {
+  private readonly trees = new Map<string, Tree>();
+  private readonly sizes = new Map<string, number>();
+  private readonly refLocks = new Map<string, Promise<unknown>>();
+
+  private constructor(readonly path: string, private readonly repo: any) {}
+
+  /** Create a bare repository at path (or open the one there). */
+  static async init(path: string): Promise<Store> {
+    const repo = await NodeGit.Repository.init(path, 1);
+    return new Store(path, repo);
+  }
+
+  static async open(path: string): Promise<Store> {
+    const repo = await NodeGit.Repository.openBare(path);
+    return new Store(path, repo);
+  }
+
+  // ---- refs -------------------------------------------------------------------------------------
+
+  async readRef(name: string): Promise<string | null> {
+    try {
+      const oid = await NodeGit.Reference.nameToId(this.repo, name);
+      return oid.tostrS();
+    } catch {
+      return null;
+    }
+  }
+
+  /** All refs whose name starts with prefix, with their targets. */
+  async listRefs(prefix: string): Promise<Map<string, string>> {
+    const names: string[] = await NodeGit.Reference.list(this.repo);
+    const out = new Map<string, string>();
+    for (const name of names.filter((n) => n.startsWith(prefix)).sort()) {
+      const oid = await this.readRef(name);
+      if (oid) out.set(name, oid);
+    }
+    return out;
+  }
+
+  /**
+   * Move ref `name` to `target` only if it still points at `expected` (null: only if it does not exist).
+   * Writers in this process are serialised per ref; libgit2's matching update guards against other processes.
+   */
+  async updateRef(name: string, target: string, expected: string | null, log: string): Promise<void> {
+    await this.withRefLock(name, async () => {
+      const actual = await this.readRef(name);
+      if (actual !== expected) throw new RefConflict(name, expected, actual);
+      try {
+        if (expected === null) await NodeGit.Reference.create(this.repo, name, NodeGit.Oid.fromString(target), 0, log);
+        else await NodeGit.Reference.createMatching(this.repo, name, NodeGit.Oid.fromString(target), 1, NodeGit.Oid.fromString(expected), log);
+      } catch (e) {
+        const now = await this.readRef(name);
+        if (now !== expected) throw new RefConflict(name, expected, now);
+        throw e;
+      }
+    });
+  }
+
+  async deleteRef(name: string, expected: string): Promise<void> {
+    await this.withRefLock(name, async () => {
+      const actual = await this.readRef(name);
+      if (actual !== expected) throw new RefConflict(name, expected, actual);
+      const ref = await NodeGit.Reference.lookup(this.repo, name);
+      ref.delete();
+    });
+  }
+
+  private async withRefLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.refLocks.get(name) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const settled = run.catch(() => undefined);
+    this.refLocks.set(name, settled);
+    try {
+      return await run;
+    } finally {
+      if (this.refLocks.get(name) === settled) this.refLocks.delete(name);
+    }
+  }
+
+  // ---- reading objects --------------------------------------------------------------------------
+
+  async readCommit(oid: string): Promise<CommitInfo> {
+    const commit = await this.repo.getCommit(oid);
+    return {
+      oid,
+      tree: commit.treeId().tostrS(),
+      parents: commit.parents().map((p: any) => p.tostrS()),
+      time: commit.time(),
+      message: commit.message(),
+    };
+  }
+
+  async readTree(oid: string): Promise<Tree> {
+    const cached = this.trees.get(oid);
+    if (cached) return cached;
+    const tree = await NodeGit.Tree.lookup(this.repo, NodeGit.Oid.fromString(oid));
+    const entries = new Map<string, Entry>();
+    for (const e of tree.entries()) entries.set(e.name(), { oid: e.id().tostrS(), mode: e.filemodeRaw() });
+    if (this.trees.size >= TREE_CACHE_LIMIT) this.trees.clear();
+    this.trees.set(oid, entries);
+    return entries;
+  }
+
+  /** The entry at a '/'-separated path below tree `root`, or null. '' is the root itself. */
+  async lookupPath(root: string, path: string): Promise<Entry | null> {
+    let entry: Entry = { oid: root, mode: MODE.tree };
+    if (path === '') return entry;
+    for (const name of path.split('/')) {
+      if (entry.mode !== MODE.tree) return null;
+      const next = (await this.readTree(entry.oid)).get(name);
+      if (!next) return null;
+      entry = next;
+    }
+    return entry;
+  }
+
+  async readBlob(oid: string): Promise<Buffer> {
+    const blob = await this.repo.getBlob(oid);
+    const content: Buffer = Buffer.from(blob.content());
+    this.sizes.set(oid, content.length);
+    return content;
+  }
+
+  async blobSize(oid: string): Promise<number> {
+    const known = this.sizes.get(oid);
+    if (known !== undefined) return known;
+    const blob = await this.repo.getBlob(oid);
+    const size = Number(blob.rawsize());
+    this.sizes.set(oid, size);
+    return size;
+  }
+
+  // ---- writing objects --------------------------------------------------------------------------
+
+  async writeBlob(content: Buffer | string): Promise<string> {
+    const buf = typeof content === 'string' ? Buffer.from(content) : content;
+    const oid = await NodeGit.Blob.createFromBuffer(this.repo, buf, buf.length);
+    const hex = oid.tostrS();
+    this.sizes.set(hex, buf.length);
+    return hex;
+  }
+
+  /** Hash a file on disk into the object database without reading it into JavaScript. */
+  async writeBlobFromFile(path: string): Promise<string> {
+    const oid = await NodeGit.Blob.createFromDisk(this.repo, path);
+    return oid.tostrS();
+  }
+
+  async writeTree(entries: Tree): Promise<string> {
+    const builder = await NodeGit.Treebuilder.create(this.repo, null);
+    for (const [name, e] of entries) await builder.insert(name, NodeGit.Oid.fromString(e.oid), e.mode);
+    const oid = await builder.write();
+    const hex = typeof oid === 'string' ? oid : oid.tostrS();
+    if (!this.trees.has(hex)) this.trees.set(hex, new Map(entries));
+    return hex;
+  }
+
+  /**
+   * A new tree: `root` (null for empty) with `changes` applied, each a path mapped to its new entry or null to
+   * delete it (a directory path deletes the whole subtree). Only the directories on changed paths are rewritten;
+   * directories left empty disappear, as git cannot hold them.
+   */
+  async editTree(root: string | null, changes: ReadonlyMap<string, Entry | null>): Promise<string> {
+    const trie = new EditNode();
+    for (const [path, entry] of changes) trie.add(path.split('/'), entry);
+    const out = await this.applyEdits(root, trie);
+    return out ?? (await this.writeTree(new Map()));
+  }
+
+  private async applyEdits(treeOid: string | null, node: EditNode): Promise<string | null> {
+    const entries = new Map(treeOid ? await this.readTree(treeOid) : []);
+    // Deletions first, so that "delete dir, then add dir/file" leaves only the new file.
+    for (const [name, child] of node.children) {
+      if (child.replace !== undefined) {
+        if (child.replace === null) entries.delete(name);
+        else if (child.replace.mode !== MODE.tree || child.children.size === 0) entries.set(name, child.replace);
+      }
+    }
+    for (const [name, child] of node.children) {
+      if (child.children.size === 0) continue;
+      const existing = entries.get(name);
+      const base = existing && existing.mode === MODE.tree ? existing.oid : null;
+      const sub = await this.applyEdits(base, child);
+      if (sub === null) entries.delete(name);
+      else entries.set(name, { oid: sub, mode: MODE.tree });
+    }
+    if (entries.size === 0) return null;
+    return this.writeTree(entries);
+  }
+
+  async writeCommit(c: NewCommit): Promise<string> {
+    const now = Math.floor(Date.now() / 1000);
+    const author = NodeGit.Signature.create(c.author.name, c.author.email, now, 0);
+    const committer = c.committer ? NodeGit.Signature.create(c.committer.name, c.committer.email, now, 0) : author;
+    const oid = await this.repo.createCommit(null, author, committer, c.message, c.tree, c.parents);
+    return oid.tostrS();
+  }
+}
+
+/** One directory level of a batch of tree edits. */
+class EditNode {
+  /** Set when this path itself is replaced (entry) or deleted (null). */
+  replace: Entry | null | undefined = undefined;
+  readonly children = new Map<string, EditNode>();
+
+  add(parts: string[], entry: Entry | null): void {
+    let node: EditNode = this;
+    for (const part of parts) {
+      let next = node.children.get(part);
+      if (!next) node.children.set(part, (next = new EditNode()));
+      node = next;
+    }
+    // A later change below a deleted directory keeps the deletion and adds the child.
+    node.replace = entry;
+    if (entry === null) node.children.clear();
+  }
+}

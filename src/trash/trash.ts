@@ -1,0 +1,102 @@
+import fs from 'node:fs/promises';
+import yaml from 'js-yaml';
+import { MODE, RefConflict, type Entry, type Identity, type Store } from '../store/store.js';
+
+/**
+ * The recycle area of a Home: what unlink and rmdir removed from a branch view, kept in the Store under
+ * refs/nas/trash as plain text plus the content itself: `<day>/<id>/record.yaml` and `<day>/<id>/content`.
+ */
+
+export type TrashKind = 'file' | 'exec' | 'symlink' | 'dir';
+
+export interface TrashRecord {
+  id: string;
+  path: string;
+  branch: string;
+  kind: TrashKind;
+  size: number;
+  deletedAt: string;
+  /** Content blob (files and symlinks). */
+  oid?: string;
+}
+
+/** A deletion to record: its content is in `oid` already (it was in git) or in `contentFile` (it was only on disk). */
+export interface TrashItem {
+  record: TrashRecord;
+  contentFile?: string;
+}
+
+export const TRASH_REF = 'refs/nas/trash';
+
+const KIND_MODE: Record<TrashKind, number> = { file: MODE.file, exec: MODE.exec, symlink: MODE.link, dir: MODE.file };
+
+export function newTrashId(now = new Date()): string {
+  return `${now.getTime().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+function recordDir(r: TrashRecord): string {
+  return `${r.deletedAt.slice(0, 10)}/${r.id}`;
+}
+
+export class Trash {
+  constructor(private readonly store: Store, private readonly identity: Identity) {}
+
+  /** Store deletions in one commit on the trash ref; records already stored (same id) are skipped. */
+  async add(items: TrashItem[]): Promise<void> {
+    if (items.length === 0) return;
+    const contents = new Map<string, Entry | null>();
+    for (const { record, contentFile } of items) {
+      if (record.kind !== 'dir' && contentFile) record.oid = await this.hashFile(contentFile, record.kind);
+      const dir = recordDir(record);
+      contents.set(`${dir}/record.yaml`, { oid: await this.store.writeBlob(yaml.dump(record)), mode: MODE.file });
+      if (record.oid) contents.set(`${dir}/content`, { oid: record.oid, mode: KIND_MODE[record.kind] });
+    }
+    for (;;) {
+      const head = await this.store.readRef(TRASH_REF);
+      const base = head ? (await this.store.readCommit(head)).tree : null;
+      const changes = new Map<string, Entry | null>();
+      for (const [path, entry] of contents) {
+        if (base && (await this.store.lookupPath(base, path))) continue;
+        changes.set(path, entry);
+      }
+      if (changes.size === 0) return;
+      const tree = await this.store.editTree(base, changes);
+      const paths = items.map((i) => `${i.record.branch}:${i.record.path}`);
+      const message = `trash: ${items.length} deleted (${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ', ...' : ''})\n`;
+      const commit = await this.store.writeCommit({ tree, parents: head ? [head] : [], message, author: this.identity });
+      try {
+        await this.store.updateRef(TRASH_REF, commit, head, 'trash: record deletions');
+        return;
+      } catch (e) {
+        if (!(e instanceof RefConflict)) throw e;
+      }
+    }
+  }
+
+  private async hashFile(file: string, kind: TrashKind): Promise<string> {
+    if (kind === 'symlink') return this.store.writeBlob(await fs.readlink(file));
+    return this.store.writeBlobFromFile(file);
+  }
+
+  /** Every record, newest first. */
+  async list(): Promise<TrashRecord[]> {
+    const head = await this.store.readRef(TRASH_REF);
+    if (!head) return [];
+    const root = await this.store.readTree((await this.store.readCommit(head)).tree);
+    const out: TrashRecord[] = [];
+    for (const day of root.values()) {
+      for (const item of (await this.store.readTree(day.oid)).values()) {
+        const rec = (await this.store.readTree(item.oid)).get('record.yaml');
+        if (!rec) continue;
+        const parsed = yaml.load((await this.store.readBlob(rec.oid)).toString(), { schema: yaml.CORE_SCHEMA });
+        out.push(parsed as TrashRecord);
+      }
+    }
+    return out.sort((a, b) => (a.deletedAt < b.deletedAt ? 1 : a.deletedAt > b.deletedAt ? -1 : b.id.localeCompare(a.id)));
+  }
+
+  async content(record: TrashRecord): Promise<Buffer> {
+    if (!record.oid) return Buffer.alloc(0);
+    return this.store.readBlob(record.oid);
+  }
+}
