@@ -37,11 +37,15 @@ async function main(): Promise<void> {
     throw err;
   });
 
+  const follow = setInterval(() => registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main')), 1000);
+  follow.unref();
+
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'stopping: committing pending changes, then unmounting');
+    clearInterval(follow);
     server.close();
     await registry.close();
     await mount.unmount();

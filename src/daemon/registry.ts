@@ -139,6 +139,20 @@ export class Registry {
     return [...this.homes.values()].map((m) => this.describeHome(m));
   }
 
+  /**
+   * Follow main when it moves outside a view (a merge, or an operator pushing to the Store): the main view
+   * and the Home's metadata are re-read. Cheap: one ref read per Home.
+   */
+  async refreshMains(): Promise<void> {
+    for (const m of this.homes.values()) {
+      const head = await m.home.mainHead();
+      if (head === m.main.head) continue;
+      m.config = await m.home.config(head);
+      for (const problem of m.config.problems) this.opts.log.warn({ role: m.home.role, problem }, 'Home metadata problem; defaults apply');
+      m.main.setHead(new GitLayer(m.home.store, await m.home.store.readCommit(head)));
+    }
+  }
+
   private describeHome(m: Mounted): object {
     return {
       role: m.home.role,

@@ -33,10 +33,13 @@ export function fuseOps(router: Router, log: Logger) {
     return { view, rel: slash < 0 ? '' : path.slice(slash + 1) };
   }
 
+  /** A path a mutation may name: inside a view. The mount root itself only lists Homes and branches. */
   function need(path: string): { view: View; rel: string } {
-    const r = route(path);
-    if (!r) throw fsError('EROFS', 'the mount root lists Homes; create one with nas home create');
-    return r;
+    const topLevel = path.indexOf('/', 1) < 0;
+    if (path === '/' || (topLevel && !router.view(path.slice(1)))) {
+      throw fsError('EROFS', 'the mount root lists Homes and branches; use nas home create and nas branch create');
+    }
+    return route(path)!;
   }
 
   function handle(fd: number): { view: View; h: Handle } {

@@ -1,0 +1,159 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+export const exec = promisify(execFile);
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run a program to completion, never throwing: tests look at the exit code. */
+export async function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<RunResult> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: { ...process.env, ...opts.env }, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    if (opts.input !== undefined) {
+      child.stdin!.on('error', () => undefined); // the program may exit without reading it
+      child.stdin!.end(opts.input);
+    }
+  });
+}
+
+export interface DaemonOptions {
+  windowMs?: number;
+  /** Reuse the state of an earlier daemon (restart after a crash). */
+  dir?: string;
+  extraArgs?: string[];
+}
+
+/** A nasd in its own process, with its own temp state dir, mount point and socket. */
+export class TestDaemon {
+  child!: ChildProcess;
+  log = '';
+  readonly mnt: string;
+  readonly state: string;
+  readonly socket: string;
+
+  private constructor(readonly dir: string, private readonly opts: DaemonOptions) {
+    this.mnt = `${dir}/mnt`;
+    this.state = `${dir}/state`;
+    this.socket = `${dir}/nasd.sock`;
+  }
+
+  static async start(opts: DaemonOptions = {}): Promise<TestDaemon> {
+    const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'nas-test-')));
+    const d = new TestDaemon(dir, opts);
+    await d.spawn();
+    return d;
+  }
+
+  private async spawn(): Promise<void> {
+    const args = [
+      `${ROOT}/dist/src/daemon/main.js`, '--state-dir', this.state, '--mount', this.mnt, '--socket', this.socket,
+      '--commit-window-ms', String(this.opts.windowMs ?? 50), '--log-level', 'info', ...(this.opts.extraArgs ?? []),
+    ];
+    this.child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout!.on('data', (d) => (this.log += d));
+    this.child.stderr!.on('data', (d) => (this.log += d));
+    const exited = new Promise<never>((_, reject) =>
+      this.child.once('exit', (code) => reject(new Error(`nasd exited with ${code} before it was ready:\n${this.log}`))),
+    );
+    const ready = (async () => {
+      for (let i = 0; i < 300; i++) {
+        if (this.log.includes('"nasd ready"')) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`nasd was not ready after 15 s:\n${this.log}`);
+    })();
+    await Promise.race([ready, exited]);
+    this.child.removeAllListeners('exit');
+  }
+
+  /** Run the nas CLI against this daemon. */
+  nas(...args: string[]): Promise<RunResult> {
+    return run(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', this.socket, ...args]);
+  }
+
+  /** Run the CLI and parse its --json answer, failing loudly if it did not succeed. */
+  async nasJson<T = any>(...args: string[]): Promise<T> {
+    const r = await this.nas('--json', ...args);
+    if (r.code !== 0) throw new Error(`nas ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+    return JSON.parse(r.stdout) as T;
+  }
+
+  git(...args: string[]): Promise<RunResult> {
+    return run('git', [`--git-dir=${this.state}/homes/demo.git`, ...args]);
+  }
+
+  path(view: string, rel = ''): string {
+    return rel ? `${this.mnt}/${view}/${rel}` : `${this.mnt}/${view}`;
+  }
+
+  /** SIGTERM and wait; then make sure nothing is left mounted, whatever happened. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      const gone = new Promise((r) => this.child.once('exit', r));
+      this.child.kill('SIGTERM');
+      await Promise.race([gone, new Promise((r) => setTimeout(r, 20_000))]);
+      if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+    }
+    await unmountIfMounted(this.mnt);
+  }
+
+  /** Kill without warning, as a crash would: the mount is left stale. */
+  async kill(): Promise<void> {
+    const gone = new Promise((r) => this.child.once('exit', r));
+    this.child.kill('SIGKILL');
+    await gone;
+  }
+
+  async restart(): Promise<TestDaemon> {
+    return TestDaemon.start({ ...this.opts, dir: this.dir });
+  }
+
+  async cleanup(): Promise<void> {
+    await this.stop();
+    await fs.rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+export async function isMounted(mnt: string): Promise<boolean> {
+  const text = await fs.readFile('/proc/mounts', 'utf8');
+  return text.split('\n').some((l) => l.split(' ')[1] === mnt);
+}
+
+export async function unmountIfMounted(mnt: string): Promise<void> {
+  if (await isMounted(mnt)) await run('fusermount', ['-uz', mnt]);
+}
+
+/** Wait until check() holds (commits are batched, so tests poll instead of sleeping a fixed time). */
+export async function eventually<T>(check: () => Promise<T | false | undefined | null>, what: string, ms = 10_000): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The errno code a promise rejects with (or 'OK'). */
+export async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'OK';
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code ?? String(e);
+  }
+}
