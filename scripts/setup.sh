@@ -9,7 +9,8 @@ fail() { echo "setup: $*" >&2; exit 1; }
 
 # fuse3 provides fusermount (and is what bindfs and fuse-overlayfs need); fuse-native links libfuse.so.2.
 # nodegit 0.27 builds from source: it needs a compiler, python3, and the Kerberos and OpenSSL headers.
-packages=(fuse3 libfuse2 git ca-certificates python3 make g++ pkg-config libkrb5-dev libssl-dev)
+# rsync is used by the test suite (real tools in branch views).
+packages=(fuse3 libfuse2 git ca-certificates python3 make g++ pkg-config libkrb5-dev libssl-dev rsync)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
