@@ -96,6 +96,12 @@ export class TestDaemon {
     return run('git', [`--git-dir=${this.state}/homes/demo.git`, ...args]);
   }
 
+  /** The bytes of a blob, e.g. gitBlob('draft:outbox/x.md'). */
+  async gitBlob(rev: string): Promise<Buffer> {
+    const { stdout } = await exec('git', [`--git-dir=${this.state}/homes/demo.git`, 'cat-file', 'blob', rev], { encoding: 'buffer', maxBuffer: 1 << 30 });
+    return stdout;
+  }
+
   path(view: string, rel = ''): string {
     return rel ? `${this.mnt}/${view}/${rel}` : `${this.mnt}/${view}`;
   }
@@ -148,12 +154,14 @@ export async function eventually<T>(check: () => Promise<T | false | undefined |
   }
 }
 
-/** The errno code a promise rejects with (or 'OK'). */
+/** The errno code a promise rejects with (or 'OK'). Node has no name for EDQUOT, so it is named here. */
 export async function codeOf(p: Promise<unknown>): Promise<string> {
   try {
     await p;
     return 'OK';
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code ?? String(e);
+    const err = e as NodeJS.ErrnoException;
+    if (err.errno === -os.constants.errno.EDQUOT) return 'EDQUOT';
+    return err.code ?? String(e);
   }
 }

@@ -30,7 +30,6 @@ export async function preflight(mountpoint: string, log: Logger): Promise<void> 
   } catch {
     throw new UserError('fusermount is not installed: apt-get install fuse3');
   }
-  await fs.mkdir(mountpoint, { recursive: true });
   const existing = (await mountsAt(mountpoint))[0];
   if (existing) {
     if (existing.startsWith('fuse') && (await isStale(mountpoint))) {
@@ -42,6 +41,7 @@ export async function preflight(mountpoint: string, log: Logger): Promise<void> 
       );
     }
   }
+  await fs.mkdir(mountpoint, { recursive: true });
   const entries = await fs.readdir(mountpoint);
   if (entries.length > 0) {
     throw new UserError(`mount point ${mountpoint} is not empty (${entries.slice(0, 3).join(', ')}...): nasd will not hide files; move them or choose another --mount`);

@@ -82,6 +82,7 @@ export class Home {
     const tree = await store.editTree(null, changes);
     const commit = await store.writeCommit({ tree, parents: [], message: `nas: create Home ${role} from template ${template}\n`, author: opts.identity });
     await store.updateRef(MAIN_REF, commit, null, 'nas: create Home');
+    await store.setHead(MAIN_REF);
     await fs.mkdir(`${dir}/nas/branches`, { recursive: true });
     return new Home(role, dir, store, opts.identity);
   }

@@ -104,6 +104,11 @@ export class Store {
     });
   }
 
+  /** Point HEAD at a branch, so that `git clone` of the Store checks it out. */
+  async setHead(ref: string): Promise<void> {
+    await NodeGit.Reference.symbolicCreate(this.repo, 'HEAD', ref, 1, 'nas: HEAD');
+  }
+
   async deleteRef(name: string, expected: string): Promise<void> {
     await this.withRefLock(name, async () => {
       const actual = await this.readRef(name);

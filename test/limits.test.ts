@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import { TestDaemon, codeOf, eventually, run } from './helpers.js';
+
+/** An operator changes main's .nas/ with plain git (main is protected from views, not from its owner). */
+async function pushToMain(d: TestDaemon, files: Record<string, string>): Promise<void> {
+  const work = `${d.dir}/work-${Date.now()}`;
+  const git = (...args: string[]) => run('git', ['-c', 'user.name=op', '-c', 'user.email=op@x', ...args], { cwd: work });
+  expect((await run('git', ['clone', '-q', `${d.state}/homes/demo.git`, work])).code).toBe(0);
+  for (const [rel, text] of Object.entries(files)) await fs.writeFile(`${work}/${rel}`, text);
+  expect((await git('commit', '-qam', 'operator: change limits')).code).toBe(0);
+  const push = await git('push', '-q', 'origin', 'main');
+  expect(push.code, push.stderr).toBe(0);
+}
+
+describe('limits and policy from .nas/', () => {
+  let d: TestDaemon;
+  beforeAll(async () => {
+    d = await TestDaemon.start({ extraArgs: ['--demo'] });
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('gives EDQUOT for a write past the branch quota, and keeps what fit', async () => {
+    const limits = (await fs.readFile(d.path('demo', '.nas/limits.yaml'), 'utf8')).replace(/branch_quota_bytes: \d+/, 'branch_quota_bytes: 65536');
+    await pushToMain(d, { '.nas/limits.yaml': limits });
+    expect((await d.nas('branch', 'create', 'demo/small')).code).toBe(0);
+    const p = (rel: string) => d.path('demo@small', rel);
+    await fs.writeFile(p('outbox/fits.bin'), Buffer.alloc(40_000, 1));
+    expect(await codeOf(fs.writeFile(p('outbox/too-big.bin'), Buffer.alloc(40_000, 2)))).toBe('EDQUOT');
+    const dd = await run('dd', ['if=/dev/zero', `of=${p('workspace/scratch.bin')}`, 'bs=64k', 'count=4']);
+    expect(dd.stderr).toMatch(/Disk quota exceeded/);
+    // Freeing space makes room again; what fit is intact and committed.
+    await fs.unlink(p('outbox/too-big.bin'));
+    await fs.unlink(p('workspace/scratch.bin'));
+    await fs.writeFile(p('outbox/small.md'), 'ok\n');
+    await d.nas('sync', 'demo/small');
+    expect((await d.gitBlob('small:outbox/fits.bin')).equals(Buffer.alloc(40_000, 1))).toBe(true);
+    expect((await d.gitBlob('small:outbox/small.md')).toString()).toBe('ok\n');
+  });
+
+  it('applies the strictest defaults when policy.yaml is malformed, reports it, and keeps serving', async () => {
+    await pushToMain(d, { '.nas/policy.yaml': 'version: 1\nread_only: [".nas/**"\nappend_only: {\n' });
+    await eventually(async () => {
+      const homes = await d.nasJson<any[]>('home', 'list');
+      return homes[0].problems.some((p: string) => /policy\.yaml: malformed YAML at line \d+/.test(p));
+    }, 'problem reported');
+    const list = await d.nas('home', 'list');
+    expect(list.stdout).toMatch(/warning: demo: .nas\/policy.yaml: malformed YAML at line/);
+    expect((await d.nas('branch', 'create', 'demo/strict')).code).toBe(0);
+    const p = (rel: string) => d.path('demo@strict', rel);
+    await fs.writeFile(p('outbox/ok.md'), 'ok\n');
+    expect(await codeOf(fs.writeFile(p('.nas/policy.yaml'), 'x'))).toBe('EPERM');
+    await fs.appendFile(p('memory/journal/j.md'), 'a\n');
+    expect(await codeOf(fs.writeFile(p('memory/journal/j.md'), 'b\n'))).toBe('EPERM');
+    expect(d.log).toMatch(/policy\.yaml: malformed YAML/);
+  });
+
+  it('adds read-only and append-only paths from a valid policy.yaml, without dropping the built-in ones', async () => {
+    await pushToMain(d, { '.nas/policy.yaml': 'version: 1\nread_only:\n  - "skills/**"\nappend_only:\n  - "outbox/ledger.md"\n' });
+    await eventually(async () => (await d.nasJson<any[]>('home', 'list'))[0].problems.length === 0, 'policy accepted');
+    expect((await d.nas('branch', 'create', 'demo/custom')).code).toBe(0);
+    const p = (rel: string) => d.path('demo@custom', rel);
+    expect(await codeOf(fs.writeFile(p('skills/x.md'), 'x'))).toBe('EPERM');
+    expect(await codeOf(fs.writeFile(p('.nas/role.yaml'), 'x'))).toBe('EPERM');
+    await fs.appendFile(p('outbox/ledger.md'), 'one\n');
+    expect(await codeOf(fs.writeFile(p('outbox/ledger.md'), 'two\n'))).toBe('EPERM');
+    expect(await codeOf(fs.unlink(p('memory/journal/README.md')))).toBe('EPERM');
+  });
+});
