@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { parseLimits, parseMaintenance, parsePolicy, DEFAULT_LIMITS, DEFAULT_POLICY } from '../src/home/config.js';
+import { defaultTemplate } from '../src/home/template.js';
+import { parseBranchSpec, validateBranch, validateRelPath, validateRole } from '../src/util/names.js';
+import { parseDuration } from '../src/util/duration.js';
+
+describe('.nas/ metadata', () => {
+  it('parses the template files without problems', () => {
+    const files = new Map(defaultTemplate('demo', 'root', new Date()).map((f) => [f.path, f.content]));
+    expect(parseLimits(files.get('.nas/limits.yaml')!).problems).toEqual([]);
+    expect(parseMaintenance(files.get('.nas/maintenance.yaml')!).problems).toEqual([]);
+    expect(parsePolicy(files.get('.nas/policy.yaml')!).problems).toEqual([]);
+    expect(parseLimits(files.get('.nas/limits.yaml')!).value).toEqual(DEFAULT_LIMITS);
+  });
+
+  it('reports malformed YAML with its line and falls back to the defaults', () => {
+    const r = parsePolicy('version: 1\nread_only: [".nas/**"\nappend_only: {\n');
+    expect(r.value).toEqual(DEFAULT_POLICY);
+    expect(r.problems[0]).toMatch(/^\.nas\/policy\.yaml: malformed YAML at line \d+/);
+  });
+
+  it('reports wrong types and unknown keys, keeping the valid keys', () => {
+    const r = parseLimits('version: 1\nbranch_quota_bytes: lots\nbranch_ttl_default: 3h\nquota: 5\n');
+    expect(r.value.branch_quota_bytes).toBe(DEFAULT_LIMITS.branch_quota_bytes);
+    expect(r.value.branch_ttl_default).toBe('3h');
+    expect(r.problems).toEqual([
+      expect.stringMatching(/"branch_quota_bytes" must be an integer/),
+      expect.stringMatching(/unknown key "quota"/),
+    ]);
+    expect(parseMaintenance('retention:\n  - path: ../x\n    class: scratch\n').problems[0]).toMatch(/relative path/);
+    expect(parseMaintenance('retention:\n  - path: tmp/\n    class: temporary\n').problems[0]).toMatch(/"versioned" or "scratch"/);
+    expect(parsePolicy('- a\n- b\n').problems[0]).toMatch(/expected a mapping/);
+    expect(parsePolicy('').problems).toEqual([]);
+  });
+});
+
+describe('names', () => {
+  it('accepts ordinary names', () => {
+    expect(validateRole('demo')).toBe('demo');
+    expect(validateBranch('try-1.b_2')).toBe('try-1.b_2');
+    expect(parseBranchSpec('demo/draft')).toEqual({ role: 'demo', branch: 'draft' });
+    expect(validateRelPath('outbox/x.md/')).toBe('outbox/x.md');
+  });
+
+  it('rejects hostile names', () => {
+    for (const bad of ['', '..', 'a/b', 'A', '-x', 'a\u0000b', 'x'.repeat(64), 'a@b']) expect(() => validateRole(bad), bad).toThrow(/invalid role/);
+    for (const bad of ['', '..', 'a..b', 'a/b', '.hidden', 'x.lock', 'a\tb', 'é', 'x'.repeat(101)]) expect(() => validateBranch(bad), bad).toThrow(/invalid branch/);
+    expect(() => validateBranch('main')).toThrow(/protected/);
+    for (const bad of ['/etc/passwd', 'a/../b', './a', 'a//b', 'a\nb', `${'x'.repeat(256)}/y`]) expect(() => validateRelPath(bad), bad).toThrow();
+    expect(() => parseBranchSpec('demo')).toThrow(/<role>\/<branch>/);
+  });
+
+  it('parses durations', () => {
+    expect(parseDuration('48h')).toBe(172800);
+    expect(parseDuration('90s')).toBe(90);
+    expect(parseDuration('2w')).toBe(1209600);
+    for (const bad of ['0h', '48', 'h', '1y', '-1h']) expect(() => parseDuration(bad), bad).toThrow(/duration/);
+  });
+});

@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, compileRules, DEFAULT_RULES, isScratch } from '../src/policy/policy.js';
+import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../src/home/config.js';
+import { globToRegExp } from '../src/util/glob.js';
+
+describe('policy', () => {
+  const r = DEFAULT_RULES;
+
+  it('refuses every mutation on main with EROFS, and allows ordinary writes in a branch', () => {
+    for (const op of ['create', 'mkdir', 'open-write', 'write', 'truncate', 'unlink', 'rmdir', 'rename-from', 'rename-to', 'chmod', 'utimens', 'symlink', 'link'] as const) {
+      expect(checkMutation('main', r, op, 'outbox/x.md')).toBe('EROFS');
+    }
+    expect(checkMutation('branch', r, 'create', 'outbox/x.md')).toBeNull();
+    expect(checkMutation('branch', r, 'unlink', 'AGENTS.md')).toBeNull();
+  });
+
+  it('makes .nas/ read-only (EPERM), including the directory itself', () => {
+    expect(checkMutation('branch', r, 'open-write', '.nas/policy.yaml')).toBe('EPERM');
+    expect(checkMutation('branch', r, 'create', '.nas/new.yaml')).toBe('EPERM');
+    expect(checkMutation('branch', r, 'rmdir', '.nas')).toBe('EPERM');
+    expect(checkMutation('branch', r, 'rename-to', '.nas/x', false)).toBe('EPERM');
+    expect(checkMutation('branch', r, 'create', '.nasty')).toBeNull();
+  });
+
+  it('makes the journal append-only: new files and appends, nothing else', () => {
+    const j = 'memory/journal/2026.md';
+    expect(checkMutation('branch', r, 'create', j)).toBeNull();
+    expect(checkMutation('branch', r, 'write', j)).toBeNull();
+    for (const op of ['truncate', 'unlink', 'rename-from', 'rmdir'] as const) expect(checkMutation('branch', r, op, j)).toBe('EPERM');
+    expect(checkMutation('branch', r, 'rename-to', j, true)).toBe('EPERM');
+    expect(checkMutation('branch', r, 'rename-to', j, false)).toBeNull();
+    expect(checkOpenForWrite(r, j, true, false)).toBeNull();
+    expect(checkOpenForWrite(r, j, false, false)).toBe('EPERM');
+    expect(checkOpenForWrite(r, j, true, true)).toBe('EPERM');
+    expect(checkOpenForWrite(r, 'outbox/a.md', false, true)).toBeNull();
+    expect(checkAppend(r, j, 10, 10)).toBeNull();
+    expect(checkAppend(r, j, 9, 10)).toBe('EPERM');
+    expect(checkAppend(r, 'outbox/a.md', 0, 10)).toBeNull();
+  });
+
+  it('refuses .git and hard links outside scratch', () => {
+    expect(checkMutation('branch', r, 'mkdir', 'outbox/.git')).toBe('EPERM');
+    expect(checkMutation('branch', r, 'create', 'outbox/repo/.git/HEAD')).toBe('EPERM');
+    expect(checkMutation('branch', r, 'mkdir', 'workspace/repo/.git')).toBeNull();
+    expect(checkMutation('branch', r, 'link', 'outbox/hard')).toBe('EPERM');
+    expect(checkMutation('branch', r, 'link', 'workspace/hard')).toBeNull();
+    expect(checkMutation('branch', r, 'create', 'outbox/.gitignore')).toBeNull();
+  });
+
+  it('classifies scratch paths from maintenance.yaml', () => {
+    expect(isScratch(r, 'workspace')).toBe(true);
+    expect(isScratch(r, 'workspace/a/b')).toBe(true);
+    expect(isScratch(r, 'workspaces')).toBe(false);
+    expect(isScratch(r, '')).toBe(false);
+    const custom = compileRules(DEFAULT_POLICY, { ...DEFAULT_MAINTENANCE, retention: [{ path: 'cache/**', class: 'scratch' }, { path: 'tmp/', class: 'scratch' }] });
+    expect(isScratch(custom, 'cache/x')).toBe(true);
+    expect(isScratch(custom, 'tmp')).toBe(true);
+    expect(isScratch(custom, 'workspace/x')).toBe(false);
+  });
+
+  it('keeps the built-in rules whatever policy.yaml says', () => {
+    const loose = compileRules({ version: 1, read_only: [], append_only: [] });
+    expect(checkMutation('branch', loose, 'open-write', '.nas/policy.yaml')).toBe('EPERM');
+    expect(checkMutation('branch', loose, 'unlink', 'memory/journal/a.md')).toBe('EPERM');
+    const extra = compileRules({ version: 1, read_only: ['skills/**'], append_only: ['outbox/ledger.md'] });
+    expect(checkMutation('branch', extra, 'create', 'skills/x/SKILL.md')).toBe('EPERM');
+    expect(checkMutation('branch', extra, 'unlink', 'outbox/ledger.md')).toBe('EPERM');
+  });
+
+  it('gives EDQUOT only for growth past the quota', () => {
+    expect(checkQuota(900, 100, 1000)).toBeNull();
+    expect(checkQuota(900, 101, 1000)).toBe('EDQUOT');
+    expect(checkQuota(2000, -5, 1000)).toBeNull();
+    expect(checkQuota(2000, 0, 1000)).toBeNull();
+  });
+
+  it('matches globs by path component', () => {
+    expect(globToRegExp('.nas/**').test('.nas')).toBe(true);
+    expect(globToRegExp('.nas/**').test('.nas/a/b')).toBe(true);
+    expect(globToRegExp('*.md').test('a.md')).toBe(true);
+    expect(globToRegExp('*.md').test('dir/a.md')).toBe(false);
+    expect(globToRegExp('**/*.md').test('dir/a.md')).toBe(true);
+    expect(globToRegExp('**/*.md').test('a.md')).toBe(true);
+    expect(globToRegExp('memory/?.md').test('memory/a.md')).toBe(true);
+    expect(globToRegExp('a+b/(x)').test('a+b/(x)')).toBe(true);
+  });
+});
