@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Agent NAS benchmark: one run, side by side on this machine, a table of ratios.
+
+Targets: a native directory, bindfs (-o big_writes), fuse-overlayfs, and a nasd branch view (both a
+versioned folder, commits included, and workspace/ scratch). Workloads and targets from the issue
+"nasd mounts Homes through FUSE". Not a test: it prints numbers, it asserts nothing.
+
+usage: bench/run.sh [--files N] [--seq-mib N] [--big-home N] [--json FILE]
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NODE = shutil.which('node')
+
+
+def sh(*args, **kw):
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
+
+
+def drop_caches():
+    """Cold caches: the kernel forgets dentries, inodes and pages, so FUSE lookups reach the daemon again."""
+    os.sync()
+    with open('/proc/sys/vm/drop_caches', 'w') as f:
+        f.write('3')
+
+
+def timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+# ---- workloads ---------------------------------------------------------------------------------
+
+def create_files(d, n, after=None):
+    os.makedirs(d, exist_ok=True)
+    block = os.urandom(4096)
+
+    def run():
+        for i in range(n):
+            fd = os.open(f'{d}/f{i:05d}', os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            os.write(fd, block)
+            os.close(fd)
+        if after:
+            after()
+    return timed(run)
+
+
+def stat_files(d, n):
+    drop_caches()
+    return timed(lambda: [os.lstat(f'{d}/f{i:05d}') for i in range(n)])
+
+
+def readdir(d):
+    drop_caches()
+    out = []
+    t = timed(lambda: out.append(len(os.listdir(d))))
+    return t, out[0]
+
+
+def unlink_files(d, n, after=None):
+    def run():
+        for i in range(n):
+            os.unlink(f'{d}/f{i:05d}')
+        if after:
+            after()
+    return timed(run)
+
+
+def seq_write(path, mib, after=None):
+    buf = os.urandom(1 << 20)
+
+    def run():
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        for _ in range(mib):
+            os.write(fd, buf)
+        os.fsync(fd)
+        os.close(fd)
+        if after:
+            after()
+    return timed(run)
+
+
+def seq_read(path):
+    drop_caches()
+
+    def run():
+        fd = os.open(path, os.O_RDONLY)
+        while os.read(fd, 1 << 20):
+            pass
+        os.close(fd)
+    return timed(run)
+
+
+def git_workload(d):
+    """git init, add and commit a 1,000-file tree, then git status (the tree is written first, untimed)."""
+    os.makedirs(d, exist_ok=True)
+    for i in range(10):
+        os.makedirs(f'{d}/pkg{i}', exist_ok=True)
+        for j in range(100):
+            with open(f'{d}/pkg{i}/m{j}.ts', 'w') as f:
+                f.write(f'export const v{i}_{j} = {i * j};\n' * 8)
+    env = dict(os.environ, GIT_AUTHOR_NAME='b', GIT_AUTHOR_EMAIL='b@b', GIT_COMMITTER_NAME='b', GIT_COMMITTER_EMAIL='b@b')
+
+    def run():
+        for args in (['init', '-q'], ['add', '-A'], ['commit', '-qm', 'bench'], ['status', '--porcelain']):
+            subprocess.run(['git', *args], cwd=d, env=env, check=True, capture_output=True)
+    return timed(run)
+
+
+# ---- targets -----------------------------------------------------------------------------------
+
+class Nasd:
+    """A nasd of its own: state dir, mount point and socket under the bench directory."""
+
+    def __init__(self, root, window_ms=100):
+        self.root = root
+        self.state = f'{root}/state'
+        self.mnt = f'{root}/mnt'
+        self.sock = f'{root}/nasd.sock'
+        os.makedirs(root, exist_ok=True)
+        self.log = open(f'{root}/nasd.log', 'w')
+        self.proc = subprocess.Popen(
+            [NODE, f'{REPO}/dist/src/daemon/main.js', '--state-dir', self.state, '--mount', self.mnt,
+             '--socket', self.sock, '--commit-window-ms', str(window_ms), '--log-level', 'warn'],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(300):
+            if os.path.exists(self.sock) and self._alive():
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f'nasd did not start; see {root}/nasd.log')
+
+    def _alive(self):
+        try:
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(self.sock)
+            s.close()
+            return True
+        except OSError:
+            return False
+
+    def nas(self, *args):
+        out = sh(NODE, f'{REPO}/dist/src/cli/main.js', '--socket', self.sock, '--json', *args).stdout
+        return json.loads(out)
+
+    def store(self, role):
+        return f'{self.state}/homes/{role}.git'
+
+    def rss_mb(self):
+        with open(f'/proc/{self.proc.pid}/status') as f:
+            for line in f:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1]) / 1024
+        return float('nan')
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        subprocess.run(['fusermount', '-uz', self.mnt], capture_output=True)
+
+
+def mount_peers(root):
+    for d in ('native', 'bind-src', 'bindfs', 'ovl-lower', 'ovl-upper', 'ovl-work', 'overlay'):
+        os.makedirs(f'{root}/{d}', exist_ok=True)
+    sh('bindfs', '-o', 'big_writes', f'{root}/bind-src', f'{root}/bindfs')
+    sh('fuse-overlayfs', '-o', f'lowerdir={root}/ovl-lower,upperdir={root}/ovl-upper,workdir={root}/ovl-work', f'{root}/overlay')
+    return {'native': f'{root}/native', 'bindfs': f'{root}/bindfs', 'fuse-overlayfs': f'{root}/overlay'}
+
+
+def unmount_peers(root):
+    for m in ('bindfs', 'overlay'):
+        subprocess.run(['fusermount', '-uz', f'{root}/{m}'], capture_output=True)
+
+
+def fill_home(nasd, role, n):
+    """Give a Home n files on main with git fast-import (as an operator would import an existing Home)."""
+    nasd.nas('home', 'create', role)
+    store = nasd.store(role)
+    main = sh('git', f'--git-dir={store}', 'rev-parse', 'main').stdout.strip()
+    lines = [f'commit refs/heads/main\ncommitter bench <b@b> {int(time.time())} +0000\ndata 11\nimport {n}\nfrom {main}\n']
+    for i in range(n):
+        content = f'# note {i}\n\nSome text for file {i}.\n'
+        lines.append(f'M 100644 inline notes/d{i // 1000:03d}/n{i:06d}.md\ndata {len(content)}\n{content}\n')
+    subprocess.run(['git', f'--git-dir={store}', 'fast-import', '--quiet', '--force'], input=''.join(lines).encode(), check=True)
+    # nasd follows main within a second
+    time.sleep(1.5)
+
+
+def close_to_commit(nasd, view_dir, store, branch, samples):
+    """Seconds from close() to the branch ref naming a commit that holds the file."""
+    ref = f'{store}/refs/heads/{branch}'
+    out = []
+    for i in range(samples):
+        before = open(ref).read()
+        fd = os.open(f'{view_dir}/lat{i}.md', os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b'latency\n')
+        os.close(fd)
+        t = time.perf_counter()
+        while open(ref).read() == before:
+            time.sleep(0.0005)
+        out.append(time.perf_counter() - t)
+        time.sleep(0.05)
+    return out
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+def fmt_s(x):
+    return '-' if x is None else (f'{x * 1000:.0f} ms' if x < 10 else f'{x:.1f} s')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--files', type=int, default=10_000)
+    ap.add_argument('--seq-mib', type=int, default=256)
+    ap.add_argument('--big-home', type=int, default=100_000)
+    ap.add_argument('--root', default='/var/tmp/agent-nas-bench')
+    ap.add_argument('--json')
+    a = ap.parse_args()
+
+    shutil.rmtree(a.root, ignore_errors=True)
+    os.makedirs(a.root)
+    targets = mount_peers(a.root)
+    nasd = Nasd(f'{a.root}/nasd')
+    results = {}
+    try:
+        nasd.nas('home', 'create', 'bench')
+        nasd.nas('branch', 'create', 'bench/b')
+        view = f'{nasd.mnt}/bench@b'
+        sync = lambda: nasd.nas('sync', 'bench/b')
+        targets['nasd versioned'] = f'{view}/outbox'
+        targets['nasd workspace'] = f'{view}/workspace'
+
+        n = a.files
+        for name, base in targets.items():
+            after = sync if name == 'nasd versioned' else None
+            d = f'{base}/small'
+            r = results.setdefault(name, {})
+            r['create'] = create_files(d, n, after)
+            r['stat'] = stat_files(d, n)
+            r['readdir'], count = readdir(d)
+            assert count == n, f'{name}: readdir saw {count} of {n}'
+            r['unlink'] = unlink_files(d, n, after)
+            r['seq_write'] = seq_write(f'{base}/seq.bin', a.seq_mib, after)
+            r['seq_read'] = seq_read(f'{base}/seq.bin')
+            os.unlink(f'{base}/seq.bin')
+            if after:
+                after()
+            if name != 'nasd versioned':
+                r['git'] = git_workload(f'{base}/repo')
+            print(f'measured {name}', file=sys.stderr)
+
+        lat = close_to_commit(nasd, f'{view}/outbox', nasd.store('bench'), 'b', 40)
+        branch_ms = {}
+        for size in (1_000, a.big_home):
+            role = f'home{size}'
+            fill_home(nasd, role, size)
+            branch_ms[size] = statistics.median(nasd.nas('branch', 'create', f'{role}/try{i}')['createdInMs'] for i in range(5))
+        # walk the big Home through the mount, then read the daemon's memory
+        walked = 0
+        for dirpath, _, files in os.walk(f'{nasd.mnt}/home{a.big_home}@try0'):
+            for f in files:
+                os.lstat(f'{dirpath}/{f}')
+                walked += 1
+        rss = nasd.rss_mb()
+    finally:
+        nasd.stop()
+        unmount_peers(a.root)
+
+    bind, ovl = results['bindfs'], results['fuse-overlayfs']
+    ver, ws = results['nasd versioned'], results['nasd workspace']
+    mb = a.seq_mib
+
+    def speed(peer, ours):
+        return peer / ours
+
+    rows = []
+    def row(what, key, nas_target, ratio, target, ok):
+        cells = [results[t].get(key) for t in ('native', 'bindfs', 'fuse-overlayfs')]
+        rows.append([what, *[fmt_s(c) for c in cells], fmt_s(results[nas_target].get(key)) + f' ({nas_target.split()[1]})', ratio, target, ok])
+
+    for key, label in (('create', f'create+write 4 KiB+close x{n}'), ('stat', f'cold stat x{n}'), ('readdir', f'readdir of {n}'), ('unlink', f'unlink x{n}')):
+        for t in ('nasd versioned', 'nasd workspace'):
+            r = results[t][key]
+            if key == 'create' and t == 'nasd versioned':
+                row(label + ' (commits incl.)', key, t, f'{speed(ovl[key], r):.2f}x overlay', '>= 1.0x overlay', speed(ovl[key], r) >= 1.0)
+            elif key in ('stat', 'readdir'):
+                row(label, key, t, f'{speed(bind[key], r):.2f}x bindfs', '>= 0.8x bindfs', speed(bind[key], r) >= 0.8)
+            else:
+                row(label, key, t, f'{speed(bind[key], r):.2f}x bindfs', '-', '')
+    for t in ('nasd workspace', 'nasd versioned'):
+        r = results[t]['seq_write']
+        row(f'sequential write {mb} MiB' + (' (commit incl.)' if 'versioned' in t else ''), 'seq_write', t, f'{speed(bind["seq_write"], r):.2f}x bindfs', '>= 0.8x bindfs', speed(bind['seq_write'], r) >= 0.8)
+    for t in ('nasd workspace', 'nasd versioned'):
+        r = results[t]['seq_read']
+        row(f'sequential read {mb} MiB (cold)', 'seq_read', t, f'{speed(bind["seq_read"], r):.2f}x bindfs', '-', '')
+    g = ws['git']
+    row('git init+add+commit 1,000 files, status', 'git', 'nasd workspace', f'{g / bind["git"]:.2f}x bindfs time', '<= 1.5x bindfs', g / bind['git'] <= 1.5)
+
+    p50 = statistics.median(lat)
+    extra = [
+        ['branch creation, 1,000-file Home', f'{branch_ms[1_000]:.1f} ms', '< 20 ms', branch_ms[1_000] < 20],
+        [f'branch creation, {a.big_home:,}-file Home', f'{branch_ms[a.big_home]:.1f} ms', '< 20 ms', branch_ms[a.big_home] < 20],
+        ['close to commit, p50 (p90)', f'{p50 * 1000:.0f} ms ({sorted(lat)[int(len(lat) * 0.9)] * 1000:.0f} ms)', '< 1 s', p50 < 1],
+        [f'daemon RSS after walking {walked:,} files', f'{rss:.0f} MB', '< 300 MB', rss < 300],
+    ]
+
+    head = ['workload', 'native', 'bindfs', 'fuse-overlayfs', 'nasd', 'ratio', 'target', 'met']
+    table = [head] + [[str(c) if not isinstance(c, bool) else ('yes' if c else 'NO') for c in r] for r in rows]
+    print(f'\nAgent NAS benchmark, {time.strftime("%Y-%m-%d")}, {os.cpu_count()} cores (ratio > 1: nasd faster)\n')
+    print('| ' + ' | '.join(head) + ' |')
+    print('|' + '---|' * len(head))
+    for r in table[1:]:
+        print('| ' + ' | '.join(r) + ' |')
+    print('\n| nasd only | measured | target | met |\n|---|---|---|---|')
+    for r in extra:
+        print(f'| {r[0]} | {r[1]} | {r[2]} | {"yes" if r[3] else "NO"} |')
+    if a.json:
+        with open(a.json, 'w') as f:
+            json.dump({'results': results, 'branch_ms': branch_ms, 'close_to_commit_s': lat, 'rss_mb': rss}, f, indent=2)
+    shutil.rmtree(a.root, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The benchmark: installs its peers (bindfs, fuse-overlayfs, fio) when missing, builds, and prints the table.
+# Run as root on an idle machine: bench/run.sh [--files N] [--seq-mib N] [--big-home N] [--json FILE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "bench: run as root (it mounts filesystems and drops caches)" >&2; exit 1; }
+missing=()
+for p in bindfs fuse-overlayfs fio python3; do command -v "$p" >/dev/null || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; }
+fi
+bash scripts/setup.sh >/dev/null
+exec python3 bench/bench.py "$@"
