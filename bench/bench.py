@@ -25,6 +25,13 @@ def sh(*args, **kw):
     return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
 
 
+START = time.perf_counter()
+
+
+def log(msg):
+    print(f'[{time.perf_counter() - START:7.1f}s] {msg}', file=sys.stderr, flush=True)
+
+
 def drop_caches():
     """Cold caches: the kernel forgets dentries, inodes and pages, so FUSE lookups reach the daemon again."""
     os.sync()
@@ -259,14 +266,17 @@ def main():
                 after()
             if name != 'nasd versioned':
                 r['git'] = git_workload(f'{base}/repo')
-            print(f'measured {name}', file=sys.stderr)
+            log(f'measured {name}')
 
+        log('close to commit')
         lat = close_to_commit(nasd, f'{view}/outbox', nasd.store('bench'), 'b', 40)
         branch_ms = {}
         for size in (1_000, a.big_home):
             role = f'home{size}'
+            log(f'filling a {size}-file Home')
             fill_home(nasd, role, size)
             branch_ms[size] = statistics.median(nasd.nas('branch', 'create', f'{role}/try{i}')['createdInMs'] for i in range(5))
+        log('walking the big Home')
         # walk the big Home through the mount, then read the daemon's memory
         walked = 0
         for dirpath, _, files in os.walk(f'{nasd.mnt}/home{a.big_home}@try0'):

@@ -94,6 +94,7 @@ export async function mountFuse(mountpoint: string, ops: object, log: Logger): P
     fsname: 'nasd,big_writes,max_write=131072',
     subtype: 'nasd',
     timeout: false,
+    debug: process.env.NASD_FUSE_DEBUG === '1',
   });
   await new Promise<void>((resolve, reject) =>
     fuse.mount((err: Error | null) => (err ? reject(new UserError(`cannot mount ${mountpoint}: ${err.message}`)) : resolve())),
