@@ -12,6 +12,7 @@ import { Flusher } from './flusher.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
 import { statfsOf } from './main-view.js';
 import * as fsx from './fsx.js';
+import { mapLimit } from '../util/concurrency.js';
 import type { FsStats, Handle, View } from './view.js';
 
 export interface BranchContext {
@@ -62,6 +63,8 @@ export class BranchView implements View {
   /** Deletions waiting to reach the recycle area. */
   private readonly deletions: Extract<PendingEntry, { type: 'delete' }>[] = [];
   private readonly copying = new Map<string, Promise<void>>();
+  /** Handles open for writing, so that sync can include what they wrote before their release arrives. */
+  private readonly writers = new Set<Handle>();
   private gen = 0;
   private usedBytes = 0;
   private logLock: Promise<unknown> = Promise.resolve();
@@ -241,7 +244,12 @@ export class BranchView implements View {
       this.usedBytes -= size;
       size = 0;
     }
-    return { rel, fd, data: null, writable: true, dirty: truncating, floor: size, size };
+    return this.writer({ rel, fd, data: null, writable: true, dirty: truncating, floor: size, size });
+  }
+
+  private writer(h: Handle): Handle {
+    this.writers.add(h);
+    return h;
   }
 
   async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
@@ -262,7 +270,7 @@ export class BranchView implements View {
     const fd = await this.withParent(rel, () =>
       fsx.open(this.up(rel), constants.O_CREAT | constants.O_RDWR | constants.O_TRUNC, mode & 0o7777),
     );
-    return { rel, fd, data: null, writable: true, dirty: true, floor: 0, size: 0 };
+    return this.writer({ rel, fd, data: null, writable: true, dirty: true, floor: 0, size: 0 });
   }
 
   async write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
@@ -280,21 +288,24 @@ export class BranchView implements View {
     return n;
   }
 
-  async flush(h: Handle): Promise<void> {
+  /** What a handle wrote is queued for the next commit. */
+  private queue(h: Handle): void {
     if (!h.dirty) return;
     h.dirty = false;
     this.markDirty(h.rel);
   }
 
+  /** The last close of a file: what it wrote joins the next commit. */
   async release(h: Handle): Promise<void> {
-    await this.flush(h);
+    this.writers.delete(h);
+    this.queue(h);
     if (h.fd !== null) await fsx.close(h.fd);
   }
 
   /** Returns once the file's content is on disk and every pending change of the branch is a commit. */
   async fsync(h: Handle | null): Promise<void> {
     if (h?.fd != null && h.writable) await fsx.fsync(h.fd);
-    if (h) await this.flush(h);
+    if (h) this.queue(h);
     await this.flusher.flushNow();
   }
 
@@ -563,8 +574,12 @@ export class BranchView implements View {
     this.flusher.schedule();
   }
 
-  /** Commit everything pending now and wait for it (fsync, `nas sync`, shutdown). */
+  /**
+   * Commit everything pending now and wait for it (`nas sync`, shutdown). Files still open include what
+   * they wrote so far: the kernel sends the release of a closed file asynchronously.
+   */
   sync(): Promise<void> {
+    for (const h of this.writers) this.queue(h);
     return this.flusher.flushNow();
   }
 
@@ -576,21 +591,14 @@ export class BranchView implements View {
     const deletions = this.deletions.slice();
     const changes = new Map<string, Entry | null>();
     for (const [path] of whiteouts) changes.set(path, null);
+    const blobs = await mapLimit(dirty, 16, ([path]) => this.hashUpper(path));
     const written: string[] = [];
-    for (const [path] of dirty) {
-      let st: Stats;
-      try {
-        st = await fs.lstat(this.up(path));
-      } catch {
-        continue; // renamed or deleted since: its new name or its deletion is pending too
-      }
-      if (st.isDirectory() || path.split('/').includes('.git')) continue;
-      const oid = st.isSymbolicLink()
-        ? await this.ctx.store.writeBlob(await fs.readlink(this.up(path)))
-        : await this.ctx.store.writeBlobFromFile(this.up(path));
-      changes.set(path, { oid, mode: gitModeOf(st) });
+    dirty.forEach(([path], i) => {
+      const entry = blobs[i];
+      if (!entry) return;
+      changes.set(path, entry);
       written.push(path);
-    }
+    });
     const head = this.layer.commit;
     const tree = await this.ctx.store.editTree(head.tree, changes);
     if (tree !== head.tree) {
@@ -609,6 +617,21 @@ export class BranchView implements View {
     this.deletions.splice(0, deletions.length);
     await this.withLogLock(() => this.pending.rewrite(this.pendingEntries()));
     for (const d of deletions) if (d.parked) await fs.rm(`${this.parked}/${d.record.id}`, { force: true });
+  }
+
+  /** The git entry for an upper file, or null if it is gone (renamed or deleted since: that change is pending too). */
+  private async hashUpper(path: string): Promise<Entry | null> {
+    let st: Stats;
+    try {
+      st = await fs.lstat(this.up(path));
+    } catch {
+      return null;
+    }
+    if (st.isDirectory() || path.split('/').includes('.git')) return null;
+    const oid = st.isSymbolicLink()
+      ? await this.ctx.store.writeBlob(await fs.readlink(this.up(path)))
+      : await this.ctx.store.writeBlobFromFile(this.up(path));
+    return { oid, mode: gitModeOf(st) };
   }
 
   private pendingEntries(): PendingEntry[] {
@@ -644,6 +667,7 @@ export class BranchView implements View {
   async close(): Promise<void> {
     await this.sync();
     this.flusher.stop();
+    await this.pending.close();
   }
 }
 

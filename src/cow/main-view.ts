@@ -90,7 +90,6 @@ export class MainView implements View {
   }
 
   async release(): Promise<void> {}
-  async flush(): Promise<void> {}
   async fsync(): Promise<void> {}
   statfs(): Promise<FsStats> {
     return statfsOf(this.statePath);

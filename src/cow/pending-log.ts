@@ -4,17 +4,22 @@ import type { TrashRecord } from '../trash/trash.js';
 /**
  * What a branch has deleted since its last commit, on disk so a crash loses none of it: whiteouts (paths
  * hidden from git) and deletions waiting to reach the recycle area (their content parked in `deleted/`).
- * One JSON object a line, appended before the syscall returns, rewritten after each commit.
+ * One JSON object a line, appended before the syscall returns, rewritten after each commit. Callers
+ * serialise append and rewrite (BranchView's log lock).
  */
 export type PendingEntry =
   | { type: 'whiteout'; path: string }
   | { type: 'delete'; record: TrashRecord; whiteout: boolean; parked: boolean };
 
 export class PendingLog {
+  /** Kept open for appending: one write per deletion instead of open, write, close. */
+  private fd: fs.FileHandle | null = null;
+
   constructor(readonly file: string) {}
 
   async append(entries: PendingEntry[]): Promise<void> {
-    await fs.appendFile(this.file, entries.map((e) => JSON.stringify(e) + '\n').join(''));
+    this.fd ??= await fs.open(this.file, 'a');
+    await this.fd.write(entries.map((e) => JSON.stringify(e) + '\n').join(''));
   }
 
   /** Entries in order; a torn last line (crash mid-append) is ignored. */
@@ -42,5 +47,12 @@ export class PendingLog {
     const tmp = `${this.file}.tmp`;
     await fs.writeFile(tmp, entries.map((e) => JSON.stringify(e) + '\n').join(''));
     await fs.rename(tmp, this.file);
+    await this.close();
+  }
+
+  async close(): Promise<void> {
+    const fd = this.fd;
+    this.fd = null;
+    await fd?.close();
   }
 }

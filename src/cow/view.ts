@@ -6,7 +6,7 @@ export interface Handle {
   fd: number | null;
   data: Buffer | null;
   writable: boolean;
-  /** Written since the last flush: its content must reach a commit. */
+  /** Written since it was last queued for a commit. */
   dirty: boolean;
   /** Size when opened: append-only files may not be written below it. */
   floor: number;
@@ -44,7 +44,6 @@ export interface View {
   create(rel: string, mode: number): Promise<Handle>;
   read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
   write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
-  flush(h: Handle): Promise<void>;
   release(h: Handle): Promise<void>;
   fsync(h: Handle | null): Promise<void>;
   truncate(rel: string, size: number): Promise<void>;

@@ -93,7 +93,9 @@ export async function mountFuse(mountpoint: string, ops: object, log: Logger): P
     // fuse-native has no option for these; its fsname is passed through verbatim, so they ride along.
     fsname: 'nasd,big_writes,max_write=131072',
     subtype: 'nasd',
-    timeout: false,
+    // A safety net: a handler that never answers fails its caller with ETIMEDOUT instead of hanging it.
+    // fsync waits for a commit, which may take longer than that for a large batch.
+    timeout: { default: 30_000, fsync: false, fsyncdir: false },
     debug: process.env.NASD_FUSE_DEBUG === '1',
   });
   await new Promise<void>((resolve, reject) =>

@@ -18,6 +18,8 @@ const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EI
 /**
  * The thin FUSE adapter: route each path to a view, call it, answer exactly once. Errors become errnos
  * in one place (toErrno); anything unexpected becomes EIO and a log line, never a hung caller.
+ * There is no flush handler on purpose: the kernel then stops sending FLUSH on every close (one request
+ * less per file); written files join a commit at release.
  */
 export function fuseOps(router: Router, log: Logger) {
   const handles = new Map<number, { view: View; h: Handle }>();
@@ -107,8 +109,6 @@ export function fuseOps(router: Router, log: Logger) {
       answerCount('read', path, cb, async () => { const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
     write: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
       answerCount('write', path, cb, async () => { const { view, h } = handle(fd); return view.write(h, buf, len, pos); }),
-    flush: (path: string, fd: number, cb: Cb) =>
-      answer('flush', path, cb, async () => { const { view, h } = handle(fd); await view.flush(h); }),
     release: (path: string, fd: number, cb: Cb) =>
       answer('release', path, cb, async () => {
         const { view, h } = handle(fd);

@@ -184,19 +184,7 @@ export class Home {
 
   private async writeBranchRecord(record: BranchRecord): Promise<void> {
     const blob = await this.store.writeBlob(`# Branch record, written by nas branch create.\n${yaml.dump(record)}`);
-    for (;;) {
-      const head = await this.store.readRef(BRANCHES_REF);
-      const base = head ? (await this.store.readCommit(head)).tree : null;
-      const tree = await this.store.editTree(base, new Map([[`${record.name}.yaml`, { oid: blob, mode: MODE.file }]]));
-      const commit = await this.store.writeCommit({
-        tree, parents: head ? [head] : [], message: `nas: record branch ${record.name}\n`, author: this.identity,
-      });
-      try {
-        await this.store.updateRef(BRANCHES_REF, commit, head, 'nas: branch record');
-        return;
-      } catch (e) {
-        if (!(e instanceof RefConflict)) throw e;
-      }
-    }
+    const changes = new Map([[`${record.name}.yaml`, { oid: blob, mode: MODE.file }]]);
+    await this.store.commitToRef(BRANCHES_REF, async () => changes, `nas: record branch ${record.name}\n`, this.identity);
   }
 }

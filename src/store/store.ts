@@ -241,6 +241,32 @@ export class Store {
     return this.writeTree(entries);
   }
 
+  /**
+   * Commit edits onto a metadata ref (branch records, recycle area), retrying when another writer moved it
+   * first. `edit` gets the current tree (null if the ref is new) and returns the changes, or null for none.
+   */
+  async commitToRef(
+    ref: string,
+    edit: (tree: string | null) => Promise<ReadonlyMap<string, Entry | null> | null>,
+    message: string,
+    author: Identity,
+  ): Promise<void> {
+    for (;;) {
+      const head = await this.readRef(ref);
+      const base = head ? (await this.readCommit(head)).tree : null;
+      const changes = await edit(base);
+      if (!changes || changes.size === 0) return;
+      const tree = await this.editTree(base, changes);
+      const commit = await this.writeCommit({ tree, parents: head ? [head] : [], message, author });
+      try {
+        await this.updateRef(ref, commit, head, message.split('\n')[0]);
+        return;
+      } catch (e) {
+        if (!(e instanceof RefConflict)) throw e;
+      }
+    }
+  }
+
   async writeCommit(c: NewCommit): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
     const author = NodeGit.Signature.create(c.author.name, c.author.email, now, 0);

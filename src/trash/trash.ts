@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import yaml from 'js-yaml';
-import { MODE, RefConflict, type Entry, type Identity, type Store } from '../store/store.js';
+import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
+import { mapLimit } from '../util/concurrency.js';
 
 /**
  * The recycle area of a Home: what unlink and rmdir removed from a branch view, kept in the Store under
@@ -45,32 +46,25 @@ export class Trash {
   async add(items: TrashItem[]): Promise<void> {
     if (items.length === 0) return;
     const contents = new Map<string, Entry | null>();
-    for (const { record, contentFile } of items) {
+    const stored = await mapLimit(items, 16, async ({ record, contentFile }) => {
       if (record.kind !== 'dir' && contentFile) record.oid = await this.hashFile(contentFile, record.kind);
+      return this.store.writeBlob(yaml.dump(record));
+    });
+    items.forEach(({ record }, i) => {
       const dir = recordDir(record);
-      contents.set(`${dir}/record.yaml`, { oid: await this.store.writeBlob(yaml.dump(record)), mode: MODE.file });
+      contents.set(`${dir}/record.yaml`, { oid: stored[i], mode: MODE.file });
       if (record.oid) contents.set(`${dir}/content`, { oid: record.oid, mode: KIND_MODE[record.kind] });
-    }
-    for (;;) {
-      const head = await this.store.readRef(TRASH_REF);
-      const base = head ? (await this.store.readCommit(head)).tree : null;
+    });
+    const paths = items.map((i) => `${i.record.branch}:${i.record.path}`);
+    const message = `trash: ${items.length} deleted (${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ', ...' : ''})\n`;
+    await this.store.commitToRef(TRASH_REF, async (base) => {
       const changes = new Map<string, Entry | null>();
       for (const [path, entry] of contents) {
         if (base && (await this.store.lookupPath(base, path))) continue;
         changes.set(path, entry);
       }
-      if (changes.size === 0) return;
-      const tree = await this.store.editTree(base, changes);
-      const paths = items.map((i) => `${i.record.branch}:${i.record.path}`);
-      const message = `trash: ${items.length} deleted (${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ', ...' : ''})\n`;
-      const commit = await this.store.writeCommit({ tree, parents: head ? [head] : [], message, author: this.identity });
-      try {
-        await this.store.updateRef(TRASH_REF, commit, head, 'trash: record deletions');
-        return;
-      } catch (e) {
-        if (!(e instanceof RefConflict)) throw e;
-      }
-    }
+      return changes;
+    }, message, this.identity);
   }
 
   private async hashFile(file: string, kind: TrashKind): Promise<string> {
