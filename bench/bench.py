@@ -195,7 +195,8 @@ def fill_home(nasd, role, n):
     nasd.nas('home', 'create', role)
     store = nasd.store(role)
     main = sh('git', f'--git-dir={store}', 'rev-parse', 'main').stdout.strip()
-    lines = [f'commit refs/heads/main\ncommitter bench <b@b> {int(time.time())} +0000\ndata 11\nimport {n}\nfrom {main}\n']
+    msg = f'import {n}'
+    lines = [f'commit refs/heads/main\ncommitter bench <b@b> {int(time.time())} +0000\ndata {len(msg)}\n{msg}\nfrom {main}\n']
     for i in range(n):
         content = f'# note {i}\n\nSome text for file {i}.\n'
         lines.append(f'M 100644 inline notes/d{i // 1000:03d}/n{i:06d}.md\ndata {len(content)}\n{content}\n')

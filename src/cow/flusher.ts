@@ -1,13 +1,15 @@
 /**
  * Batches changes into commits: the first change in a quiet period starts a short window, and everything
- * that arrives in it becomes one commit. `flushNow` (fsync, sync, shutdown) commits at once and resolves
- * only when everything marked before the call is committed.
+ * that arrives in it becomes one commit. The window is never shorter than the last commit took, so a
+ * stream of writes into a large directory spends at most about half its time committing. `flushNow`
+ * (fsync, sync, shutdown) commits at once and resolves only when everything marked before it is committed.
  */
 export class Flusher {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
   private failures = 0;
+  private lastMs = 0;
 
   constructor(
     private readonly commit: () => Promise<void>,
@@ -16,7 +18,7 @@ export class Flusher {
   ) {}
 
   /** A change happened: commit it within the window. */
-  schedule(delayMs = this.windowMs): void {
+  schedule(delayMs = Math.max(this.windowMs, this.lastMs)): void {
     if (this.timer || this.queued) return;
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -39,9 +41,11 @@ export class Flusher {
   }
 
   private start(): Promise<void> {
+    const started = Date.now();
     const run = this.commit().then(
       () => {
         this.failures = 0;
+        this.lastMs = Date.now() - started;
       },
       (err) => {
         this.failures++;

@@ -1,4 +1,5 @@
 import NodeGit from 'nodegit';
+import { TreeCache, parseTree } from './tree-cache.js';
 
 /**
  * The Store: one bare git repository per Home. The only module that talks to git.
@@ -43,24 +44,25 @@ export class RefConflict extends Error {
   }
 }
 
-const TREE_CACHE_LIMIT = 250_000;
+/** About 60 MB of parsed tree entries. */
+const TREE_CACHE_ENTRIES = 400_000;
 
 export class Store {
-  private readonly trees = new Map<string, Tree>();
+  private readonly trees = new TreeCache(TREE_CACHE_ENTRIES);
   private readonly sizes = new Map<string, number>();
   private readonly refLocks = new Map<string, Promise<unknown>>();
 
-  private constructor(readonly path: string, private readonly repo: any) {}
+  private constructor(readonly path: string, private readonly repo: any, private readonly odb: any) {}
 
   /** Create a bare repository at path (or open the one there). */
   static async init(path: string): Promise<Store> {
     const repo = await NodeGit.Repository.init(path, 1);
-    return new Store(path, repo);
+    return new Store(path, repo, await repo.odb());
   }
 
   static async open(path: string): Promise<Store> {
     const repo = await NodeGit.Repository.openBare(path);
-    return new Store(path, repo);
+    return new Store(path, repo, await repo.odb());
   }
 
   // ---- refs -------------------------------------------------------------------------------------
@@ -146,10 +148,10 @@ export class Store {
   async readTree(oid: string): Promise<Tree> {
     const cached = this.trees.get(oid);
     if (cached) return cached;
-    const tree = await NodeGit.Tree.lookup(this.repo, NodeGit.Oid.fromString(oid));
-    const entries = new Map<string, Entry>();
-    for (const e of tree.entries()) entries.set(e.name(), { oid: e.id().tostrS(), mode: e.filemodeRaw() });
-    if (this.trees.size >= TREE_CACHE_LIMIT) this.trees.clear();
+    // One raw object parsed here, rather than a native wrapper for every entry.
+    const obj = await this.odb.read(NodeGit.Oid.fromString(oid));
+    if (obj.type() !== NodeGit.Object.TYPE.TREE) throw new Error(`${oid} is not a tree`);
+    const entries = parseTree(obj.data().toBuffer(obj.size()));
     this.trees.set(oid, entries);
     return entries;
   }
@@ -203,9 +205,7 @@ export class Store {
     const builder = await NodeGit.Treebuilder.create(this.repo, null);
     for (const [name, e] of entries) await builder.insert(name, NodeGit.Oid.fromString(e.oid), e.mode);
     const oid = await builder.write();
-    const hex = typeof oid === 'string' ? oid : oid.tostrS();
-    if (!this.trees.has(hex)) this.trees.set(hex, new Map(entries));
-    return hex;
+    return typeof oid === 'string' ? oid : oid.tostrS();
   }
 
   /**
@@ -214,10 +214,42 @@ export class Store {
    * directories left empty disappear, as git cannot hold them.
    */
   async editTree(root: string | null, changes: ReadonlyMap<string, Entry | null>): Promise<string> {
+    if (changes.size === 0) return root ?? (await this.writeTree(new Map()));
+    if (await this.simpleEdits(root, changes)) {
+      // libgit2 applies them in C, rewriting each touched directory once: no per-entry JavaScript.
+      const base = await NodeGit.Tree.lookup(this.repo, NodeGit.Oid.fromString(root ?? (await this.writeTree(new Map()))));
+      const updates = [...changes].map(([path, entry]) => {
+        const u = new NodeGit.TreeUpdate();
+        u.action = entry ? NodeGit.Tree.UPDATE.UPSERT : NodeGit.Tree.UPDATE.REMOVE;
+        u.path = path;
+        u.filemode = entry?.mode ?? 0;
+        if (entry) u.id = NodeGit.Oid.fromString(entry.oid);
+        return u;
+      });
+      return (await base.createUpdated(this.repo, updates.length, updates)).tostrS();
+    }
     const trie = new EditNode();
     for (const [path, entry] of changes) trie.add(path.split('/'), entry);
     const out = await this.applyEdits(root, trie);
     return out ?? (await this.writeTree(new Map()));
+  }
+
+  /**
+   * Whether libgit2's tree update can apply these changes as meant: it cannot delete a directory and add
+   * into it in one pass, replace a file by a directory or back, or delete what is not there.
+   */
+  private async simpleEdits(root: string | null, changes: ReadonlyMap<string, Entry | null>): Promise<boolean> {
+    for (const [path, entry] of changes) {
+      if (entry?.mode === MODE.tree) return false;
+      const existing = root ? await this.lookupPath(root, path) : null;
+      if (entry === null ? existing?.mode !== MODE.file && existing?.mode !== MODE.exec && existing?.mode !== MODE.link : existing?.mode === MODE.tree) return false;
+      for (let i = path.indexOf('/'); entry && root && i > 0; i = path.indexOf('/', i + 1)) {
+        const dir = await this.lookupPath(root, path.slice(0, i));
+        if (!dir) break;
+        if (dir.mode !== MODE.tree || changes.has(path.slice(0, i))) return false;
+      }
+    }
+    return true;
   }
 
   private async applyEdits(treeOid: string | null, node: EditNode): Promise<string | null> {
