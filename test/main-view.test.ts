@@ -52,6 +52,14 @@ describe('main view', () => {
     expect((await d.git('log', '--oneline', 'main')).stdout.trim().split('\n')).toHaveLength(1);
   });
 
+  it('reports the space of the disk that holds the Homes (df works)', async () => {
+    const st = await fs.statfs(d.path('demo'));
+    const state = await fs.statfs(d.state);
+    expect(st.blocks).toBe(state.blocks);
+    expect(st.bsize).toBe(state.bsize);
+    expect((await run('df', [d.mnt])).code).toBe(0);
+  });
+
   it('answers ENOENT for names that are not Homes or branches', async () => {
     expect(await codeOf(fs.stat(d.path('nobody')))).toBe('ENOENT');
     expect(await codeOf(fs.stat(d.path('demo@nobranch')))).toBe('ENOENT');

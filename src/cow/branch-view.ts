@@ -10,10 +10,9 @@ import { attrFromStats, gitModeOf, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
 import { Flusher } from './flusher.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
-import { statfsOf } from './main-view.js';
 import * as fsx from './fsx.js';
 import { mapLimit } from '../util/concurrency.js';
-import type { FsStats, Handle, View } from './view.js';
+import type { Handle, View } from './view.js';
 
 export interface BranchContext {
   role: string;
@@ -27,7 +26,6 @@ export interface BranchContext {
   runId?: string;
   /** The branch's own directory in the Store: upper/, deleted/, tmp/, pending.jsonl. */
   dir: string;
-  statePath: string;
   /** Batching window for commits. */
   windowMs: number;
   log: Logger;
@@ -257,10 +255,6 @@ export class BranchView implements View {
     const data = h.data ?? Buffer.alloc(0);
     if (pos >= data.length) return 0;
     return data.copy(buf, 0, pos, Math.min(data.length, pos + len));
-  }
-
-  statfs(): Promise<FsStats> {
-    return statfsOf(this.ctx.statePath);
   }
 
   // ---- writing files -----------------------------------------------------------------------------

@@ -1,19 +1,9 @@
-import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { fsError } from '../util/errors.js';
 import { MODE } from '../store/store.js';
 import { attrFromGit, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
-import type { FsStats, Handle, View } from './view.js';
-
-/** Statistics of the filesystem that holds the state directory, in fuse-native's shape. */
-export async function statfsOf(path: string): Promise<FsStats> {
-  const s = await fs.statfs(path);
-  return {
-    bsize: s.bsize, frsize: s.bsize, blocks: s.blocks, bfree: s.bfree, bavail: s.bavail,
-    files: s.files, ffree: s.ffree, favail: s.ffree, fsid: 0, flag: 0, namemax: 255,
-  };
-}
+import type { Handle, View } from './view.js';
 
 /**
  * The protected main line of a Home, read straight from git objects. Every mutation is EROFS, for every
@@ -28,7 +18,6 @@ export class MainView implements View {
     layer: GitLayer,
     private readonly owner: Owner,
     private readonly scratchRoots: string[],
-    private readonly statePath: string,
   ) {
     this.layer = layer;
   }
@@ -91,9 +80,6 @@ export class MainView implements View {
 
   async release(): Promise<void> {}
   async fsync(): Promise<void> {}
-  statfs(): Promise<FsStats> {
-    return statfsOf(this.statePath);
-  }
 
   private refuse(): never {
     throw fsError('EROFS', `${this.name} is the protected main line; write in a branch view (${this.name}@<branch>)`);

@@ -57,5 +57,4 @@ export interface View {
   chmod(rel: string, mode: number): Promise<void>;
   chown(rel: string, uid: number, gid: number): Promise<void>;
   utimens(rel: string, atime: number, mtime: number): Promise<void>;
-  statfs(): Promise<FsStats>;
 }

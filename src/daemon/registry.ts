@@ -9,7 +9,7 @@ import { GitLayer } from '../cow/git-layer.js';
 import { MainView } from '../cow/main-view.js';
 import { BranchView } from '../cow/branch-view.js';
 import type { Owner } from '../cow/attr.js';
-import type { View } from '../cow/view.js';
+import type { FsStats, View } from '../cow/view.js';
 import type { TrashRecord } from '../trash/trash.js';
 
 export interface RegistryOptions {
@@ -59,7 +59,7 @@ export class Registry {
     const head = await home.mainHead();
     const config = await home.config(head);
     for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
-    const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config), this.opts.stateDir);
+    const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config));
     const mounted: Mounted = { home, config, main, branches: new Map() };
     this.homes.set(home.role, mounted);
     for (const b of await home.branches()) await this.openBranch(mounted, b);
@@ -82,7 +82,6 @@ export class Registry {
         quotaBytes: config.limits.branch_quota_bytes,
         runId: record.run,
         dir: m.home.branchDir(record.name),
-        statePath: this.opts.stateDir,
         windowMs: this.opts.windowMs,
         log: this.opts.log,
       },
@@ -216,6 +215,15 @@ export class Registry {
     }
     await view.restore(target, record.kind, await m.home.trash.content(record));
     return { restored: record, to: target, view: view.name, head: view.head };
+  }
+
+  /** Space on the filesystem that holds the state directory: where every view's writes land. */
+  async statfs(): Promise<FsStats> {
+    const s = await fs.statfs(this.opts.stateDir);
+    return {
+      bsize: s.bsize, frsize: s.bsize, blocks: s.blocks, bfree: s.bfree, bavail: s.bavail,
+      files: s.files, ffree: s.ffree, favail: s.ffree, fsid: 0, flag: 0, namemax: 255,
+    };
   }
 
   status(): object {

@@ -2,12 +2,13 @@ import { constants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Logger } from 'pino';
 import { FsError, fsError, toErrno } from '../util/errors.js';
-import type { Handle, View } from '../cow/view.js';
+import type { FsStats, Handle, View } from '../cow/view.js';
 
-/** What the adapter needs from the daemon: the names under the mount root and the view each stands for. */
+/** What the adapter needs from the daemon: the names under the mount root, the view each stands for, space. */
 export interface Router {
   rootNames(): string[];
   view(name: string): View | undefined;
+  statfs(): Promise<FsStats>;
 }
 
 type Cb = (err: number, ...rest: unknown[]) => void;
@@ -160,11 +161,6 @@ export function fuseOps(router: Router, log: Logger) {
       answer('chown', path, cb, async () => { const r = need(path); await r.view.chown(r.rel, uid, gid); }),
     utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
       answer('utimens', path, cb, async () => { const r = need(path); await r.view.utimens(r.rel, atime, mtime); }),
-    statfs: (path: string, cb: Cb) =>
-      answer('statfs', path, cb, async () => {
-        const r = route(path) ?? { view: router.view(router.rootNames()[0] ?? '') };
-        if (!r.view) return { bsize: 4096, frsize: 4096, blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, favail: 0, fsid: 0, flag: 0, namemax: 255 };
-        return r.view.statfs();
-      }),
+    statfs: (path: string, cb: Cb) => answer('statfs', path, cb, () => router.statfs()),
   };
 }
