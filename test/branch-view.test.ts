@@ -204,6 +204,17 @@ describe('branch view', () => {
     expect(paths).toEqual(expect.arrayContaining(['file:outbox/tree/sub/a.md', 'file:outbox/tree/b.md', 'dir:outbox/tree/sub', 'dir:outbox/tree']));
   });
 
+  it('loses nothing when several processes write at once', async () => {
+    const script = (w: number) => `for i in $(seq 1 100); do echo "writer ${w} file $i" > ${p('outbox/par')}/w${w}-$i.md; done`;
+    await fs.mkdir(p('outbox/par'));
+    const results = await Promise.all([1, 2, 3, 4].map((w) => run('sh', ['-c', script(w)])));
+    expect(results.map((r) => r.code)).toEqual([0, 0, 0, 0]);
+    await d.nas('sync', 'demo/draft');
+    const files = (await d.git('ls-tree', '--name-only', 'draft', 'outbox/par/')).stdout.trim().split('\n');
+    expect(files).toHaveLength(400);
+    expect((await d.gitBlob('draft:outbox/par/w3-77.md')).toString()).toBe('writer 3 file 77\n');
+  });
+
   it('deletes a directory from git, then lets a new one take its name without the old contents', async () => {
     expect((await run('rm', ['-r', p('skills')])).code).toBe(0);
     await fs.mkdir(p('skills'));
