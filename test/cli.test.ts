@@ -50,6 +50,10 @@ describe('nas CLI and bad input', () => {
     await d.nas('sync', 'writer/try-1');
     const log = await run('git', [`--git-dir=${d.state}/homes/writer.git`, 'log', '-1', '--format=%B', 'try-1']);
     expect(log.stdout).toContain('Nas-Run: run-42');
+    // and in what the run deletes
+    await fs.unlink(d.path('writer@try-1', 'outbox/r.md'));
+    await d.nas('sync', 'writer/try-1');
+    expect(await d.nasJson('trash', 'list', 'writer')).toEqual([expect.objectContaining({ path: 'outbox/r.md', run: 'run-42', branch: 'try-1' })]);
   });
 
   it('rejects hostile names with a message, and keeps serving', async () => {

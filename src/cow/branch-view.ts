@@ -531,7 +531,9 @@ export class BranchView implements View {
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
     const now = new Date();
-    return { id: newTrashId(now), path: rel, branch: this.ctx.branch, kind, size: 0, deletedAt: now.toISOString() };
+    const record: TrashRecord = { id: newTrashId(now), path: rel, branch: this.ctx.branch, kind, size: 0, deletedAt: now.toISOString() };
+    if (this.ctx.runId) record.run = this.ctx.runId;
+    return record;
   }
 
   /** Serialise changes to the pending log with its rewrite after a commit. */

@@ -19,6 +19,8 @@ export interface TrashRecord {
   deletedAt: string;
   /** Content blob (files and symlinks). */
   oid?: string;
+  /** The run that deleted it, when the branch was created for one (--run). */
+  run?: string;
 }
 
 /** A deletion to record: its content is in `oid` already (it was in git) or in `contentFile` (it was only on disk). */
