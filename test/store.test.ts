@@ -48,6 +48,12 @@ describe('store (a real bare repository through nodegit)', () => {
     // delete a directory and add a file below the same name: only the new file remains
     const t3 = await store.editTree(t1, new Map<string, Entry | null>([['a', null], ['a/new.md', await file('n')]]));
     expect((await git('ls-tree', '-r', '--name-only', t3, 'a')).stdout.trim()).toBe('a/new.md');
+    // changes apply in order: a directory deleted with its file, then the file written again
+    const t4 = await store.editTree(t1, new Map<string, Entry | null>([['a/b', null], ['a', null], ['a/b/c.md', await file('again')]]));
+    expect((await git('ls-tree', '-r', '--name-only', t4, 'a')).stdout.trim()).toBe('a/b/c.md');
+    // a directory deleted and a file written in its place
+    const t5 = await store.editTree(t1, new Map<string, Entry | null>([['a/d.md', null], ['a', null], ['a', await file('now a file')]]));
+    expect((await git('cat-file', '-p', `${t5}:a`)).stdout).toBe('now a file');
     // an unchanged edit gives the same tree id
     expect(await store.editTree(t1, new Map([['e.md', await file('e')]]))).toBe(t1);
     const fsck = await git('fsck', '--no-progress');

@@ -5,7 +5,9 @@ import type { Logger } from 'pino';
 import { fsError, hasCode } from '../util/errors.js';
 import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
 import { newTrashId, type Trash, type TrashKind, type TrashRecord } from '../trash/trash.js';
-import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, isScratch, type Mutation, type Rules } from '../policy/policy.js';
+import {
+  checkAppend, checkDirectoryMove, checkMutation, checkOpenForWrite, checkQuota, isAppendOnly, isScratch, type Mutation, type Rules,
+} from '../policy/policy.js';
 import { attrFromStats, gitModeOf, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
 import { Flusher } from './flusher.js';
@@ -38,6 +40,12 @@ const isDir = (n: Node) => (n.stat ? n.stat.isDirectory() : n.entry.mode === MOD
 const join = (dir: string, name: string) => (dir === '' ? name : `${dir}/${name}`);
 const parentOf = (rel: string) => rel.slice(0, Math.max(0, rel.lastIndexOf('/')));
 const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
+
+/**
+ * libfuse 2 keeps an unlinked file that is still open by renaming it to `.fuse_hidden<n>` and unlinks that
+ * name at the last close. Such names are the deleted file's last moments: never committed, never filed.
+ */
+const isFuseHidden = (rel: string) => rel.slice(rel.lastIndexOf('/') + 1).startsWith('.fuse_hidden');
 
 /**
  * A writable branch of a Home: the branch's head commit in git, overlaid by an upper directory of files
@@ -123,10 +131,16 @@ export class BranchView implements View {
     for (const name of await fs.readdir(this.parked)) {
       if (!referenced.has(name)) await fs.rm(`${this.parked}/${name}`, { force: true });
     }
+    const leftovers: string[] = [];
     await this.walkUpper('', (rel, st) => {
-      this.usedBytes += st.isDirectory() ? 0 : st.size;
-      if (!st.isDirectory() && !this.scratch(rel)) this.dirty.set(rel, ++this.gen);
+      // Files unlinked while open are gone once the mount that kept them open is gone.
+      if (isFuseHidden(rel)) leftovers.push(rel);
+      else {
+        this.usedBytes += st.isDirectory() ? 0 : st.size;
+        if (!st.isDirectory() && !this.scratch(rel)) this.dirty.set(rel, ++this.gen);
+      }
     });
+    for (const rel of leftovers) await fs.rm(this.up(rel), { force: true });
     if (this.pendingChanges > 0) {
       this.ctx.log.info({ view: this.name, paths: this.dirty.size, deletions: this.deletions.length }, 'recovering uncommitted changes');
       this.flusher.schedule(0);
@@ -374,38 +388,82 @@ export class BranchView implements View {
 
   async unlink(rel: string): Promise<void> {
     this.check('unlink', rel);
-    const node = await this.need(rel);
-    if (isDir(node)) throw fsError('EISDIR');
-    if (this.scratch(rel)) {
+    if (this.scratch(rel) || isFuseHidden(rel)) {
+      const node = await this.need(rel);
+      if (isDir(node)) throw fsError('EISDIR');
       await fs.unlink(this.up(rel));
       this.usedBytes -= node.stat?.size ?? 0;
       return;
     }
-    const git = node.entry ?? (await this.gitNode(rel))?.entry;
-    const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
-    if (node.stat) record.size = node.stat.size;
-    else {
-      record.oid = node.entry.oid;
-      record.size = await this.ctx.store.blobSize(node.entry.oid);
-    }
-    await this.logDeletion({ type: 'delete', record, whiteout: !!git, parked: !!node.stat }, async () => {
-      if (node.stat) await fs.rename(this.up(rel), `${this.parked}/${record.id}`);
+    // Looked up under the log lock, so a copy-up racing with the unlink cannot slip between the two.
+    await this.logDeletion(async () => {
+      const node = await this.need(rel);
+      if (isDir(node)) throw fsError('EISDIR');
+      const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
+      if (node.stat) record.size = node.stat.size;
+      else {
+        record.oid = node.entry.oid;
+        record.size = await this.ctx.store.blobSize(node.entry.oid);
+      }
+      return {
+        entry: { type: 'delete', record, whiteout: true, parked: !!node.stat },
+        act: async () => {
+          if (!node.stat) return;
+          await fs.rename(this.up(rel), `${this.parked}/${record.id}`);
+          this.usedBytes -= node.stat.size;
+        },
+      };
     });
-    this.usedBytes -= node.stat?.size ?? 0;
+  }
+
+  /**
+   * The unlink of a file that is still open, which libfuse turns into a rename to a hidden name: the file is
+   * filed in the recycle area under its own name and stays readable through the open descriptors.
+   */
+  private async unlinkOpen(rel: string, hidden: string): Promise<void> {
+    this.check('unlink', rel);
+    await this.logDeletion(async () => {
+      let node = await this.need(rel);
+      if (node.entry) {
+        await this.copyUp(rel, node.entry);
+        node = await this.need(rel);
+      }
+      const st = node.stat!;
+      const record = this.trashRecord(rel, kindOfStats(st));
+      record.size = st.size;
+      return {
+        entry: { type: 'delete', record, whiteout: true, parked: true },
+        act: async () => {
+          await fs.link(this.up(rel), `${this.parked}/${record.id}`);
+          await fs.rename(this.up(rel), this.up(hidden));
+        },
+      };
+    });
+    for (const h of this.writers) if (h.rel === rel) h.rel = hidden;
   }
 
   async rmdir(rel: string): Promise<void> {
     this.check('rmdir', rel);
-    const node = await this.need(rel);
-    if (!isDir(node)) throw fsError('ENOTDIR');
-    if ((await this.readdir(rel)).length > 0) throw fsError('ENOTEMPTY');
-    if (this.scratch(rel)) {
+    const scratch = this.scratch(rel);
+    const remove = async () => {
+      const node = await this.need(rel);
+      if (!isDir(node)) throw fsError('ENOTDIR');
+      if ((await this.readdir(rel)).length > 0) throw fsError('ENOTEMPTY');
+      return node;
+    };
+    if (scratch) {
+      await remove();
       await fs.rmdir(this.up(rel));
       return;
     }
-    const git = node.entry ?? (await this.gitNode(rel))?.entry;
-    await this.logDeletion({ type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: !!git, parked: false }, async () => {
-      if (node.stat) await fs.rmdir(this.up(rel));
+    await this.logDeletion(async () => {
+      const node = await remove();
+      return {
+        entry: { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },
+        act: async () => {
+          if (node.stat) await fs.rmdir(this.up(rel));
+        },
+      };
     });
   }
 
@@ -416,6 +474,7 @@ export class BranchView implements View {
     this.check('rename-to', to, dst !== null);
     if (from === to) return;
     if (to.startsWith(`${from}/`)) throw fsError('EINVAL');
+    if (isFuseHidden(to) && !isDir(src) && !this.scratch(from)) return this.unlinkOpen(from, to);
     const srcDir = isDir(src);
     if (dst) {
       const dstDir = isDir(dst);
@@ -426,15 +485,35 @@ export class BranchView implements View {
     const toVersioned = !this.scratch(to);
     if (srcDir) await this.copyUpTree(from);
     else if (src.entry) await this.copyUp(from, src.entry);
-    if (srcDir && toVersioned && (await this.containsGitDir(from))) {
-      throw fsError('EPERM', `${from} contains a .git directory, which cannot live in a versioned area`);
+    if (srcDir) {
+      const below: string[] = [];
+      await this.walkUpper(from, (p) => below.push(p.slice(from.length + 1)));
+      const refusal = checkDirectoryMove(this.ctx.rules, from, to, below);
+      if (refusal) throw fsError(refusal, `moving ${from} to ${to} would move protected paths`);
+      if (toVersioned && below.some((p) => p.split('/').includes('.git'))) {
+        throw fsError('EPERM', `${from} contains a .git directory, which cannot live in a versioned area`);
+      }
     }
-    const srcGit = await this.gitNode(from);
+    // Hide git's copy of the source (a commit under way may be adding it), and of a directory replaced at
+    // the target (its contents were all deleted). Logged before the rename, as deletions are.
     const dstGit = dst ? await this.gitNode(to) : null;
-    await this.withParent(to, () => fs.rename(this.up(from), this.up(to)));
-    // Hide git's copy of the source, and of a directory replaced at the target (its contents were all deleted).
-    const hide = [srcGit ? from : null, dstGit && isDir(dstGit) ? to : null].filter((p): p is string => p !== null);
+    const hide = [this.scratch(from) ? null : from, dstGit && isDir(dstGit) ? to : null].filter((p): p is string => p !== null);
     if (hide.length) await this.logWhiteouts(hide);
+    try {
+      await this.withParent(to, () => fs.rename(this.up(from), this.up(to)));
+    } catch (e) {
+      // The source stays where it was, in the upper directory: commit it again over its whiteout.
+      if (srcDir) await this.walkUpper(from, (rel, st) => !st.isDirectory() && this.markDirty(rel));
+      else this.markDirty(from);
+      throw e;
+    }
+    for (const h of this.writers) {
+      if (h.rel === from || h.rel.startsWith(`${from}/`)) {
+        h.rel = to + h.rel.slice(from.length);
+        // Writes through an open descriptor now answer to the new path's rules, from its current end.
+        if (isAppendOnly(this.ctx.rules, h.rel)) h.floor = h.size;
+      }
+    }
     for (const p of [...this.dirty.keys()]) if (p === from || p.startsWith(`${from}/`)) this.dirty.delete(p);
     if (toVersioned) {
       if (srcDir) await this.walkUpper(to, (rel, st) => !st.isDirectory() && this.markDirty(rel));
@@ -486,8 +565,15 @@ export class BranchView implements View {
     const tmp = `${this.tmp}/${randomBytes(6).toString('hex')}`;
     if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
     else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
-    await this.withParent(rel, () => fs.rename(tmp, this.up(rel)));
-    this.usedBytes += data.length;
+    // link, not rename: if a writer got there first, its file stays and this copy is dropped.
+    try {
+      await this.withParent(rel, () => fs.link(tmp, this.up(rel)));
+      this.usedBytes += data.length;
+    } catch (e) {
+      if (!hasCode(e, 'EEXIST')) throw e;
+    } finally {
+      await fs.unlink(tmp);
+    }
   }
 
   /** Copy a whole directory up, so that renaming it moves everything it shows. */
@@ -500,14 +586,6 @@ export class BranchView implements View {
       if (isDir(node)) await this.copyUpTree(child);
       else if (node.entry) await this.copyUp(child, node.entry);
     }
-  }
-
-  private async containsGitDir(rel: string): Promise<boolean> {
-    let found = false;
-    await this.walkUpper(rel, (p) => {
-      if (p.split('/').includes('.git')) found = true;
-    });
-    return found;
   }
 
   /** Visit everything below rel in the upper directory (rel itself excluded). */
@@ -543,9 +621,16 @@ export class BranchView implements View {
     return run;
   }
 
-  /** Log first, then act: after a crash the log says what may have happened, and recovery checks. */
-  private async logDeletion(entry: Extract<PendingEntry, { type: 'delete' }>, act: () => Promise<void>): Promise<void> {
+  /**
+   * Log first, then act: after a crash the log says what may have happened, and recovery checks.
+   * `prepare` runs under the log lock, so what it looked up cannot change before the deletion is logged.
+   * A versioned deletion always hides git's copy: a commit already under way may be adding the path.
+   */
+  private async logDeletion(
+    prepare: () => Promise<{ entry: Extract<PendingEntry, { type: 'delete' }>; act: () => Promise<void> }>,
+  ): Promise<void> {
     await this.withLogLock(async () => {
+      const { entry, act } = await prepare();
       await this.pending.append([entry]);
       await act();
       this.deletions.push(entry);
@@ -565,7 +650,7 @@ export class BranchView implements View {
   // ---- commits -----------------------------------------------------------------------------------
 
   private markDirty(rel: string): void {
-    if (this.scratch(rel)) return;
+    if (this.scratch(rel) || isFuseHidden(rel)) return;
     this.dirty.set(rel, ++this.gen);
     this.flusher.schedule();
   }
@@ -585,21 +670,23 @@ export class BranchView implements View {
     const dirty = [...this.dirty];
     const whiteouts = [...this.whiteouts];
     const deletions = this.deletions.slice();
+    const head = this.layer.commit;
+    // Deletions first, then what is written: "rm -r d; mkdir d; echo > d/f" must end with d/f in the tree.
     const changes = new Map<string, Entry | null>();
-    for (const [path] of whiteouts) changes.set(path, null);
+    for (const [path] of whiteouts) if (await this.ctx.store.lookupPath(head.tree, path)) changes.set(path, null);
+    const deleted = [...changes.keys()];
     const blobs = await mapLimit(dirty, 16, ([path]) => this.hashUpper(path));
     const written: string[] = [];
     dirty.forEach(([path], i) => {
       const entry = blobs[i];
       if (!entry) return;
+      changes.delete(path);
       changes.set(path, entry);
       written.push(path);
     });
-    const head = this.layer.commit;
     const tree = await this.ctx.store.editTree(head.tree, changes);
     if (tree !== head.tree) {
-      const deleted = whiteouts.map(([p]) => p).filter((p) => !written.includes(p));
-      const message = commitMessage(written, deleted, this.ctx.branch, this.ctx.runId);
+      const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
       const commit = await this.ctx.store.writeCommit({ tree, parents: [head.oid], message, author: this.ctx.identity });
       await this.ctx.store.updateRef(`refs/heads/${this.ctx.branch}`, commit, head.oid, 'nasd: commit');
       this.layer = new GitLayer(this.ctx.store, await this.ctx.store.readCommit(commit));
@@ -623,7 +710,7 @@ export class BranchView implements View {
     } catch {
       return null;
     }
-    if (st.isDirectory() || path.split('/').includes('.git')) return null;
+    if (st.isDirectory() || isFuseHidden(path) || path.split('/').includes('.git')) return null;
     const oid = st.isSymbolicLink()
       ? await this.ctx.store.writeBlob(await fs.readlink(this.up(path)))
       : await this.ctx.store.writeBlobFromFile(this.up(path));

@@ -94,8 +94,8 @@ export async function mountFuse(mountpoint: string, ops: object, log: Logger): P
     fsname: 'nasd,big_writes,max_write=131072',
     subtype: 'nasd',
     // A safety net: a handler that never answers fails its caller with ETIMEDOUT instead of hanging it.
-    // fsync waits for a commit, which may take longer than that for a large batch.
-    timeout: { default: 30_000, fsync: false, fsyncdir: false },
+    // Long enough for a copy-up of a large file; fsync waits for a commit, however long the batch.
+    timeout: { default: 120_000, fsync: false, fsyncdir: false },
     debug: process.env.NASD_FUSE_DEBUG === '1',
   });
   await new Promise<void>((resolve, reject) =>

@@ -68,6 +68,20 @@ export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: 
   return null;
 }
 
+/**
+ * Moving a directory moves everything in it: refused when anything below it, at its old or its new place,
+ * is read-only or append-only (else `mv memory m2`, an edit, and `mv m2 memory` would rewrite the journal).
+ * `below` lists the paths under the directory, relative to it.
+ */
+export function checkDirectoryMove(rules: Rules, from: string, to: string, below: string[]): ErrnoCode | null {
+  for (const p of below) {
+    for (const path of [`${from}/${p}`, `${to}/${p}`]) {
+      if (matchesAny(path, rules.readOnly) || matchesAny(path, rules.appendOnly)) return 'EPERM';
+    }
+  }
+  return null;
+}
+
 /** Opening an append-only file for writing needs O_APPEND, as with `chattr +a`. */
 export function checkOpenForWrite(rules: Rules, path: string, append: boolean, truncate: boolean): ErrnoCode | null {
   if (!isAppendOnly(rules, path)) return null;

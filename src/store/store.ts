@@ -321,8 +321,9 @@ class EditNode {
       if (!next) node.children.set(part, (next = new EditNode()));
       node = next;
     }
-    // A later change below a deleted directory keeps the deletion and adds the child.
+    // Changes apply in order: a deletion or a file replaces whatever was below; a later change below a
+    // deleted directory adds to the empty place.
     node.replace = entry;
-    if (entry === null) node.children.clear();
+    if (entry === null || entry.mode !== MODE.tree) node.children.clear();
   }
 }

@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import { TestDaemon, codeOf, run } from './helpers.js';
+
+/**
+ * Sequences that land in one commit window (the window here is a minute: only `nas sync` commits), where
+ * the order of deletions and writes inside a single commit matters.
+ */
+describe('changes within one commit window', () => {
+  let d: TestDaemon;
+  const p = (rel: string) => d.path('demo@w', rel);
+  const tree = async () => (await d.git('ls-tree', '-r', '--name-only', 'w')).stdout.trim().split('\n');
+  const sync = async () => expect((await d.nas('sync', 'demo/w')).code).toBe(0);
+
+  beforeAll(async () => {
+    d = await TestDaemon.start({ windowMs: 60_000, extraArgs: ['--demo'] });
+    expect((await d.nas('branch', 'create', 'demo/w')).code).toBe(0);
+    await fs.mkdir(p('outbox/d'));
+    await fs.writeFile(p('outbox/d/f'), 'old\n');
+    await fs.mkdir(p('outbox/a'));
+    await fs.writeFile(p('outbox/a/b'), 'b\n');
+    await sync();
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('keeps a file written into a directory that was just deleted and re-created', async () => {
+    expect((await run('rm', ['-rf', p('outbox/d')])).code).toBe(0);
+    await fs.mkdir(p('outbox/d'));
+    await fs.writeFile(p('outbox/d/f'), 'new\n');
+    await sync();
+    expect((await d.gitBlob('w:outbox/d/f')).toString()).toBe('new\n');
+  });
+
+  it('keeps a file written where a directory was just deleted', async () => {
+    expect((await run('rm', ['-rf', p('outbox/a')])).code).toBe(0);
+    await fs.writeFile(p('outbox/a'), 'a file now\n');
+    await sync();
+    expect((await d.gitBlob('w:outbox/a')).toString()).toBe('a file now\n');
+  });
+
+  it('commits what an open file writes after it was renamed, under its new name', async () => {
+    const fh = await fs.open(p('outbox/log.md'), 'w');
+    await fh.write('line1\n');
+    await fs.rename(p('outbox/log.md'), p('outbox/log1.md'));
+    await fh.write('line2\n');
+    await fh.close();
+    await sync();
+    expect((await d.gitBlob('w:outbox/log1.md')).toString()).toBe('line1\nline2\n');
+    expect(await tree()).not.toContain('outbox/log.md');
+  });
+
+  it('files an open file that is deleted under its own name', async () => {
+    await fs.writeFile(p('outbox/open.md'), 'still open\n');
+    const fh = await fs.open(p('outbox/open.md'), 'r');
+    await fs.unlink(p('outbox/open.md'));
+    expect((await fh.read(Buffer.alloc(64), 0, 64, 0)).bytesRead).toBe(11);
+    await fh.close();
+    await sync();
+    expect((await tree()).filter((f) => f.includes('fuse_hidden'))).toEqual([]);
+    const trash = await d.nasJson<any[]>('trash', 'list', 'demo');
+    expect(trash.map((t) => t.path)).toContain('outbox/open.md');
+  });
+
+  it('refuses to move a directory that holds the journal, or to move one into it', async () => {
+    await fs.appendFile(p('memory/journal/j.md'), 'entry\n');
+    expect(await codeOf(fs.rename(p('memory'), p('m2')))).toBe('EPERM');
+    await fs.mkdir(p('outbox/forged'));
+    await fs.writeFile(p('outbox/forged/j.md'), 'forged\n');
+    expect(await codeOf(fs.rename(p('outbox/forged'), p('memory/journal/forged')))).toBe('EPERM');
+    expect(await codeOf(fs.rename(p('skills'), p('.nas/skills')))).toBe('EPERM');
+    // an ordinary directory moves
+    await fs.rename(p('outbox/forged'), p('outbox/fine'));
+    await sync();
+    expect(await tree()).toContain('outbox/fine/j.md');
+    expect((await d.gitBlob('w:memory/journal/j.md')).toString()).toBe('entry\n');
+  });
+});
