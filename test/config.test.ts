@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseLimits, parseMaintenance, parsePolicy, DEFAULT_LIMITS, DEFAULT_POLICY } from '../src/home/config.js';
 import { defaultTemplate } from '../src/home/template.js';
-import { parseBranchSpec, validateBranch, validateRelPath, validateRole } from '../src/util/names.js';
+import { validateBranch, validateRelPath, validateRole } from '../src/util/names.js';
 import { parseDuration } from '../src/util/duration.js';
 
 describe('.nas/ metadata', () => {
@@ -38,7 +38,6 @@ describe('names', () => {
   it('accepts ordinary names', () => {
     expect(validateRole('demo')).toBe('demo');
     expect(validateBranch('try-1.b_2')).toBe('try-1.b_2');
-    expect(parseBranchSpec('demo/draft')).toEqual({ role: 'demo', branch: 'draft' });
     expect(validateRelPath('outbox/x.md/')).toBe('outbox/x.md');
   });
 
@@ -47,7 +46,6 @@ describe('names', () => {
     for (const bad of ['', '..', 'a..b', 'a/b', '.hidden', 'x.lock', 'a\tb', 'é', 'x'.repeat(101)]) expect(() => validateBranch(bad), bad).toThrow(/invalid branch/);
     expect(() => validateBranch('main')).toThrow(/protected/);
     for (const bad of ['/etc/passwd', 'a/../b', './a', 'a//b', 'a\nb', `${'x'.repeat(256)}/y`]) expect(() => validateRelPath(bad), bad).toThrow();
-    expect(() => parseBranchSpec('demo')).toThrow(/<role>\/<branch>/);
   });
 
   it('parses durations', () => {

@@ -7,7 +7,6 @@ export const close = promisify(fs.close);
 export const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
 export const ftruncate = promisify(fs.ftruncate) as (fd: number, len: number) => Promise<void>;
 export const fsync = promisify(fs.fsync);
-export const fdatasync = promisify(fs.fdatasync);
 
 export function read(fd: number, buf: Buffer, len: number, pos: number): Promise<number> {
   return new Promise((resolve, reject) => fs.read(fd, buf, 0, len, pos, (err, n) => (err ? reject(err) : resolve(n))));

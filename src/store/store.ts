@@ -111,15 +111,6 @@ export class Store {
     await NodeGit.Reference.symbolicCreate(this.repo, 'HEAD', ref, 1, 'nas: HEAD');
   }
 
-  async deleteRef(name: string, expected: string): Promise<void> {
-    await this.withRefLock(name, async () => {
-      const actual = await this.readRef(name);
-      if (actual !== expected) throw new RefConflict(name, expected, actual);
-      const ref = await NodeGit.Reference.lookup(this.repo, name);
-      ref.delete();
-    });
-  }
-
   private async withRefLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.refLocks.get(name) ?? Promise.resolve();
     const run = prev.then(fn, fn);

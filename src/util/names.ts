@@ -28,13 +28,6 @@ export function validateBranch(branch: string): string {
   return branch;
 }
 
-/** Split "<role>/<branch>" (CLI form) into its parts, validating both. */
-export function parseBranchSpec(spec: string): { role: string; branch: string } {
-  const slash = typeof spec === 'string' ? spec.indexOf('/') : -1;
-  if (slash < 0) throw new UserError(`expected <role>/<branch>, got ${describe(spec)}`);
-  return { role: validateRole(spec.slice(0, slash)), branch: validateBranch(spec.slice(slash + 1)) };
-}
-
 /**
  * A path inside a Home, relative, with '/' separators. Rejects absolute paths, '.' and '..' components,
  * empty components, NUL and other control characters, and over-long names (255 bytes a component, 4096 in all).
