@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
 import { TestDaemon, codeOf, run } from './helpers.js';
 
 /**
@@ -61,6 +62,22 @@ describe('changes within one commit window', () => {
     expect((await tree()).filter((f) => f.includes('fuse_hidden'))).toEqual([]);
     const trash = await d.nasJson<any[]>('trash', 'list', 'demo');
     expect(trash.map((t) => t.path)).toContain('outbox/open.md');
+  });
+
+  it('does not bring back a file renamed while the commit adding it is under way', async () => {
+    // A 64 MiB file keeps the commit busy hashing for a while; the rename lands in the middle of it.
+    await fs.writeFile(p('outbox/big.bin'), randomBytes(64 << 20));
+    await fs.writeFile(p('outbox/f.tmp'), 'draft\n');
+    const syncing = d.nas('sync', 'demo/w');
+    await new Promise((r) => setTimeout(r, 400));
+    await fs.rename(p('outbox/f.tmp'), p('outbox/f.md'));
+    expect((await syncing).code).toBe(0);
+    await sync();
+    const files = await tree();
+    expect(files).toContain('outbox/f.md');
+    expect(files).not.toContain('outbox/f.tmp');
+    expect(await codeOf(fs.stat(p('outbox/f.tmp')))).toBe('ENOENT');
+    await fs.unlink(p('outbox/big.bin'));
   });
 
   it('refuses to move a directory that holds the journal, or to move one into it', async () => {
