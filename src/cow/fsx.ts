@@ -4,7 +4,6 @@ import { promisify } from 'node:util';
 /** Callback-style fs calls as promises on raw descriptors: no FileHandle objects on the hot path. */
 export const open = promisify(fs.open) as (path: string, flags: number, mode?: number) => Promise<number>;
 export const close = promisify(fs.close);
-export const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
 export const ftruncate = promisify(fs.ftruncate) as (fd: number, len: number) => Promise<void>;
 export const fsync = promisify(fs.fsync);
 

@@ -23,10 +23,6 @@ export class GitLayer {
     return [...(await this.store.readTree(entry.oid)).keys()];
   }
 
-  async children(entry: Entry): Promise<ReadonlyMap<string, Entry>> {
-    return this.store.readTree(entry.oid);
-  }
-
   async content(entry: Entry): Promise<Buffer> {
     return this.store.readBlob(entry.oid);
   }
