@@ -18,6 +18,15 @@ commands:
   trash list <role>                         the recycle area: what was deleted, where, when
   trash restore <role> <path> [--branch B] [--to P] [--id ID]
                                             bring a deleted path back into a branch
+  memory check <role>[@<branch>]            budgets, indexes and trust labels; exit 1 on any error
+  memory index <role>@<branch> [--check]    regenerate the topic index blocks (--check: only report)
+  memory measure <role>[@<branch>] [--task PATH]...
+                                            bytes and o200k_base tokens of the start set and a task
+  memory review <role> <note> [--description TEXT]
+                                            owner: label a note reviewed (quarantine -> notes/) on main
+  context <role>[@<branch>]                 READ-ON-START and READ-ON-DEMAND paths for a session-start hook
+  briefing <role>[@<branch>] [--max-tokens 2000]
+                                            the token-capped boot view
 
 options:
   --socket PATH   nasd's control socket (default $NAS_SOCKET or ${DEFAULT_SOCKET})
@@ -34,6 +43,25 @@ options:
     'restore puts the newest deleted copy of <path> back into branch B (default: the branch it was deleted from).\n' +
     'It refuses to overwrite a path that exists; --to restores it under another path.\n',
   status: 'usage: nas status\n',
+  memory:
+    'usage: nas memory check <role>[@<branch>]\n' +
+    '       nas memory index <role>@<branch> [--check]\n' +
+    '       nas memory measure <role>[@<branch>] [--task memory/notes/x.md]...\n' +
+    '       nas memory review <role> <note> [--description TEXT]\n\n' +
+    'check   runs every memory rule (front matter, trust labels, MEMORY.md token cap, resident byte budgets,\n' +
+    '        topic indexes) and prints each problem with file and line; exit 0 when none is an error.\n' +
+    '        On a branch, a note that says "trust: reviewed" but changed in the branch is an error.\n' +
+    'index   rewrites the text between <!-- nas:index:start --> and <!-- nas:index:end --> in every index file\n' +
+    '        of the branch and commits it; text outside the markers is kept. --check writes nothing.\n' +
+    'measure prints exact bytes and tokens: start set, start + index + each --task topic, full load.\n' +
+    'review  (owner) sets "trust: reviewed", moves a quarantined note into memory/notes/, regenerates the\n' +
+    '        indexes, and commits that on main. Refused when it would break a budget.\n',
+  context:
+    'usage: nas context <role>[@<branch>]\n\nPrints the files to read at session start, then the files to read only when a task needs them\n' +
+    '(paths under the mount, not contents), ready for a session-start hook to print as is.\n',
+  briefing:
+    'usage: nas briefing <role>[@<branch>] [--max-tokens 2000]\n\nAGENTS.md, MEMORY.md, memory/resident.md and an inbox summary within a token cap (o200k_base).\n' +
+    'Whole sections that do not fit are left out and listed at the end; nothing is cut mid-sentence.\n',
 };
 
 class Usage extends Error {}
@@ -41,18 +69,30 @@ class Usage extends Error {}
 interface Args {
   positional: string[];
   flags: Map<string, string>;
+  /** --task may be given more than once. */
+  tasks: string[];
+  /** --check: report only. */
+  check: boolean;
   json: boolean;
   help: boolean;
   socket: string;
 }
 
-const VALUE_FLAGS = new Set(['--socket', '--template', '--owner', '--from', '--ttl', '--run', '--branch', '--to', '--id']);
+const VALUE_FLAGS = new Set([
+  '--socket', '--template', '--owner', '--from', '--ttl', '--run', '--branch', '--to', '--id', '--max-tokens', '--description',
+]);
 
 function parse(argv: string[]): Args {
-  const args: Args = { positional: [], flags: new Map(), json: false, help: false, socket: process.env.NAS_SOCKET || DEFAULT_SOCKET };
+  const args: Args = { positional: [], flags: new Map(), tasks: [], check: false, json: false, help: false, socket: process.env.NAS_SOCKET || DEFAULT_SOCKET };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--json') args.json = true;
+    else if (a === '--check') args.check = true;
+    else if (a === '--task') {
+      const v = argv[++i];
+      if (v === undefined) throw new Usage('--task needs a path');
+      args.tasks.push(v);
+    }
     else if (a === '--help' || a === '-h') args.help = true;
     else if (VALUE_FLAGS.has(a)) {
       const v = argv[++i];
@@ -104,7 +144,19 @@ function splitSpec(spec: string): [string, string | undefined] {
   return slash < 0 ? [spec, undefined] : [spec.slice(0, slash), spec.slice(slash + 1)];
 }
 
+/** `role`, `role@branch` or `role/branch`. */
+function splitTarget(spec: string): [string, string | undefined] {
+  const at = spec.search(/[@/]/);
+  return at < 0 ? [spec, undefined] : [spec.slice(0, at), spec.slice(at + 1)];
+}
+
 type Printer = (result: any) => string;
+
+const findingLines = (r: any): string =>
+  r.findings.map((f: any) => `${f.path}${f.line ? `:${f.line}` : ''}: ${f.level} [${f.rule}] ${f.message}\n`).join('');
+
+const checkSummary = (what: string, r: any): string =>
+  `${what} ${r.view} (commit ${String(r.commit).slice(0, 12)}): ${r.ok ? 'ok' : 'FAILED'}, ${r.errors} error(s), ${r.warnings} warning(s)\n`;
 
 const table = (rows: string[][]): string => {
   if (rows.length === 0) return '';
@@ -112,12 +164,15 @@ const table = (rows: string[][]): string => {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('  ')).join('\n') + '\n';
 };
 
-async function run(args: Args): Promise<void> {
+/** Runs one command; returns the exit code (1 when a check found errors). */
+async function run(args: Args): Promise<number> {
   const [cmd, sub] = args.positional;
+  let failed = (_r: any) => false;
   const enc = encodeURIComponent;
   let result: unknown;
   let print: Printer = (r) => JSON.stringify(r, null, 2) + '\n';
-  switch (`${cmd ?? ''} ${['home', 'branch', 'trash'].includes(cmd) ? (sub ?? '') : ''}`.trim()) {
+  const target = () => splitTarget(need(args, cmd === 'memory' ? 2 : 1, '<role>[@<branch>]'));
+  switch (`${cmd ?? ''} ${['home', 'branch', 'trash', 'memory'].includes(cmd) ? (sub ?? '') : ''}`.trim()) {
     case 'status':
       result = await call(args.socket, 'GET', '/v1/status');
       print = (r) => table([['HOME', 'MAIN', 'BRANCHES'], ...r.homes.map((h: any) => [h.role, h.main.slice(0, 12), h.branches.join(', ') || '-'])]);
@@ -174,10 +229,74 @@ async function run(args: Args): Promise<void> {
       print = (r) => `restored ${r.restored.path} (deleted ${r.restored.deletedAt} from ${r.restored.branch}) to ${r.view}/${r.to}\n`;
       break;
     }
+    case 'memory check': {
+      const [role, branch] = target();
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/memory/check`, { branch });
+      failed = (r) => !r.ok;
+      print = (r) =>
+        checkSummary('memory check', r) + findingLines(r) +
+        r.startSet.map((f: any) => `start set: ${f.path} ${f.bytes} B of ${f.budget} B, ${f.tokens} tokens\n`).join('') +
+        (r.memoryTokens ? `memory/MEMORY.md: ${r.memoryTokens.tokens} of ${r.memoryTokens.cap} tokens\n` : '');
+      break;
+    }
+    case 'memory index': {
+      const [role, branch] = target();
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/memory/index`, { branch, check: args.check });
+      failed = (r) => !r.ok;
+      print = args.check
+        ? (r) => checkSummary('index check', r) + findingLines(r)
+        : (r) =>
+          (r.written.length === 0 ? `indexes up to date in ${r.view}: ${r.indexes.join(', ') || 'none'}\n`
+            : r.written.map((p: string) => `regenerated ${r.view}/${p}\n`).join('') + `committed: ${String(r.head).slice(0, 12)}\n`) +
+          r.problems.map((p: any) => `${p.path}:${p.line}: error [index-markers] ${p.message} (not rewritten)\n`).join('');
+      break;
+    }
+    case 'memory measure': {
+      const [role, branch] = target();
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/memory/measure`, { branch, tasks: args.tasks });
+      const row = (name: string, m: any) => [name, String(m.files.length), String(m.bytes), String(m.tokens)];
+      print = (r) =>
+        table([
+          ['SET', 'FILES', 'BYTES', 'TOKENS'],
+          row('start', r.start),
+          ...(r.task ? [row('start + index + task', r.task)] : []),
+          row('full load', r.full),
+          ['whole memory', String(r.whole.files), String(r.whole.bytes), '-'],
+        ]) + '\n' + table([['FILE', 'BYTES', 'TOKENS'], ...(r.task ?? r.start).files.map((f: any) => [f.path, String(f.bytes), String(f.tokens)])]);
+      break;
+    }
+    case 'memory review': {
+      const role = need(args, 2, '<role>');
+      if (role.includes('@')) throw new Usage('reviews land on main: name the Home only');
+      const path = need(args, 3, '<note>');
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/memory/review`, { path, description: args.flags.get('description') });
+      print = (r) =>
+        `reviewed ${r.reviewed}${r.to !== r.reviewed ? ` -> ${r.to}` : ''} on main (commit ${r.commit.slice(0, 12)})\n` +
+        r.regenerated.map((p: string) => `regenerated ${p}\n`).join('');
+      break;
+    }
+    case 'context': {
+      const [role, branch] = target();
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/context`, { branch });
+      print = (r) =>
+        'READ-ON-START (read these now, in this order):\n' + r.start.map((p: string) => `${r.root}/${p}\n`).join('') +
+        "\nREAD-ON-DEMAND (read one only when the task needs it; memory/MEMORY.md's index says when):\n" +
+        r.demand.map((d: any) => `${r.root}/${d.path}${d.label ? `  [${d.label}]` : ''}\n`).join('');
+      break;
+    }
+    case 'briefing': {
+      const [role, branch] = target();
+      const max = args.flags.get('max-tokens');
+      if (max !== undefined && !/^\d+$/.test(max)) throw new Usage('--max-tokens takes a whole number');
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/briefing`, { branch, maxTokens: max === undefined ? undefined : Number(max) });
+      print = (r) => r.text;
+      break;
+    }
     default:
       throw new Usage(cmd ? `unknown command: ${args.positional.slice(0, 2).join(' ')}` : 'no command given');
   }
   process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : print(result));
+  return failed(result) ? 1 : 0;
 }
 
 async function main(): Promise<number> {
@@ -193,8 +312,7 @@ async function main(): Promise<number> {
     return args.help ? 0 : 2;
   }
   try {
-    await run(args);
-    return 0;
+    return await run(args);
   } catch (e) {
     if (e instanceof Usage) {
       process.stderr.write(`nas: ${e.message}\n\n${HELP[args.positional[0]] ?? HELP['']}`);

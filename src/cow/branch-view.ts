@@ -735,15 +735,34 @@ export class BranchView implements View {
   async restore(rel: string, kind: TrashKind, content: Buffer): Promise<void> {
     this.check('create', rel);
     if (kind === 'dir') await fs.mkdir(this.up(rel), { recursive: true, mode: 0o755 });
-    else {
-      const tmp = `${this.tmp}/${randomBytes(6).toString('hex')}`;
-      if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
-      else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
-      await this.withParent(rel, () => fs.rename(tmp, this.up(rel)));
-      this.usedBytes += content.length;
-      this.markDirty(rel);
-    }
+    else await this.place(rel, kind, content);
     await this.sync();
+  }
+
+  /**
+   * Replace (or create) a regular file with generated content, as a whole-file rewrite through the mount
+   * would, and commit it. Refused while a process has the file open for writing: its writes would be lost.
+   */
+  async writeFile(rel: string, content: Buffer): Promise<void> {
+    const node = await this.resolve(rel);
+    if (node && isDir(node)) throw fsError('EISDIR', `${rel} is a directory`);
+    this.check(node ? 'truncate' : 'create', rel, node !== null);
+    if ([...this.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
+    const refusal = checkQuota(this.usedBytes, content.length - (node?.stat?.size ?? 0), this.ctx.quotaBytes);
+    if (refusal) throw fsError(refusal, `${rel}: the branch is over its quota (branch_quota_bytes)`);
+    if (node?.stat) this.usedBytes -= node.stat.size;
+    await this.place(rel, 'file', content);
+    await this.sync();
+  }
+
+  /** Write content to a temporary file, then rename it into the upper directory: readers never see half of it. */
+  private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer): Promise<void> {
+    const tmp = `${this.tmp}/${randomBytes(6).toString('hex')}`;
+    if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
+    else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
+    await this.withParent(rel, () => fs.rename(tmp, this.up(rel)));
+    this.usedBytes += content.length;
+    this.markDirty(rel);
   }
 
   /** Commit what is pending and stop the batching timer. */

@@ -3,8 +3,9 @@ import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { UserError } from '../util/errors.js';
+import { FsError, UserError } from '../util/errors.js';
 import type { Registry } from './registry.js';
+import { MemoryService } from './memory-service.js';
 
 type Body = Record<string, unknown>;
 type Handler = (params: string[], body: Body) => Promise<unknown> | unknown;
@@ -13,6 +14,8 @@ const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== 
 
 /** The control API: JSON over HTTP on a unix socket. The nas CLI is its only client. */
 export function routes(reg: Registry): [string, RegExp, Handler][] {
+  const memory = new MemoryService(reg);
+  const int = (v: unknown, fallback: number) => (v === undefined ? fallback : Number(v));
   return [
     ['GET', /^\/v1\/status$/, () => reg.status()],
     ['GET', /^\/v1\/homes$/, () => reg.listHomes()],
@@ -24,6 +27,13 @@ export function routes(reg: Registry): [string, RegExp, Handler][] {
     ['GET', /^\/v1\/homes\/([^/]+)\/trash$/, ([role]) => reg.trashList(role)],
     ['POST', /^\/v1\/homes\/([^/]+)\/trash\/restore$/, ([role], b) =>
       reg.trashRestore(role, { path: str(b.path), id: str(b.id), branch: str(b.branch), to: str(b.to) })],
+    ['POST', /^\/v1\/homes\/([^/]+)\/memory\/check$/, ([role], b) => memory.check(role, str(b.branch))],
+    ['POST', /^\/v1\/homes\/([^/]+)\/memory\/index$/, ([role], b) => memory.index(role, str(b.branch), b.check === true)],
+    ['POST', /^\/v1\/homes\/([^/]+)\/memory\/measure$/, ([role], b) =>
+      memory.measure(role, str(b.branch), Array.isArray(b.tasks) ? b.tasks.map(String) : [])],
+    ['POST', /^\/v1\/homes\/([^/]+)\/memory\/review$/, ([role], b) => memory.review(role, String(b.path ?? ''), str(b.description))],
+    ['POST', /^\/v1\/homes\/([^/]+)\/context$/, ([role], b) => memory.context(role, str(b.branch))],
+    ['POST', /^\/v1\/homes\/([^/]+)\/briefing$/, ([role], b) => memory.briefing(role, str(b.branch), int(b.maxTokens, 2000))],
   ];
 }
 
@@ -76,6 +86,7 @@ export async function serveControl(socket: string, reg: Registry, log: Logger): 
       reply(404, { ok: false, error: `no such endpoint: ${req.method} ${url.pathname}` });
     } catch (err) {
       if (err instanceof UserError) return reply(err.status, { ok: false, error: err.message });
+      if (err instanceof FsError) return reply(409, { ok: false, error: `${err.message} (${err.code})` });
       log.error({ err, url: url.pathname }, 'control request failed');
       reply(500, { ok: false, error: `internal error: ${(err as Error).message} (see nasd's log)` });
     }

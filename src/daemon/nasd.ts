@@ -19,6 +19,7 @@ async function main(): Promise<void> {
   const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() } });
   const registry = new Registry({
     stateDir: config.state_dir,
+    mount: config.mount,
     identity: config.identity,
     owner: config.owner,
     windowMs: config.commit_window_ms,

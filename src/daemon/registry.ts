@@ -14,10 +14,24 @@ import type { TrashRecord } from '../trash/trash.js';
 
 export interface RegistryOptions {
   stateDir: string;
+  /** Where the views are mounted: paths printed for agents (nas context) start here. */
+  mount: string;
   identity: Identity;
   owner: Owner;
   windowMs: number;
   log: Logger;
+}
+
+export interface Snapshot {
+  home: Home;
+  config: HomeConfig;
+  /** The view's name under the mount root, and its path. */
+  name: string;
+  path: string;
+  commit: string;
+  mainHead: string;
+  /** For a branch: its view (for writes). */
+  view?: BranchView;
 }
 
 interface Mounted {
@@ -125,6 +139,21 @@ export class Registry {
     const view = this.need(role).branches.get(branch);
     if (!view) throw new UserError(`Home ${role} has no branch "${branch}"; create it with: nas branch create ${role}/${branch}`, 404);
     return view;
+  }
+
+  /**
+   * One view's committed state for the control API's readers: main's current head, or a branch's head after
+   * committing everything pending. `config` is always main's: a branch is judged by its target's rules.
+   */
+  async snapshot(role: string, branch?: string): Promise<Snapshot> {
+    const m = this.need(role);
+    const mainHead = await m.home.mainHead();
+    const config = await m.home.config(mainHead);
+    const at = (name: string) => `${this.opts.mount}/${name}`;
+    if (!branch || branch === 'main') return { home: m.home, config, name: role, path: at(role), commit: mainHead, mainHead };
+    const view = this.needBranch(role, branch);
+    await view.sync();
+    return { home: m.home, config, name: view.name, path: at(view.name), commit: view.head, mainHead, view };
   }
 
   async createHome(role: string, template: string | undefined, owner: string): Promise<object> {

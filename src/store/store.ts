@@ -290,6 +290,16 @@ export class Store {
     }
   }
 
+  /** The best common ancestor of two commits, or null when they share no history. */
+  async mergeBase(a: string, b: string): Promise<string | null> {
+    try {
+      return (await NodeGit.Merge.base(this.repo, NodeGit.Oid.fromString(a), NodeGit.Oid.fromString(b))).tostrS();
+    } catch (err) {
+      if (/no merge base/i.test((err as Error).message)) return null;
+      throw err;
+    }
+  }
+
   async writeCommit(c: NewCommit): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
     const author = NodeGit.Signature.create(c.author.name, c.author.email, now, 0);

@@ -1,0 +1,132 @@
+import { MAIN_REF } from '../home/home.js';
+import { MODE, RefConflict, type Entry } from '../store/store.js';
+import { UserError } from '../util/errors.js';
+import { validateRelPath } from '../util/names.js';
+import { checkMemory, idsByPath, type CheckReport, type Rule } from '../memory/check.js';
+import { briefing, contextLists, measure } from '../memory/context.js';
+import { treeFiles, withChanges, type FileSet } from '../memory/files.js';
+import { loadMemory, regenerate, type Memory } from '../memory/model.js';
+import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
+import type { Registry, Snapshot } from './registry.js';
+
+/** The memory commands of the control API: read a view's committed state, run src/memory on it, write back. */
+
+const INDEX_RULES = new Set<Rule>([
+  'index-markers', 'index-stale', 'index-size', 'topic-description', 'topic-size', 'topic-depth', 'topic-updated',
+  'description-length', 'front-matter', 'binary', 'too-large',
+]);
+
+export class MemoryService {
+  constructor(private readonly reg: Registry) {}
+
+  private async files(role: string, branch?: string): Promise<{ snap: Snapshot; files: FileSet }> {
+    const snap = await this.reg.snapshot(role, branch);
+    const tree = (await snap.home.store.readCommit(snap.commit)).tree;
+    return { snap, files: treeFiles(snap.home.store, tree) };
+  }
+
+  /**
+   * A branch's memory is read against main: a note counts as reviewed only with content main has (now, or
+   * where the branch forked from it), so a claim of review the branch made itself does not count.
+   */
+  private async load(snap: Snapshot, files: FileSet): Promise<Memory> {
+    if (!snap.view) return loadMemory(files);
+    const store = snap.home.store;
+    const ids = async (commit: string) => idsByPath(await treeFiles(store, (await store.readCommit(commit)).tree).list());
+    const now = await ids(snap.mainHead);
+    const fork = await store.mergeBase(snap.commit, snap.mainHead);
+    const then = fork ? await ids(fork) : new Map<string, string>();
+    return loadMemory(files, (path, id) => now.get(path) === id || then.get(path) === id);
+  }
+
+  /** Every memory rule; on a branch, trust labels are compared with the commit the branch forked from. */
+  async check(role: string, branch?: string): Promise<CheckReport & { view: string; commit: string }> {
+    const { snap, files } = await this.files(role, branch);
+    return { view: snap.name, commit: snap.commit, ...checkMemory(await this.load(snap, files), snap.config.limits) };
+  }
+
+  /** Regenerate every index block in a branch (text outside the markers untouched), or with check only report. */
+  async index(role: string, branch: string | undefined, checkOnly: boolean): Promise<object> {
+    if (checkOnly) {
+      const report = await this.check(role, branch);
+      const findings = report.findings.filter((f) => INDEX_RULES.has(f.rule));
+      const errors = findings.filter((f) => f.level === 'error').length;
+      return { view: report.view, commit: report.commit, ok: errors === 0, errors, warnings: findings.length - errors, findings, indexes: report.indexes };
+    }
+    if (!branch || branch === 'main') {
+      throw new UserError(`main is protected: regenerate the index in a branch (nas memory index ${role}@<branch>) and merge it, or pass --check`);
+    }
+    const { snap, files } = await this.files(role, branch);
+    const memory = await this.load(snap, files);
+    const problems = memory.indexes.flatMap((i) => i.problems.map((p) => ({ path: i.path, line: p.line, message: p.message })));
+    const written: string[] = [];
+    for (const { path, text } of regenerate(memory)) {
+      await snap.view!.writeFile(path, Buffer.from(text));
+      written.push(path);
+    }
+    return { view: snap.name, written, indexes: memory.indexes.map((i) => i.path), problems, ok: problems.length === 0, head: snap.view!.head };
+  }
+
+  async context(role: string, branch?: string): Promise<object> {
+    const { snap, files } = await this.files(role, branch);
+    const lists = contextLists(await this.load(snap, files));
+    return { view: snap.name, root: snap.path, ...lists };
+  }
+
+  async briefing(role: string, branch: string | undefined, maxTokens: number): Promise<object> {
+    if (!Number.isInteger(maxTokens) || maxTokens < 100) throw new UserError('--max-tokens must be a whole number of at least 100');
+    const { snap, files } = await this.files(role, branch);
+    return { view: snap.name, ...briefing(await this.load(snap, files), snap.name, maxTokens) };
+  }
+
+  async measure(role: string, branch: string | undefined, tasks: string[]): Promise<object> {
+    const { snap, files } = await this.files(role, branch);
+    const memory = await this.load(snap, files);
+    try {
+      return { view: snap.name, ...measure(memory, tasks.map((t) => validateRelPath(t))) };
+    } catch (err) {
+      throw new UserError((err as Error).message);
+    }
+  }
+
+  /**
+   * The owner's review, committed straight onto main by compare-and-swap: the note labelled reviewed (moved
+   * out of quarantine), and the indexes regenerated in the same commit so main stays consistent. Refused
+   * when MEMORY.md would go over its token cap: nothing is ever truncated.
+   */
+  async review(role: string, notePath: string, description?: string): Promise<object> {
+    const { snap, files } = await this.files(role);
+    const store = snap.home.store;
+    const path = validateRelPath(notePath);
+    let plan: ReviewPlan;
+    try {
+      plan = planReview(await loadMemory(files), path, description);
+    } catch (err) {
+      if (err instanceof ReviewRefused) throw new UserError(`${err.message} (nothing was changed)`, 409);
+      throw err;
+    }
+    const { to } = plan;
+    const changes = new Map<string, Buffer | null>();
+    if (plan.from !== to) changes.set(plan.from, null);
+    changes.set(to, Buffer.from(plan.text));
+    for (const { path: p, text } of regenerate(await loadMemory(withChanges(files, changes)))) changes.set(p, Buffer.from(text));
+    const after = checkMemory(await loadMemory(withChanges(files, changes)), snap.config.limits);
+    const over = after.findings.find((f) => f.rule === 'memory-tokens' || f.rule === 'resident-budget');
+    if (over) throw new UserError(`reviewing ${path} would break a budget: ${over.path}: ${over.message}. Nothing was changed`, 409);
+
+    const entries = new Map<string, Entry | null>();
+    for (const [p, content] of changes) entries.set(p, content === null ? null : { oid: await store.writeBlob(content), mode: MODE.file });
+    const tree = await store.editTree((await store.readCommit(snap.commit)).tree, entries);
+    const owner = snap.config.role.owner ?? 'owner';
+    const message = `Review memory note ${to}\n\nNas-Review: ${path}${to !== path ? ` -> ${to}` : ''}\nNas-Reviewer: ${owner}\n`;
+    const commit = await store.writeCommit({ tree, parents: [snap.commit], message, author: { name: owner, email: `${owner}@agent-nas` } });
+    try {
+      await store.updateRef(MAIN_REF, commit, snap.commit, `review ${path}`);
+    } catch (err) {
+      if (err instanceof RefConflict) throw new UserError('main moved while the review was prepared; nothing was changed. Run it again', 409);
+      throw err;
+    }
+    await this.reg.refreshMains();
+    return { reviewed: path, to, commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
+  }
+}

@@ -1,0 +1,42 @@
+import { NOTES_DIR, QUARANTINE_DIR } from './layout.js';
+import type { Memory } from './model.js';
+import { setField } from './note.js';
+
+/**
+ * The owner's review of a note: label it `trust: reviewed` (editing that one line) and, for a note in
+ * quarantine, move it into notes/. Only the changes are computed here; the caller commits them together
+ * with the regenerated indexes.
+ */
+
+export class ReviewRefused extends Error {}
+
+export interface ReviewPlan {
+  from: string;
+  to: string;
+  text: string;
+}
+
+export function planReview(memory: Memory, notePath: string, description?: string): ReviewPlan {
+  if (!notePath.startsWith(NOTES_DIR) && !notePath.startsWith(QUARANTINE_DIR)) {
+    throw new ReviewRefused(`${notePath} is not a note: reviews apply to ${NOTES_DIR} and ${QUARANTINE_DIR}`);
+  }
+  const doc = memory.docs.get(notePath);
+  if (!doc) throw new ReviewRefused(`${notePath} does not exist`);
+  if (doc.text === undefined || !doc.note) throw new ReviewRefused(`${notePath} is not a Markdown note (binary or over 1 MiB)`);
+  if (doc.note.problems.length > 0) {
+    const p = doc.note.problems[0];
+    throw new ReviewRefused(`${notePath}:${p.line}: ${p.message}; fix the front matter first`);
+  }
+  const to = notePath.startsWith(QUARANTINE_DIR) ? NOTES_DIR + notePath.slice(QUARANTINE_DIR.length) : notePath;
+  if (to !== notePath && memory.files.some((f) => f.path === to)) {
+    throw new ReviewRefused(`${to} exists already; nothing was changed. Rename one of them in a branch first`);
+  }
+  if (doc.note.trust === 'reviewed' && to === notePath) throw new ReviewRefused(`${notePath} is reviewed already`);
+  if (!doc.note.description && !description) {
+    throw new ReviewRefused(`${notePath} has no description; pass --description "<when to read this>" (the index lists it)`);
+  }
+  let text = setField(doc.text, 'trust', 'reviewed');
+  // JSON strings are valid YAML double-quoted scalars.
+  if (description) text = setField(text, 'description', JSON.stringify(description.replace(/\s+/g, ' ').trim()));
+  return { from: notePath, to, text };
+}
