@@ -102,6 +102,29 @@ export class TestDaemon {
     return stdout;
   }
 
+  /**
+   * Change main as an operator does, with plain git: clone the Store, write (or, for null, delete) files,
+   * commit and push. Main is protected from views, not from its owner.
+   */
+  async pushToMain(files: Record<string, string | Buffer | null>, message = 'operator change'): Promise<void> {
+    const work = `${this.dir}/work-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    const git = (...args: string[]) => run('git', ['-c', 'user.name=op', '-c', 'user.email=op@x', ...args], { cwd: work });
+    const clone = await run('git', ['clone', '-q', `${this.state}/homes/demo.git`, work]);
+    if (clone.code !== 0) throw new Error(`git clone: ${clone.stderr}`);
+    for (const [rel, content] of Object.entries(files)) {
+      if (content === null) await fs.rm(`${work}/${rel}`);
+      else {
+        await fs.mkdir(path.dirname(`${work}/${rel}`), { recursive: true });
+        await fs.writeFile(`${work}/${rel}`, content);
+      }
+    }
+    for (const step of [['add', '-A'], ['commit', '-qm', message], ['push', '-q', 'origin', 'main']]) {
+      const r = await git(...step);
+      if (r.code !== 0) throw new Error(`git ${step[0]}: ${r.stderr}`);
+    }
+    await fs.rm(work, { recursive: true, force: true });
+  }
+
   path(view: string, rel = ''): string {
     return rel ? `${this.mnt}/${view}/${rel}` : `${this.mnt}/${view}`;
   }

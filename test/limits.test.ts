@@ -2,17 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { TestDaemon, codeOf, eventually, run } from './helpers.js';
 
-/** An operator changes main's .nas/ with plain git (main is protected from views, not from its owner). */
-async function pushToMain(d: TestDaemon, files: Record<string, string>): Promise<void> {
-  const work = `${d.dir}/work-${Date.now()}`;
-  const git = (...args: string[]) => run('git', ['-c', 'user.name=op', '-c', 'user.email=op@x', ...args], { cwd: work });
-  expect((await run('git', ['clone', '-q', `${d.state}/homes/demo.git`, work])).code).toBe(0);
-  for (const [rel, text] of Object.entries(files)) await fs.writeFile(`${work}/${rel}`, text);
-  expect((await git('commit', '-qam', 'operator: change limits')).code).toBe(0);
-  const push = await git('push', '-q', 'origin', 'main');
-  expect(push.code, push.stderr).toBe(0);
-}
-
 describe('limits and policy from .nas/', () => {
   let d: TestDaemon;
   beforeAll(async () => {
@@ -24,7 +13,7 @@ describe('limits and policy from .nas/', () => {
 
   it('gives EDQUOT for a write past the branch quota, and keeps what fit', async () => {
     const limits = (await fs.readFile(d.path('demo', '.nas/limits.yaml'), 'utf8')).replace(/branch_quota_bytes: \d+/, 'branch_quota_bytes: 65536');
-    await pushToMain(d, { '.nas/limits.yaml': limits });
+    await d.pushToMain({ '.nas/limits.yaml': limits });
     expect((await d.nas('branch', 'create', 'demo/small')).code).toBe(0);
     const p = (rel: string) => d.path('demo@small', rel);
     await fs.writeFile(p('outbox/fits.bin'), Buffer.alloc(40_000, 1));
@@ -41,7 +30,7 @@ describe('limits and policy from .nas/', () => {
   });
 
   it('applies the strictest defaults when policy.yaml is malformed, reports it, and keeps serving', async () => {
-    await pushToMain(d, { '.nas/policy.yaml': 'version: 1\nread_only: [".nas/**"\nappend_only: {\n' });
+    await d.pushToMain({ '.nas/policy.yaml': 'version: 1\nread_only: [".nas/**"\nappend_only: {\n' });
     await eventually(async () => {
       const homes = await d.nasJson<any[]>('home', 'list');
       return homes[0].problems.some((p: string) => /policy\.yaml: malformed YAML at line \d+/.test(p));
@@ -58,7 +47,7 @@ describe('limits and policy from .nas/', () => {
   });
 
   it('adds read-only and append-only paths from a valid policy.yaml, without dropping the built-in ones', async () => {
-    await pushToMain(d, { '.nas/policy.yaml': 'version: 1\nread_only:\n  - "skills/**"\nappend_only:\n  - "outbox/ledger.md"\n' });
+    await d.pushToMain({ '.nas/policy.yaml': 'version: 1\nread_only:\n  - "skills/**"\nappend_only:\n  - "outbox/ledger.md"\n' });
     await eventually(async () => (await d.nasJson<any[]>('home', 'list'))[0].problems.length === 0, 'policy accepted');
     expect((await d.nas('branch', 'create', 'demo/custom')).code).toBe(0);
     const p = (rel: string) => d.path('demo@custom', rel);

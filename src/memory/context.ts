@@ -73,8 +73,8 @@ function sections(file: string, text: string): Section[] {
 
 /**
  * The boot view: AGENTS.md, MEMORY.md, the per-agent resident file, and a summary of the inbox (names and
- * sizes only: inbox content is untrusted). Sections are kept whole in that order of importance while they
- * fit the cap; the rest are left out whole, and the briefing ends by listing them.
+ * sizes only: inbox content is untrusted), in that order of importance. Sections are kept or left out whole;
+ * the briefing ends by listing what it left out.
  */
 export function briefing(memory: Memory, view: string, maxTokens: number): Briefing {
   const all: Section[] = [];
@@ -93,7 +93,7 @@ export function briefing(memory: Memory, view: string, maxTokens: number): Brief
     let out = `# Briefing: ${view}\n`;
     let part = '';
     for (const s of kept) {
-      if (s.part !== part) out += `\n=== ${(part = s.part)} ===\n`;
+      out += s.part !== part ? `\n=== ${(part = s.part)} ===\n` : '\n';
       out += s.text;
     }
     if (omitted.length > 0) {
@@ -102,23 +102,22 @@ export function briefing(memory: Memory, view: string, maxTokens: number): Brief
     }
     return out;
   };
-  // Greedy on the sections' own counts (plus a little for titles), then exact: drop from the end while over.
-  const kept: Section[] = [];
+  // Drop from the least important end until the exact count fits; then put back, in order, any dropped
+  // section that still fits. A section is never left out in favour of a less important one.
+  const kept = [...all];
   const omitted: Section[] = [];
-  let used = countTokens(render([], [])) + 30;
-  for (const s of all) {
-    if (used + s.tokens + 15 <= maxTokens) {
-      kept.push(s);
-      used += s.tokens + 15;
-    } else omitted.push(s);
+  const fits = () => countTokens(render(kept, omitted)) <= maxTokens;
+  while (!fits() && kept.length > 0) omitted.unshift(kept.pop()!);
+  for (const s of [...omitted]) {
+    omitted.splice(omitted.indexOf(s), 1);
+    kept.push(s);
+    kept.sort((x, y) => all.indexOf(x) - all.indexOf(y));
+    if (fits()) continue;
+    kept.splice(kept.indexOf(s), 1);
+    omitted.push(s);
+    omitted.sort((x, y) => all.indexOf(x) - all.indexOf(y));
   }
-  let text = render(kept, omitted);
-  while (countTokens(text) > maxTokens && kept.length > 0) {
-    const dropped = kept.pop()!;
-    const at = omitted.findIndex((o) => all.indexOf(o) > all.indexOf(dropped));
-    omitted.splice(at < 0 ? omitted.length : at, 0, dropped);
-    text = render(kept, omitted);
-  }
+  const text = render(kept, omitted);
   return { text, tokens: countTokens(text), maxTokens, omitted: omitted.map((o) => ({ what: o.what, tokens: o.tokens })) };
 }
 
