@@ -74,12 +74,13 @@ describe('nas memory, context and briefing', () => {
     expect(main.stderr).toMatch(/main is protected/);
 
     const broken = '# Broken\n<!-- nas:index:start -->\n<!-- nas:index:start -->\n<!-- nas:index:end -->\n';
-    await fs.writeFile(b('memory/team/BROKEN.md'), broken);
+    await fs.mkdir(b('memory/broken'));
+    await fs.writeFile(b('memory/broken/INDEX.md'), broken);
     const r = await d.nas('memory', 'index', 'demo@draft');
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/memory\/team\/BROKEN\.md:3: error \[index-markers\] duplicate/);
-    expect(await fs.readFile(b('memory/team/BROKEN.md'), 'utf8')).toBe(broken);
-    await fs.unlink(b('memory/team/BROKEN.md'));
+    expect(r.stdout).toMatch(/memory\/broken\/INDEX\.md:3: error \[index-markers\] duplicate/);
+    expect(await fs.readFile(b('memory/broken/INDEX.md'), 'utf8')).toBe(broken);
+    await fs.rm(b('memory/broken'), { recursive: true });
   });
 
   it('reports malformed YAML, a binary note and a huge file with file and line, and keeps serving', async () => {
@@ -151,6 +152,31 @@ describe('nas memory, context and briefing', () => {
     expect(hostile.stderr).toMatch(/\.\./);
     const missing = await d.nas('memory', 'measure', 'demo', '--task', 'memory/notes/none.md');
     expect(missing.stderr).toMatch(/memory\/notes\/none.md is not a readable memory file/);
+  });
+
+  it('imports notes from another framework into quarantine, unreviewed, and never overwrites', async () => {
+    const src = `${d.dir}/import`;
+    await fs.mkdir(src, { recursive: true });
+    await fs.writeFile(`${src}/CLAUDE.md`, '# Release steps\n\nTag, then push.\n');
+    await fs.writeFile(`${src}/style.mdc`, '---\ndescription: Code style\nglobs: "*.ts"\ntrust: reviewed\n---\nTabs.\n');
+    const r = await d.nasJson('memory', 'import', 'demo@draft', `${src}/CLAUDE.md`, `${src}/style.mdc`);
+    expect(r.imported.map((i: any) => i.to)).toEqual(['memory/quarantine/CLAUDE.md', 'memory/quarantine/style.md']);
+    const claude = await fs.readFile(b('memory/quarantine/CLAUDE.md'), 'utf8');
+    expect(claude).toMatch(/trust: unreviewed/);
+    expect(claude.endsWith('# Release steps\n\nTag, then push.\n')).toBe(true);
+    expect((await d.gitBlob('draft:memory/quarantine/style.md')).toString()).toMatch(/trust: unreviewed\n/);
+
+    await fs.writeFile(`${src}/CLAUDE.md`, 'different\n');
+    const again = await d.nas('memory', 'import', 'demo@draft', `${src}/CLAUDE.md`, `${src}/missing.md`);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/cannot read .*missing.md: no such file/);
+    const dup = await d.nas('memory', 'import', 'demo@draft', `${src}/CLAUDE.md`);
+    expect(dup.code).toBe(1);
+    expect(dup.stdout).toMatch(/refused .*CLAUDE.md: memory\/quarantine\/CLAUDE.md exists in demo@draft/);
+    expect(await fs.readFile(b('memory/quarantine/CLAUDE.md'), 'utf8')).toBe(claude);
+    expect((await d.nas('memory', 'import', 'demo', `${src}/CLAUDE.md`)).stderr).toMatch(/main is protected/);
+    const check = await d.nas('memory', 'check', 'demo@draft');
+    expect(check.code, check.stdout).toBe(0);
   });
 
   it('lets the owner review a quarantined note onto main, index included; refuses what would lose data', async () => {

@@ -6,6 +6,7 @@ import { mapFiles } from '../src/memory/files.js';
 import { loadMemory, regenerate, type Trusted } from '../src/memory/model.js';
 import { parseNote, setField } from '../src/memory/note.js';
 import { planReview, ReviewRefused } from '../src/memory/review.js';
+import { importNote, quarantineName } from '../src/memory/import.js';
 import { countTokens } from '../src/memory/tokens.js';
 
 /** Unit tests of the memory rules: each with a case that fails and one that passes. */
@@ -345,5 +346,37 @@ describe('owner review', () => {
     expect(setField('---\na: 1\ntrust: unreviewed\n---\nbody', 'trust', 'reviewed')).toBe('---\na: 1\ntrust: reviewed\n---\nbody');
     expect(setField('---\na: 1\n---\nbody', 'trust', 'reviewed')).toBe('---\na: 1\ntrust: reviewed\n---\nbody');
     expect(setField('body', 'trust', 'reviewed')).toBe('---\ntrust: reviewed\n---\nbody');
+  });
+});
+
+describe('import from other frameworks', () => {
+  it('brings a CLAUDE.md in as an unreviewed quarantined note, content byte for byte', () => {
+    const body = '# Build rules\n\nAlways run make test.\n';
+    const n = importNote('/home/me/project/CLAUDE.md', Buffer.from(body), '2026-11-30');
+    expect(n.path).toBe('memory/quarantine/CLAUDE.md');
+    expect(n.text).toBe(`---\ntrust: unreviewed\ndescription: "Build rules"\nupdated: 2026-11-30\nsource: "claude:CLAUDE.md"\n---\n${body}`);
+    expect(parseNote(n.text)).toMatchObject({ trust: 'unreviewed', description: 'Build rules', source: 'claude:CLAUDE.md' });
+  });
+
+  it("keeps a Cursor rule's front matter, but never its claim to be reviewed", () => {
+    const rule = '---\ndescription: TypeScript style\nglobs: "**/*.ts"\nalwaysApply: false\ntrust: reviewed\n---\nUse strict mode.\n';
+    const n = importNote('rules/ts.mdc', Buffer.from(rule), '2026-11-30');
+    expect(n.path).toBe('memory/quarantine/ts.md');
+    const parsed = parseNote(n.text);
+    expect(parsed).toMatchObject({ trust: 'unreviewed', description: 'TypeScript style', source: 'cursor:ts.mdc', body: 'Use strict mode.\n' });
+    expect(parsed.data.globs).toBe('**/*.ts');
+  });
+
+  it('keeps broken front matter inside the body, refuses binary content, and tames hostile names', () => {
+    const broken = '---\ndescription: [oops\n---\nText.\n';
+    const n = importNote('notes.md', Buffer.from(broken), '2026-11-30');
+    expect(n.text.endsWith(broken)).toBe(true);
+    expect(parseNote(n.text).problems).toEqual([]);
+    expect(() => importNote('x.md', Buffer.from([0, 1, 2]), '2026-11-30')).toThrow(/binary/);
+    expect(quarantineName('../../etc/passwd')).toBe('memory/quarantine/passwd.md');
+    expect(quarantineName('.hidden.md')).toBe('memory/quarantine/hidden.md');
+    expect(quarantineName('a b\u0007c.txt')).toBe('memory/quarantine/a-b-c.md');
+    expect(quarantineName('...')).toBe('memory/quarantine/imported.md');
+    expect(quarantineName('x'.repeat(300)).length).toBe('memory/quarantine/'.length + 103);
   });
 });

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import fs from 'node:fs/promises';
 import http from 'node:http';
 import { DEFAULT_SOCKET } from '../daemon/config.js';
 
@@ -24,6 +25,7 @@ commands:
                                             bytes and o200k_base tokens of the start set and a task
   memory review <role> <note> [--description TEXT]
                                             owner: label a note reviewed (quarantine -> notes/) on main
+  memory import <role>@<branch> <file>...   bring notes from another framework into quarantine, unreviewed
   context <role>[@<branch>]                 READ-ON-START and READ-ON-DEMAND paths for a session-start hook
   briefing <role>[@<branch>] [--max-tokens 2000]
                                             the token-capped boot view
@@ -47,7 +49,8 @@ options:
     'usage: nas memory check <role>[@<branch>]\n' +
     '       nas memory index <role>@<branch> [--check]\n' +
     '       nas memory measure <role>[@<branch>] [--task memory/notes/x.md]...\n' +
-    '       nas memory review <role> <note> [--description TEXT]\n\n' +
+    '       nas memory review <role> <note> [--description TEXT]\n' +
+    '       nas memory import <role>@<branch> <file>...\n\n' +
     'check   runs every memory rule (front matter, trust labels, MEMORY.md token cap, resident byte budgets,\n' +
     '        topic indexes) and prints each problem with file and line; exit 0 when none is an error.\n' +
     '        On a branch, a note that says "trust: reviewed" but changed in the branch is an error.\n' +
@@ -55,7 +58,9 @@ options:
     '        of the branch and commits it; text outside the markers is kept. --check writes nothing.\n' +
     'measure prints exact bytes and tokens: start set, start + index + each --task topic, full load.\n' +
     'review  (owner) sets "trust: reviewed", moves a quarantined note into memory/notes/, regenerates the\n' +
-    '        indexes, and commits that on main. Refused when it would break a budget.\n',
+    '        indexes, and commits that on main. Refused when it would break a budget.\n' +
+    'import  copies local files (CLAUDE.md, Cursor .mdc rules, Markdown, text) into memory/quarantine/ of the\n' +
+    '        branch as unreviewed notes with description, updated and source filled in; content is kept as is.\n',
   context:
     'usage: nas context <role>[@<branch>]\n\nPrints the files to read at session start, then the files to read only when a task needs them\n' +
     '(paths under the mount, not contents), ready for a session-start hook to print as is.\n',
@@ -142,6 +147,14 @@ function need(args: Args, index: number, what: string): string {
 function splitSpec(spec: string): [string, string | undefined] {
   const slash = spec.indexOf('/');
   return slash < 0 ? [spec, undefined] : [spec.slice(0, slash), spec.slice(slash + 1)];
+}
+
+async function readLocal(file: string): Promise<Buffer> {
+  try {
+    return await fs.readFile(file);
+  } catch (err) {
+    throw new Error(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+  }
 }
 
 /** `role`, `role@branch` or `role/branch`. */
@@ -273,6 +286,18 @@ async function run(args: Args): Promise<number> {
       print = (r) =>
         `reviewed ${r.reviewed}${r.to !== r.reviewed ? ` -> ${r.to}` : ''} on main (commit ${r.commit.slice(0, 12)})\n` +
         r.regenerated.map((p: string) => `regenerated ${p}\n`).join('');
+      break;
+    }
+    case 'memory import': {
+      const [role, branch] = target();
+      const names = args.positional.slice(3);
+      if (names.length === 0) throw new Usage('name the files to import');
+      const files = await Promise.all(names.map(async (name) => ({ name, content: (await readLocal(name)).toString('base64') })));
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/memory/import`, { branch, files });
+      failed = (r) => !r.ok;
+      print = (r) =>
+        r.imported.map((i: any) => `imported ${i.from} -> ${r.view}/${i.to} (unreviewed)\n`).join('') +
+        r.refused.map((i: any) => `refused ${i.from}: ${i.reason}\n`).join('');
       break;
     }
     case 'context': {

@@ -8,6 +8,9 @@ import type { Registry } from './registry.js';
 import { MemoryService } from './memory-service.js';
 
 type Body = Record<string, unknown>;
+
+/** Largest request body (imports carry file contents). */
+const MAX_BODY = 8 << 20;
 type Handler = (params: string[], body: Body) => Promise<unknown> | unknown;
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
@@ -31,6 +34,8 @@ export function routes(reg: Registry): [string, RegExp, Handler][] {
     ['POST', /^\/v1\/homes\/([^/]+)\/memory\/index$/, ([role], b) => memory.index(role, str(b.branch), b.check === true)],
     ['POST', /^\/v1\/homes\/([^/]+)\/memory\/measure$/, ([role], b) =>
       memory.measure(role, str(b.branch), Array.isArray(b.tasks) ? b.tasks.map(String) : [])],
+    ['POST', /^\/v1\/homes\/([^/]+)\/memory\/import$/, ([role], b) =>
+      memory.import(role, str(b.branch), Array.isArray(b.files) ? b.files.map((f: any) => ({ name: String(f?.name ?? ''), content: String(f?.content ?? '') })) : [])],
     ['POST', /^\/v1\/homes\/([^/]+)\/memory\/review$/, ([role], b) => memory.review(role, String(b.path ?? ''), str(b.description))],
     ['POST', /^\/v1\/homes\/([^/]+)\/context$/, ([role], b) => memory.context(role, str(b.branch))],
     ['POST', /^\/v1\/homes\/([^/]+)\/briefing$/, ([role], b) => memory.briefing(role, str(b.branch), int(b.maxTokens, 2000))],
@@ -42,7 +47,7 @@ async function readBody(req: http.IncomingMessage): Promise<Body> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) {
     size += chunk.length;
-    if (size > 1 << 20) throw new UserError('request body over 1 MiB', 413);
+    if (size > MAX_BODY) throw new UserError(`request over ${MAX_BODY >> 20} MiB; send less at a time`, 413);
     chunks.push(chunk);
   }
   if (size === 0) return {};

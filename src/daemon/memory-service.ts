@@ -7,6 +7,7 @@ import { briefing, contextLists, measure } from '../memory/context.js';
 import { treeFiles, withChanges, type FileSet } from '../memory/files.js';
 import { loadMemory, regenerate, type Memory } from '../memory/model.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
+import { importNote } from '../memory/import.js';
 import type { Registry, Snapshot } from './registry.js';
 
 /** The memory commands of the control API: read a view's committed state, run src/memory on it, write back. */
@@ -87,6 +88,33 @@ export class MemoryService {
     } catch (err) {
       throw new UserError((err as Error).message);
     }
+  }
+
+  /**
+   * Import notes written for another framework into a branch's quarantine, unreviewed. A file whose name is
+   * taken in the branch is refused, not overwritten; the others are imported.
+   */
+  async import(role: string, branch: string | undefined, items: { name: string; content: string }[]): Promise<object> {
+    if (!branch || branch === 'main') throw new UserError(`main is protected: import into a branch (nas memory import ${role}@<branch> ...)`);
+    if (items.length === 0) throw new UserError('name at least one file to import');
+    const { snap } = await this.files(role, branch);
+    const view = snap.view!;
+    const today = new Date().toISOString().slice(0, 10);
+    const imported: { from: string; to: string }[] = [];
+    const refused: { from: string; reason: string }[] = [];
+    const taken = new Set<string>();
+    for (const item of items) {
+      try {
+        const note = importNote(item.name, Buffer.from(item.content, 'base64'), today);
+        if (taken.has(note.path) || (await view.exists(note.path))) throw new Error(`${note.path} exists in ${view.name}; rename the file and import it again`);
+        taken.add(note.path);
+        await view.writeFile(note.path, Buffer.from(note.text));
+        imported.push({ from: item.name, to: note.path });
+      } catch (err) {
+        refused.push({ from: item.name, reason: (err as Error).message });
+      }
+    }
+    return { view: view.name, imported, refused, ok: refused.length === 0, head: view.head };
   }
 
   /**

@@ -169,7 +169,9 @@ function checkLinks(doc: MemoryDoc, memory: Memory, add: Add): void {
         continue;
       }
       const linked = memory.docs.get(rel);
-      const unreviewed = rel.startsWith(QUARANTINE_DIR) || (linked && rel.startsWith('memory/') && !isStartFile(rel) && !isReviewed(linked, memory.fromMain));
+      // Index files are generated listings (their topics are checked on their own); notes and topics must be reviewed.
+      const isIndex = memory.indexes.some((i) => i.path === rel);
+      const unreviewed = rel.startsWith(QUARANTINE_DIR) || (linked && rel.startsWith('memory/') && !isStartFile(rel) && !isIndex && !isReviewed(linked, memory.fromMain));
       if (unreviewed) {
         add('error', 'unreviewed-in-start-set', doc.file.path, `links to ${rel}, which is not reviewed: nothing unreviewed may be loaded at start`, i + 1);
       }
