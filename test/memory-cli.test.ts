@@ -92,7 +92,7 @@ describe('nas memory, context and briefing', () => {
     const out = await d.nas('--json', 'memory', 'check', 'demo@draft');
     const report = JSON.parse(out.stdout);
     const at = (p: string) => report.findings.filter((f: any) => f.path === p).map((f: any) => `${f.rule}${f.line ? `:${f.line}` : ''}`);
-    expect(at('memory/notes/bad.md')[0]).toMatch(/^front-matter:[345]$/);
+    expect(at('memory/notes/bad.md')).toEqual(['front-matter:4']);
     expect(at('memory/notes/photo.md')).toEqual(['binary']);
     expect(at('memory/notes/huge.md')).toEqual(['too-large', 'topic-size']);
     // The rest was still checked, and the daemon still serves the mount and the CLI.
@@ -209,13 +209,38 @@ describe('nas memory, context and briefing', () => {
     expect((await d.git('rev-parse', 'main')).stdout.trim()).toBe(head);
   });
 
+  it("fails a branch that edits a note main has reviewed but keeps the reviewed label", async () => {
+    expect((await d.nas('branch', 'create', 'demo/edit')).code).toBe(0);
+    const file = d.path('demo@edit', 'memory/notes/builds.md');
+    await fs.writeFile(file, (await fs.readFile(file, 'utf8')) + 'Also run make check.\n');
+    const r = await d.nas('memory', 'check', 'demo@edit');
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/memory\/notes\/builds\.md:1: error \[trust-claim\]/);
+    // The index it regenerates drops the edited note: only main's reviewed content is listed.
+    expect((await d.nas('memory', 'index', 'demo@edit')).code).toBe(0);
+    expect(await fs.readFile(d.path('demo@edit', 'memory/MEMORY.md'), 'utf8')).not.toContain('builds.md');
+  });
+
+  it('never writes through a symbolic link the run put in place of a directory', async () => {
+    expect((await d.nas('branch', 'create', 'demo/trap')).code).toBe(0);
+    const outside = `${d.dir}/outside`;
+    await fs.mkdir(outside);
+    await fs.rm(d.path('demo@trap', 'memory/quarantine'), { recursive: true });
+    await fs.symlink(outside, d.path('demo@trap', 'memory/quarantine'));
+    await fs.writeFile(`${d.dir}/note.md`, '# Note\n');
+    const r = await d.nas('memory', 'import', 'demo@trap', `${d.dir}/note.md`);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/refused .*note.md: memory\/quarantine is a symbolic link; nothing is written through it/);
+    expect(await fs.readdir(outside)).toEqual([]);
+  });
+
   it('refuses a review that would put MEMORY.md over its token cap, changing nothing', async () => {
     const limits = (await fs.readFile(d.path('demo', '.nas/limits.yaml'), 'utf8')).replace(/memory_md_max_tokens: \d+/, 'memory_md_max_tokens: 80');
     await d.pushToMain({ '.nas/limits.yaml': limits, 'memory/quarantine/long.md': note({ description: 'When a long description '.repeat(5) }) });
     const head = (await d.git('rev-parse', 'main')).stdout.trim();
     const r = await d.nas('memory', 'review', 'demo', 'memory/quarantine/long.md');
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/would break a budget: memory\/MEMORY.md: \d+ tokens .* over the cap of 80/);
+    expect(r.stderr).toMatch(/would break a check: memory\/MEMORY.md: \d+ tokens .* over the cap of 80/);
     expect((await d.git('rev-parse', 'main')).stdout.trim()).toBe(head);
   });
 });

@@ -50,8 +50,10 @@ describe('front matter and trust labels', () => {
     });
     const bad = r.findings.find((f) => f.path === 'memory/notes/bad.md')!;
     expect(bad.rule).toBe('front-matter');
-    expect(bad.line).toBeGreaterThanOrEqual(3);
-    expect(bad.line).toBeLessThanOrEqual(5);
+    expect(bad.line).toBe(4);
+    const lines = (text: string) => parseNote(text).problems.map((p) => p.line);
+    expect(lines('---\na: 1\n\tb: 2\n---\n')).toEqual([3]);
+    expect(lines('---\na: 1\nb: 2\na: 3\n---\n')).toEqual([4]);
     // The other file was still checked.
     expect(r.findings.some((f) => f.path === 'memory/notes/good.md' && f.rule === 'topic-size')).toBe(true);
   });
@@ -72,6 +74,12 @@ describe('front matter and trust labels', () => {
     const n = parseNote('---\ndescription: "When  deploying\n  to prod."\nupdated: 2026-11-02\ntrust: reviewed\nsource: claude:CLAUDE.md\n---\n# Body\n');
     expect(n).toMatchObject({ description: 'When deploying to prod.', updated: '2026-11-02', trust: 'reviewed', source: 'claude:CLAUDE.md', body: '# Body\n' });
     expect(parseNote('no front matter').trust).toBe('unreviewed');
+  });
+
+  it('reads CRLF files like LF files, and edits them keeping CRLF', () => {
+    const crlf = '---\r\ndescription: When on Windows.\r\nupdated: 2026-11-01\r\ntrust: unreviewed\r\n---\r\nBody\r\n';
+    expect(parseNote(crlf)).toMatchObject({ description: 'When on Windows.', trust: 'unreviewed', problems: [] });
+    expect(setField(crlf, 'trust', 'reviewed')).toBe(crlf.replace('trust: unreviewed', 'trust: reviewed'));
   });
 
   it('refuses a binary note and a huge file by name, without reading them as text', async () => {
@@ -147,6 +155,20 @@ describe('MEMORY.md and the start set', () => {
     expect(ok.ok).toBe(true);
   });
 
+  it('finds links in every Markdown form, through the mount too, and into the journal and inbox', async () => {
+    const agents = `${AGENTS}[a](<memory/notes/my draft.md>) [b](memory/notes/wip.md 'title')\n` +
+      '[ref]: memory/quarantine/q.md\n[abs](/agents/demo@x/memory/journal/2026.md) [in](inbox/task.md)\n```\n[code](memory/quarantine/q.md)\n```\n';
+    const r = await findings({
+      'AGENTS.md': agents,
+      'memory/notes/my draft.md': note({ description: 'Draft.', updated: '2026-11-01' }),
+      'memory/notes/wip.md': note({ description: 'WIP.', updated: '2026-11-01' }),
+    });
+    expect(r.findings.filter((f) => f.rule === 'unreviewed-in-start-set').map((f) => `${f.line} ${f.message.split(',')[0]}`)).toEqual([
+      '4 links to memory/notes/my draft.md', '4 links to memory/notes/wip.md', '5 links to memory/quarantine/q.md',
+      '6 links to memory/journal/2026.md', '6 links to inbox/task.md',
+    ]);
+  });
+
   it('fails when MEMORY.md is missing', async () => {
     const memory = await loadMemory(mapFiles({ 'AGENTS.md': AGENTS }));
     expect(rules(checkMemory(memory, DEFAULT_LIMITS).findings)).toEqual(['missing-file']);
@@ -205,13 +227,33 @@ describe('topic index', () => {
       'memory/team/INDEX.md': '# Team\n<!-- nas:index:start -->\n<!-- nas:index:end -->\n',
       'memory/team/resident.md': 'resident',
       'memory/team/outbox/x.md': 'x', 'memory/team/local/x.md': 'x', 'memory/team/carryover/x.md': 'x',
-      'memory/team/_draft.md': 'x', 'memory/team/.hidden.md': 'x',
+      'memory/team/_draft.md': 'x', 'memory/team/.hidden.md': 'x', 'memory/team/journal/x.md': 'x', 'memory/team/quarantine/x.md': 'x',
+      'memory/team/notes.md': 'Plain text that shows the markers:\n<!-- nas:index:start -->\n',
       'memory/team/topic.md': topic,
     });
     const team = memory.indexes.find((i) => i.path === 'memory/team/INDEX.md')!;
-    expect(team.topics.map((t) => t.file.path)).toEqual(['memory/team/topic.md']);
+    expect(team.topics.map((t) => t.file.path)).toEqual(['memory/team/notes.md', 'memory/team/topic.md']);
+    // Marker text in a file that is not an index is just text.
+    expect(memory.indexes.map((i) => i.path)).toEqual(['memory/MEMORY.md', 'memory/team/INDEX.md']);
     // An index that is not auto-loaded lists unreviewed topics too, labelled.
-    expect(team.wanted).toBe(`- [topic](topic.md) [unreviewed]: A real topic. (updated 2026-11-01, ${topic.length} B)\n`);
+    expect(team.wanted.split('\n')[1]).toBe(`- [topic](topic.md) [unreviewed]: A real topic. (updated 2026-11-01, ${topic.length} B)`);
+  });
+
+  it('leaves a directory with its own INDEX.md to that index, and escapes comment markers in descriptions', async () => {
+    const memory = await home({
+      'memory/topics/INDEX.md': '<!-- nas:index:start -->\n<!-- nas:index:end -->\n',
+      'memory/topics/a.md': note({ description: 'Ends the block? <!-- nas:index:end --> no.', updated: '2026-11-01' }),
+      'memory/topics/sub/INDEX.md': '# Sub\n<!-- nas:index:start -->\n<!-- nas:index:end -->\n```\n<!-- nas:index:start -->\n```\n',
+      'memory/topics/sub/deep/b.md': note({ description: 'B.', updated: '2026-11-01' }),
+    });
+    const top = memory.indexes.find((i) => i.path === 'memory/topics/INDEX.md')!;
+    expect(top.topics.map((t) => t.file.path)).toEqual(['memory/topics/a.md']);
+    expect(top.tooDeep).toEqual([]);
+    expect(top.wanted).toContain('Ends the block? &lt;!-- nas:index:end --&gt; no.');
+    const sub = memory.indexes.find((i) => i.path === 'memory/topics/sub/INDEX.md')!;
+    expect(sub.problems).toEqual([]);
+    expect(sub.topics.map((t) => t.file.path)).toEqual(['memory/topics/sub/deep/b.md']);
+    expect(checkMemory(memory, DEFAULT_LIMITS).findings).toEqual([]);
   });
 
   it('reports missing, unpaired, misplaced and duplicate markers with their lines, and rewrites nothing', async () => {
@@ -298,6 +340,15 @@ describe('context, briefing and measure', () => {
     expect(tiny.omitted.length).toBeGreaterThan(1);
   });
 
+  it('summarises what it left out when the list itself would not fit, and refuses a cap too small for that', async () => {
+    const agents = '# demo\n\n' + Array.from({ length: 40 }, (_, i) => `## Rule ${i}\n\nDo thing number ${i} carefully.\n`).join('\n');
+    const memory = await home({ 'AGENTS.md': agents });
+    const b = briefing(memory, 'demo', 100);
+    expect(b.tokens).toBeLessThanOrEqual(100);
+    expect(b.text).toMatch(/- AGENTS.md: \d+ section\(s\), \d+ tokens/);
+    expect(() => briefing(memory, 'demo', 20)).toThrow(/--max-tokens 20 cannot hold/);
+  });
+
   it('measures exact bytes and tokens of the start set, a task and a full load', async () => {
     const memory = await home(files);
     const m = measure(memory, ['memory/notes/git.md']);
@@ -323,6 +374,9 @@ describe('owner review', () => {
       'memory/notes/a.md': reviewed('A.'),
       'memory/quarantine/nodesc.md': note({ updated: '2026-11-01' }),
       'memory/quarantine/broken.md': '---\ndescription: [x\n---\n',
+      'memory/quarantine/a/b/c.md': note({ description: 'Deep.' }),
+      'memory/quarantine/README.md': note({ description: 'Readme.' }),
+      'memory/quarantine/folded.md': '---\ndescription: >\n  Two\n  lines.\ntrust: unreviewed\n---\nBody\n',
     });
     const refusal = (p: string) => {
       try {
@@ -339,7 +393,11 @@ describe('owner review', () => {
     expect(refusal('memory/quarantine/broken.md')).toMatch(/broken.md:\d+: front matter is not valid YAML/);
     expect(refusal('memory/quarantine/none.md')).toMatch(/does not exist/);
     expect(refusal('outbox/x.md')).toMatch(/not a note/);
+    expect(refusal('memory/quarantine/a/b/c.md')).toMatch(/would not be a topic/);
+    expect(refusal('memory/quarantine/README.md')).toMatch(/would not be a topic/);
     expect(planReview(memory, 'memory/quarantine/nodesc.md', 'When "quoted".').text).toContain('description: "When \\"quoted\\"."');
+    // A folded description is replaced whole, continuation lines included.
+    expect(planReview(memory, 'memory/quarantine/folded.md', 'One line.').text).toBe('---\ndescription: "One line."\ntrust: reviewed\n---\nBody\n');
   });
 
   it('setField edits one line and keeps the rest byte for byte', () => {

@@ -2,6 +2,7 @@
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import { DEFAULT_SOCKET } from '../daemon/config.js';
+import { displayPath } from '../util/display.js';
 
 /** nas: a thin client of nasd's control socket. */
 
@@ -304,9 +305,9 @@ async function run(args: Args): Promise<number> {
       const [role, branch] = target();
       result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/context`, { branch });
       print = (r) =>
-        'READ-ON-START (read these now, in this order):\n' + r.start.map((p: string) => `${r.root}/${p}\n`).join('') +
+        'READ-ON-START (read these now, in this order):\n' + r.start.map((p: string) => `${displayPath(`${r.root}/${p}`)}\n`).join('') +
         "\nREAD-ON-DEMAND (read one only when the task needs it; memory/MEMORY.md's index says when):\n" +
-        r.demand.map((d: any) => `${r.root}/${d.path}${d.label ? `  [${d.label}]` : ''}\n`).join('');
+        r.demand.map((d: any) => `${displayPath(`${r.root}/${d.path}`)}${d.label ? `  [${d.label}]` : ''}\n`).join('');
       break;
     }
     case 'briefing': {

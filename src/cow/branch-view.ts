@@ -13,6 +13,7 @@ import { GitLayer } from './git-layer.js';
 import { Flusher } from './flusher.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
 import * as fsx from './fsx.js';
+import { ReadManifest } from './read-manifest.js';
 import { mapLimit } from '../util/concurrency.js';
 import type { Handle, View } from './view.js';
 
@@ -62,6 +63,8 @@ export class BranchView implements View {
   private readonly tmp: string;
   private readonly pending: PendingLog;
   private readonly flusher: Flusher;
+  /** What the run read from git through this view (SPEC.md, Agent Branch, requirement 4). */
+  reads!: ReadManifest;
   /** Paths hidden from git, with the generation that hid them. */
   private readonly whiteouts = new Map<string, number>();
   /** Versioned paths whose upper content is not committed yet. */
@@ -75,8 +78,11 @@ export class BranchView implements View {
   private usedBytes = 0;
   private logLock: Promise<unknown> = Promise.resolve();
 
+  private readonly defaults: { owner: Owner; quotaBytes: number };
+
   private constructor(private readonly ctx: BranchContext) {
     this.name = `${ctx.role}@${ctx.branch}`;
+    this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
     this.upper = `${ctx.dir}/upper`;
     this.parked = `${ctx.dir}/deleted`;
     this.tmp = `${ctx.dir}/tmp`;
@@ -96,12 +102,31 @@ export class BranchView implements View {
     const head = await ctx.store.readRef(`refs/heads/${ctx.branch}`);
     if (!head) throw new Error(`branch ${ctx.branch} has no ref in ${ctx.store.path}`);
     view.layer = new GitLayer(ctx.store, await ctx.store.readCommit(head));
+    view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
     await view.recover();
     return view;
   }
 
   get head(): string {
     return this.layer.commit.oid;
+  }
+
+  /**
+   * The write lease in force, or none: its principal owns the view's files (the kernel's permission check
+   * then keeps other users out) and its budget caps the branch's quota.
+   */
+  setLease(lease: { owner: Owner | null; budgetBytes?: number } | null): void {
+    this.ctx.owner = lease?.owner ?? this.defaults.owner;
+    this.ctx.quotaBytes = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
+  }
+
+  get owner(): Owner {
+    return this.ctx.owner;
+  }
+
+  /** The run the branch was created for (--run), if any. */
+  get run(): string | undefined {
+    return this.ctx.runId;
   }
 
   get quota(): { used: number; limit: number } {
@@ -239,6 +264,7 @@ export class BranchView implements View {
         const fd = await fsx.open(this.up(rel), constants.O_RDONLY);
         return { rel, fd, data: null, writable: false, dirty: false, floor: node.stat.size, size: node.stat.size };
       }
+      await this.reads.record(rel, node.entry.oid);
       const data = await this.layer.content(node.entry);
       return { rel, fd: null, data, writable: false, dirty: false, floor: data.length, size: data.length };
     }
@@ -248,6 +274,7 @@ export class BranchView implements View {
     if (refusal) throw fsError(refusal, `${rel} is append-only: open it with O_APPEND`);
     let size = node.stat ? node.stat.size : 0;
     if (node.entry) {
+      if (!truncating) await this.reads.record(rel, node.entry.oid);
       if (truncating) await this.createEmpty(rel);
       else size = await this.copyUp(rel, node.entry);
     }
@@ -734,6 +761,7 @@ export class BranchView implements View {
   /** Put content back at rel (recycle-area restore) and commit it. The caller checks that rel is free. */
   async restore(rel: string, kind: TrashKind, content: Buffer): Promise<void> {
     this.check('create', rel);
+    await this.realParents(rel);
     if (kind === 'dir') await fs.mkdir(this.up(rel), { recursive: true, mode: 0o755 });
     else await this.place(rel, kind, content);
     await this.sync();
@@ -741,18 +769,37 @@ export class BranchView implements View {
 
   /**
    * Replace (or create) a regular file with generated content, as a whole-file rewrite through the mount
-   * would, and commit it. Refused while a process has the file open for writing: its writes would be lost.
+   * would, and commit it. `expected` guards against losing a change made since the content was computed:
+   * null means rel must not exist, a blob id that rel must still hold. Refused while a process has the file
+   * open for writing: its writes would be lost.
    */
-  async writeFile(rel: string, content: Buffer): Promise<void> {
+  async writeFile(rel: string, content: Buffer, expected?: string | null): Promise<void> {
+    await this.realParents(rel);
     const node = await this.resolve(rel);
     if (node && isDir(node)) throw fsError('EISDIR', `${rel} is a directory`);
     this.check(node ? 'truncate' : 'create', rel, node !== null);
     if ([...this.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
+    if (expected === null && node) throw fsError('EEXIST', `${rel} exists in ${this.name}`);
+    if (expected && node && (node.entry?.oid ?? (await this.hashUpper(rel))?.oid) !== expected) {
+      throw fsError('EBUSY', `${rel} changed in ${this.name} while this ran; nothing was written: run it again`);
+    }
     const refusal = checkQuota(this.usedBytes, content.length - (node?.stat?.size ?? 0), this.ctx.quotaBytes);
     if (refusal) throw fsError(refusal, `${rel}: the branch is over its quota (branch_quota_bytes)`);
     if (node?.stat) this.usedBytes -= node.stat.size;
     await this.place(rel, 'file', content);
     await this.sync();
+  }
+
+  /** Control-API writes take a path, not a kernel lookup: refuse one that leads through a symbolic link. */
+  private async realParents(rel: string): Promise<void> {
+    const parts = rel.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const dir = parts.slice(0, i).join('/');
+      const node = await this.resolve(dir);
+      if (!node) return;
+      if (node.stat ? node.stat.isSymbolicLink() : node.entry.mode === MODE.link) throw fsError('ELOOP', `${dir} is a symbolic link; nothing is written through it`);
+      if (!isDir(node)) throw fsError('ENOTDIR', `${dir} is not a directory`);
+    }
   }
 
   /** Write content to a temporary file, then rename it into the upper directory: readers never see half of it. */

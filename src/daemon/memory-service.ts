@@ -1,9 +1,9 @@
 import { MAIN_REF } from '../home/home.js';
-import { MODE, RefConflict, type Entry } from '../store/store.js';
+import { MODE, RefConflict, type Entry, type Store } from '../store/store.js';
 import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
-import { checkMemory, idsByPath, type CheckReport, type Rule } from '../memory/check.js';
-import { briefing, contextLists, measure } from '../memory/context.js';
+import { checkMemory, idsByPath, type CheckReport, type Finding, type Rule } from '../memory/check.js';
+import { briefing, BriefingTooSmall, contextLists, measure } from '../memory/context.js';
 import { treeFiles, withChanges, type FileSet } from '../memory/files.js';
 import { loadMemory, regenerate, type Memory } from '../memory/model.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
@@ -17,6 +17,18 @@ const INDEX_RULES = new Set<Rule>([
   'description-length', 'front-matter', 'binary', 'too-large',
 ]);
 
+/**
+ * A branch's memory, read against main: a note counts as reviewed only with content main has (now, or where
+ * the branch forked from it), so a claim of review the branch made itself does not count.
+ */
+export async function branchMemory(store: Store, files: FileSet, commit: string, mainHead: string): Promise<Memory> {
+  const ids = async (c: string) => idsByPath(await treeFiles(store, (await store.readCommit(c)).tree).list());
+  const now = await ids(mainHead);
+  const fork = await store.mergeBase(commit, mainHead);
+  const then = fork ? await ids(fork) : new Map<string, string>();
+  return loadMemory(files, (path, id) => now.get(path) === id || then.get(path) === id);
+}
+
 export class MemoryService {
   constructor(private readonly reg: Registry) {}
 
@@ -26,18 +38,8 @@ export class MemoryService {
     return { snap, files: treeFiles(snap.home.store, tree) };
   }
 
-  /**
-   * A branch's memory is read against main: a note counts as reviewed only with content main has (now, or
-   * where the branch forked from it), so a claim of review the branch made itself does not count.
-   */
-  private async load(snap: Snapshot, files: FileSet): Promise<Memory> {
-    if (!snap.view) return loadMemory(files);
-    const store = snap.home.store;
-    const ids = async (commit: string) => idsByPath(await treeFiles(store, (await store.readCommit(commit)).tree).list());
-    const now = await ids(snap.mainHead);
-    const fork = await store.mergeBase(snap.commit, snap.mainHead);
-    const then = fork ? await ids(fork) : new Map<string, string>();
-    return loadMemory(files, (path, id) => now.get(path) === id || then.get(path) === id);
+  private load(snap: Snapshot, files: FileSet): Promise<Memory> {
+    return snap.view ? branchMemory(snap.home.store, files, snap.commit, snap.mainHead) : loadMemory(files);
   }
 
   /** Every memory rule; on a branch, trust labels are compared with the commit the branch forked from. */
@@ -62,7 +64,7 @@ export class MemoryService {
     const problems = memory.indexes.flatMap((i) => i.problems.map((p) => ({ path: i.path, line: p.line, message: p.message })));
     const written: string[] = [];
     for (const { path, text } of regenerate(memory)) {
-      await snap.view!.writeFile(path, Buffer.from(text));
+      await snap.view!.writeFile(path, Buffer.from(text), memory.docs.get(path)!.file.id);
       written.push(path);
     }
     return { view: snap.name, written, indexes: memory.indexes.map((i) => i.path), problems, ok: problems.length === 0, head: snap.view!.head };
@@ -77,7 +79,12 @@ export class MemoryService {
   async briefing(role: string, branch: string | undefined, maxTokens: number): Promise<object> {
     if (!Number.isInteger(maxTokens) || maxTokens < 100) throw new UserError('--max-tokens must be a whole number of at least 100');
     const { snap, files } = await this.files(role, branch);
-    return { view: snap.name, ...briefing(await this.load(snap, files), snap.name, maxTokens) };
+    try {
+      return { view: snap.name, ...briefing(await this.load(snap, files), snap.name, maxTokens) };
+    } catch (err) {
+      if (err instanceof BriefingTooSmall) throw new UserError(err.message);
+      throw err;
+    }
   }
 
   async measure(role: string, branch: string | undefined, tasks: string[]): Promise<object> {
@@ -108,7 +115,7 @@ export class MemoryService {
         const note = importNote(item.name, Buffer.from(item.content, 'base64'), today);
         if (taken.has(note.path) || (await view.exists(note.path))) throw new Error(`${note.path} exists in ${view.name}; rename the file and import it again`);
         taken.add(note.path);
-        await view.writeFile(note.path, Buffer.from(note.text));
+        await view.writeFile(note.path, Buffer.from(note.text), null);
         imported.push({ from: item.name, to: note.path });
       } catch (err) {
         refused.push({ from: item.name, reason: (err as Error).message });
@@ -138,9 +145,14 @@ export class MemoryService {
     if (plan.from !== to) changes.set(plan.from, null);
     changes.set(to, Buffer.from(plan.text));
     for (const { path: p, text } of regenerate(await loadMemory(withChanges(files, changes)))) changes.set(p, Buffer.from(text));
-    const after = checkMemory(await loadMemory(withChanges(files, changes)), snap.config.limits);
-    const over = after.findings.find((f) => f.rule === 'memory-tokens' || f.rule === 'resident-budget');
-    if (over) throw new UserError(`reviewing ${path} would break a budget: ${over.path}: ${over.message}. Nothing was changed`, 409);
+    // Main must not get worse: any error the review would add (a budget, a broken index) refuses it.
+    const key = (f: Finding) => `${f.rule}\0${f.path}\0${f.message}`;
+    const before = new Set(checkMemory(await loadMemory(files), snap.config.limits).findings.map(key));
+    const added = checkMemory(await loadMemory(withChanges(files, changes)), snap.config.limits).findings
+      .filter((f) => f.level === 'error' && !before.has(key(f)));
+    if (added.length > 0) {
+      throw new UserError(`reviewing ${path} would break a check: ${added.map((f) => `${f.path}: ${f.message}`).join('; ')}. Nothing was changed`, 409);
+    }
 
     const entries = new Map<string, Entry | null>();
     for (const [p, content] of changes) entries.set(p, content === null ? null : { oid: await store.writeBlob(content), mode: MODE.file });

@@ -1,10 +1,10 @@
-import path from 'node:path';
 import type { LimitsConfig } from '../home/config.js';
 import type { HomeFile } from './files.js';
 import { formatSize } from './index-block.js';
-import { MEMORY_MD, QUARANTINE_DIR, SKILLS_DIR, START_SET, isNote, isStartFile } from './layout.js';
+import { INBOX_DIR, JOURNAL_DIR, MEMORY_MD, QUARANTINE_DIR, SKILLS_DIR, START_SET, isNote, isStartFile } from './layout.js';
 import { isReviewed, type Memory, type MemoryDoc, type Trusted } from './model.js';
 import { countTokens } from './tokens.js';
+import { relativeLinks } from './links.js';
 
 /**
  * The memory checks (SPEC.md, "Two-tier memory"; issue "Memory that fits the context window"). Every rule
@@ -154,29 +154,18 @@ function checkStartSet(memory: Memory, limits: LimitsConfig, add: Add): StartFil
   return out;
 }
 
-const LINK = /\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g;
-
 function checkLinks(doc: MemoryDoc, memory: Memory, add: Add): void {
-  const lines = doc.text!.split('\n');
-  lines.forEach((line, i) => {
-    for (const m of line.matchAll(LINK)) {
-      const target = m[1];
-      if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('#')) continue;
-      let rel: string;
-      try {
-        rel = path.posix.normalize(path.posix.join(path.posix.dirname(doc.file.path), decodeURIComponent(target.split('#')[0])));
-      } catch {
-        continue;
-      }
-      const linked = memory.docs.get(rel);
-      // Index files are generated listings (their topics are checked on their own); notes and topics must be reviewed.
-      const isIndex = memory.indexes.some((i) => i.path === rel);
-      const unreviewed = rel.startsWith(QUARANTINE_DIR) || (linked && rel.startsWith('memory/') && !isStartFile(rel) && !isIndex && !isReviewed(linked, memory.fromMain));
-      if (unreviewed) {
-        add('error', 'unreviewed-in-start-set', doc.file.path, `links to ${rel}, which is not reviewed: nothing unreviewed may be loaded at start`, i + 1);
-      }
+  for (const link of relativeLinks(doc.file.path, doc.text!)) {
+    const linked = memory.docs.get(link.path);
+    // Index files are generated listings (their topics are checked on their own); notes and topics must be
+    // reviewed; the journal, quarantine and inbox never are.
+    const isIndex = memory.indexes.some((i) => i.path === link.path);
+    const unreviewed = [QUARANTINE_DIR, JOURNAL_DIR, INBOX_DIR].some((d) => `${link.path}/`.startsWith(d)) ||
+      (linked && link.path.startsWith('memory/') && !isStartFile(link.path) && !isIndex && !isReviewed(linked, memory.fromMain));
+    if (unreviewed) {
+      add('error', 'unreviewed-in-start-set', doc.file.path, `links to ${link.path}, which is not reviewed: nothing unreviewed may be loaded at start`, link.line);
     }
-  });
+  }
 }
 
 /** Content ids by path, for CheckOptions.base. */

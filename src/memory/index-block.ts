@@ -20,20 +20,21 @@ export interface TopicEntry {
   trust: Trust;
 }
 
-/** Whether a text mentions either marker at all (is meant to be an index). */
-export const mentionsMarkers = (text: string): boolean => text.includes('nas:index:start') || text.includes('nas:index:end');
-
 /** Locate the one marker pair; every way the markers can be wrong comes back as a problem with its line. */
 export function findBlock(text: string): { block?: Block; problems: NoteProblem[] } {
   const problems: NoteProblem[] = [];
   const starts: { line: number; offset: number; end: number }[] = [];
   const ends: { line: number; offset: number }[] = [];
   let offset = 0;
+  let fenced = false;
   text.split('\n').forEach((raw, i) => {
     const line = raw.replace(/\r$/, '');
     const next = offset + raw.length + 1;
+    // Markers shown inside a code block are examples, not markers.
+    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced;
+    if (fenced) return void (offset = next);
     for (const [marker, name] of [[INDEX_START, 'start'], [INDEX_END, 'end']] as const) {
-      if (!line.includes(`nas:index:${name}`)) continue;
+      if (!line.includes(marker)) continue;
       if (line.trim() !== marker) problems.push({ line: i + 1, message: `the index ${name} marker must be alone on its line, exactly ${marker}` });
       else if (name === 'start') starts.push({ line: i + 1, offset, end: Math.min(next, text.length) });
       else ends.push({ line: i + 1, offset });
@@ -74,7 +75,8 @@ export function renderBlock(indexPath: string, root: string, topics: readonly To
     .map((t) => {
       const name = t.path.slice(root.length).replace(/\.md$/i, '').replace(/[[\]]/g, '');
       const label = t.trust === 'reviewed' ? '' : ' [unreviewed]';
-      const what = t.description ?? '(no description)';
+      // A description must not be able to close the block or open a comment.
+      const what = (t.description ?? '(no description)').replace(/<!--/g, '&lt;!--').replace(/-->/g, '--&gt;');
       return `- [${name}](${linkTarget(path.posix.relative(dir, t.path))})${label}: ${what} (updated ${t.updated ?? 'unknown'}, ${formatSize(t.size)})\n`;
     });
   return lines.join('');

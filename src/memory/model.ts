@@ -1,7 +1,7 @@
 import { mapLimit } from '../util/concurrency.js';
 import type { FileSet, HomeFile } from './files.js';
-import { findBlock, mentionsMarkers, renderBlock, replaceBlock, type Block, type TopicEntry } from './index-block.js';
-import { JOURNAL_DIR, MAX_TOPIC_DEPTH, MEMORY_MD, SKILLS_DIR, isMarkdown, isTopic, topicDepth, topicRoot } from './layout.js';
+import { findBlock, renderBlock, replaceBlock, type Block, type TopicEntry } from './index-block.js';
+import { JOURNAL_DIR, MAX_TOPIC_DEPTH, MEMORY_MD, SKILLS_DIR, isIndexFile, isMarkdown, isTopic, topicDepth, topicRoot } from './layout.js';
 import { decodeText, parseNote, type Note, type NoteProblem } from './note.js';
 
 /**
@@ -64,11 +64,8 @@ export async function loadMemory(set: FileSet, fromMain?: Trusted): Promise<Memo
     const text = decodeText(await set.read(file));
     docs.set(file.path, text === null ? { file, binary: true } : { file, text, binary: false, note: parseNote(text) });
   });
-  const indexes: IndexFile[] = [];
-  for (const doc of docs.values()) {
-    if (!doc.file.path.startsWith('memory/') || (doc.file.path !== MEMORY_MD && !(doc.text && mentionsMarkers(doc.text)))) continue;
-    indexes.push(indexOf(doc, docs, fromMain));
-  }
+  const indexPaths = new Set([...docs.keys()].filter(isIndexFile));
+  const indexes = [...indexPaths].map((p) => indexOf(docs.get(p)!, docs, indexPaths, fromMain));
   indexes.sort((a, b) => (a.path < b.path ? -1 : 1));
   return { files, fromMain, docs, indexes };
 }
@@ -83,10 +80,10 @@ function topicEntry(doc: MemoryDoc, fromMain?: Trusted): TopicEntry {
   };
 }
 
-function indexOf(doc: MemoryDoc, docs: Map<string, MemoryDoc>, fromMain?: Trusted): IndexFile {
+function indexOf(doc: MemoryDoc, docs: Map<string, MemoryDoc>, indexPaths: ReadonlySet<string>, fromMain?: Trusted): IndexFile {
   const root = topicRoot(doc.file.path);
   const { block, problems } = doc.text !== undefined ? findBlock(doc.text) : { block: undefined, problems: [] };
-  const candidates = [...docs.values()].filter((d) => isTopic(d.file.path, root, doc.file.path));
+  const candidates = [...docs.values()].filter((d) => isTopic(d.file.path, root, doc.file.path, indexPaths));
   const tooDeep = candidates.filter((d) => topicDepth(d.file.path, root) > MAX_TOPIC_DEPTH);
   // The auto-loaded index (MEMORY.md) lists reviewed notes only: nothing unreviewed reaches the start set.
   const topics = candidates.filter((d) => !tooDeep.includes(d));

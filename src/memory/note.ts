@@ -27,7 +27,7 @@ export interface Note {
   problems: NoteProblem[];
 }
 
-const FENCE = /^---[ \t]*$/;
+const FENCE = /^---[ \t]*\r?$/;
 const options = { engines: { yaml: (text: string) => yaml.load(text) as object } };
 
 /** Decode UTF-8 text; null for content that is not text (a NUL byte or invalid UTF-8). */
@@ -44,7 +44,7 @@ export function parseNote(text: string): Note {
   const note: Note = { data: {}, hasFrontMatter: false, trust: 'unreviewed', body: text, problems: [] };
   const lines = text.split('\n');
   if (!FENCE.test(lines[0] ?? '')) return note;
-  const close = lines.findIndex((l, i) => i > 0 && FENCE.test(l.replace(/\r$/, '')));
+  const close = lines.findIndex((l, i) => i > 0 && FENCE.test(l));
   if (close < 0) {
     note.problems.push({ line: 1, message: 'front matter starts with --- but never ends: add a closing --- line' });
     return note;
@@ -60,7 +60,8 @@ export function parseNote(text: string): Note {
     note.data = parsed.data as Record<string, unknown>;
   } catch (err) {
     const mark = (err as { mark?: { line: number } }).mark;
-    const line = Math.min(2 + (mark?.line ?? 0), close + 1);
+    // js-yaml counts from the opening --- line (gray-matter keeps its newline in the YAML text).
+    const line = Math.min(1 + (mark?.line ?? 1), close + 1);
     const reason = (err as { reason?: string }).reason ?? (err as Error).message.split('\n')[0];
     note.problems.push({ line, message: `front matter is not valid YAML: ${reason}` });
     note.body = lines.slice(close + 1).join('\n');
@@ -85,16 +86,23 @@ export function parseNote(text: string): Note {
 }
 
 /**
- * Set one top-level front-matter field by editing its line only, so the rest of the file stays byte for byte
- * as written. A file without front matter gets one.
+ * Set one top-level front-matter field by editing its lines only (the key's line and any continuation lines
+ * of a multi-line value), so the rest of the file stays byte for byte as written, line endings included.
+ * A file without front matter gets one.
  */
 export function setField(text: string, key: string, value: string): string {
-  const line = `${key}: ${value}`;
   const lines = text.split('\n');
-  const close = FENCE.test(lines[0] ?? '') ? lines.findIndex((l, i) => i > 0 && FENCE.test(l.replace(/\r$/, ''))) : -1;
-  if (close < 0) return `---\n${line}\n---\n${text}`;
+  const eol = lines[0]?.endsWith('\r') ? '\r' : '';
+  const line = `${key}: ${value}${eol}`;
+  const close = FENCE.test(lines[0] ?? '') ? lines.findIndex((l, i) => i > 0 && FENCE.test(l)) : -1;
+  if (close < 0) return `---${eol}\n${line}\n---${eol}\n${text}`;
   const at = lines.findIndex((l, i) => i > 0 && i < close && l.startsWith(`${key}:`));
-  if (at > 0) lines[at] = line;
-  else lines.splice(close, 0, line);
+  if (at < 0) {
+    lines.splice(close, 0, line);
+    return lines.join('\n');
+  }
+  let end = at + 1;
+  while (end < close && /^[ \t]/.test(lines[end])) end++;
+  lines.splice(at, end - at, line);
   return lines.join('\n');
 }

@@ -1,6 +1,6 @@
-import { NOTES_DIR, QUARANTINE_DIR } from './layout.js';
+import { MAX_TOPIC_DEPTH, MEMORY_MD, NOTES_DIR, QUARANTINE_DIR, isTopic, topicDepth } from './layout.js';
 import type { Memory } from './model.js';
-import { setField } from './note.js';
+import { parseNote, setField } from './note.js';
 
 /**
  * The owner's review of a note: label it `trust: reviewed` (editing that one line) and, for a note in
@@ -28,6 +28,10 @@ export function planReview(memory: Memory, notePath: string, description?: strin
     throw new ReviewRefused(`${notePath}:${p.line}: ${p.message}; fix the front matter first`);
   }
   const to = notePath.startsWith(QUARANTINE_DIR) ? NOTES_DIR + notePath.slice(QUARANTINE_DIR.length) : notePath;
+  // A reviewed note is a topic of MEMORY.md's index: it must be one where it lands.
+  if (!isTopic(to, NOTES_DIR, MEMORY_MD, new Set()) || topicDepth(to, NOTES_DIR) > MAX_TOPIC_DEPTH) {
+    throw new ReviewRefused(`${to} would not be a topic (README.md, resident.md, _ or . names, or deeper than <topic>/<subtopic>.md): move it in a branch first`);
+  }
   if (to !== notePath && memory.files.some((f) => f.path === to)) {
     throw new ReviewRefused(`${to} exists already; nothing was changed. Rename one of them in a branch first`);
   }
@@ -38,5 +42,9 @@ export function planReview(memory: Memory, notePath: string, description?: strin
   let text = setField(doc.text, 'trust', 'reviewed');
   // JSON strings are valid YAML double-quoted scalars.
   if (description) text = setField(text, 'description', JSON.stringify(description.replace(/\s+/g, ' ').trim()));
+  const after = parseNote(text);
+  if (after.problems.length > 0 || after.trust !== 'reviewed') {
+    throw new ReviewRefused(`${notePath}: its front matter cannot be edited safely (${after.problems[0]?.message ?? 'trust did not change'}); fix it in a branch first`);
+  }
   return { from: notePath, to, text };
 }
