@@ -81,8 +81,19 @@ export class TestDaemon {
   }
 
   /** Run the nas CLI against this daemon. */
+  /** Run the nas CLI against this daemon as the owner (it reads the daemon's owner.token, as root does). */
   nas(...args: string[]): Promise<RunResult> {
-    return run(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', this.socket, ...args]);
+    return this.nasWith({}, ...args);
+  }
+
+  /** Run the CLI with other credentials, e.g. { NAS_LEASE: token } or { owner: false } to drop the owner's. */
+  nasWith(as: { NAS_LEASE?: string; owner?: boolean }, ...args: string[]): Promise<RunResult> {
+    const env = {
+      NAS_OWNER_TOKEN_FILE: as.owner === false ? '/nonexistent/owner.token' : `${this.state}/owner.token`,
+      NAS_OWNER_TOKEN: '',
+      NAS_LEASE: as.NAS_LEASE ?? '',
+    };
+    return run(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', this.socket, ...args], { env });
   }
 
   /** Run the CLI and parse its --json answer, failing loudly if it did not succeed. */

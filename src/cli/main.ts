@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 import fs from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { DEFAULT_SOCKET } from '../daemon/config.js';
+
+const DEFAULT_OWNER_TOKEN_FILE = '/var/lib/agent-nas/owner.token';
 import { displayPath } from '../util/display.js';
 
 /** nas: a thin client of nasd's control socket. */
@@ -27,9 +30,22 @@ commands:
   memory review <role> <note> [--description TEXT]
                                             owner: label a note reviewed (quarantine -> notes/) on main
   memory import <role>@<branch> <file>...   bring notes from another framework into quarantine, unreviewed
+  lease issue <role>/<branch> --principal P [--ttl 2h] [--scopes write,propose:main] [--budget BYTES]
+                                            grant a run its branch; prints the token (with $NAS_LEASE: a sub-lease)
+  lease list <role>                         leases with status; lease revoke <role> <id> (owner)
+  propose <role>/<branch> --into main --intent TEXT [--checks links,schema,memory,journal]
+                                            commit, diff, check, and merge or wait for the owner
+  pr list <role>                            PRs: id, branch, state, checks, intent
+  pr show <role> <id>                       diff, intent, provenance, checks, trust labels, reads
+  pr approve <role> <id>                    owner: merge a waiting PR; pr reject <role> <id> --why TEXT
+  pr stats <role>                           merged by policy, approved, rejected, waiting
+  branch discard <role>/<branch>            move a branch's work to the recycle area and remove it
   context <role>[@<branch>]                 READ-ON-START and READ-ON-DEMAND paths for a session-start hook
   briefing <role>[@<branch>] [--max-tokens 2000]
                                             the token-capped boot view
+
+credentials: $NAS_LEASE (a lease token); the owner's, read from ${DEFAULT_OWNER_TOKEN_FILE} when run as root
+  (or $NAS_OWNER_TOKEN_FILE, $NAS_OWNER_TOKEN): approve, reject, review, revoke and top-level leases need it.
 
 options:
   --socket PATH   nasd's control socket (default $NAS_SOCKET or ${DEFAULT_SOCKET})
@@ -39,13 +55,31 @@ options:
   home: 'usage: nas home create <role> [--template default] [--owner NAME]\n       nas home list\n',
   branch:
     'usage: nas branch create <role>/<branch> [--from <branch>|main] [--ttl 48h] [--run ID]\n' +
-    '       nas branch list <role>\n\nThe TTL is recorded now; expiry is enforced by a later release.\n',
+    '       nas branch list <role>\n       nas branch discard <role>/<branch>\n\n' +
+    'The TTL is recorded now; expiry is enforced by a later release. discard (owner, or a lease with write on\n' +
+    'the branch) moves the branch\'s work since it forked from main to the recycle area, then removes it.\n',
   sync: 'usage: nas sync <role>[/<branch>]\n\nCommits every pending change of the branch (or of all branches of the Home) and waits for it.\n',
   trash:
     'usage: nas trash list <role>\n       nas trash restore <role> <path> [--branch B] [--to P] [--id ID]\n\n' +
     'restore puts the newest deleted copy of <path> back into branch B (default: the branch it was deleted from).\n' +
     'It refuses to overwrite a path that exists; --to restores it under another path.\n',
   status: 'usage: nas status\n',
+  lease:
+    'usage: nas lease issue <role>/<branch> --principal NAME [--ttl 2h] [--scopes write,propose:main] [--budget BYTES]\n' +
+    '       nas lease list <role>\n       nas lease revoke <role> <id>\n\n' +
+    'issue prints the token on stdout (shown once; only its hash is stored). Without $NAS_LEASE it is an owner\n' +
+    'action; with $NAS_LEASE it issues a sub-lease, which may only narrow: same branch and principal, fewer scopes,\n' +
+    'no later expiry, no bigger budget. The principal (a local user or uid) owns the branch view\'s files while\n' +
+    'the lease is active, so the kernel keeps other users from writing them. Revocation takes effect at once.\n',
+  propose:
+    'usage: nas propose <role>/<branch> --into main --intent TEXT [--checks links,schema,memory,journal,...]\n\n' +
+    'Needs $NAS_LEASE with propose:main on the branch (or the owner). Commits what is pending, diffs against main,\n' +
+    'runs the checks main\'s .nas/ defines (its policy\'s required ones plus those asked for), and then merges\n' +
+    '(all checks pass, nothing deleted, .nas/ untouched, no note marked reviewed, nothing read from inbox/) or\n' +
+    'waits for nas pr approve. Exit 1 when checks fail or the merge conflicts.\n',
+  pr:
+    'usage: nas pr list <role>\n       nas pr show <role> <id>\n       nas pr approve <role> <id>\n' +
+    '       nas pr reject <role> <id> --why TEXT\n       nas pr stats <role>\n\napprove and reject are owner actions.\n',
   memory:
     'usage: nas memory check <role>[@<branch>]\n' +
     '       nas memory index <role>@<branch> [--check]\n' +
@@ -86,6 +120,7 @@ interface Args {
 
 const VALUE_FLAGS = new Set([
   '--socket', '--template', '--owner', '--from', '--ttl', '--run', '--branch', '--to', '--id', '--max-tokens', '--description',
+  '--principal', '--scopes', '--budget', '--into', '--intent', '--checks', '--why',
 ]);
 
 function parse(argv: string[]): Args {
@@ -111,10 +146,29 @@ function parse(argv: string[]): Args {
   return args;
 }
 
+/**
+ * Credentials sent with every request: the lease in $NAS_LEASE, and the owner's token from $NAS_OWNER_TOKEN
+ * or the file nasd keeps it in ($NAS_OWNER_TOKEN_FILE, default /var/lib/agent-nas/owner.token: root only).
+ */
+function credentialHeaders(): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (process.env.NAS_LEASE) headers['x-nas-lease'] = process.env.NAS_LEASE.trim();
+  let owner = process.env.NAS_OWNER_TOKEN;
+  if (!owner) {
+    try {
+      owner = readFileSync(process.env.NAS_OWNER_TOKEN_FILE || DEFAULT_OWNER_TOKEN_FILE, 'utf8').trim();
+    } catch {
+      // Not the owner (or not on the NAS): lease-only and open commands still work.
+    }
+  }
+  if (owner) headers['x-nas-owner'] = owner;
+  return headers;
+}
+
 async function call(socket: string, method: string, path: string, body?: object): Promise<unknown> {
   const payload = body ? JSON.stringify(body) : undefined;
   const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = http.request({ socketPath: socket, method, path, headers: { 'content-type': 'application/json' } }, (res) => {
+    const req = http.request({ socketPath: socket, method, path, headers: { 'content-type': 'application/json', ...credentialHeaders() } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c) => (text += c));
@@ -166,6 +220,8 @@ function splitTarget(spec: string): [string, string | undefined] {
 
 type Printer = (result: any) => string;
 
+const indent = (text: string, n = 4): string => text.split('\n').map((l) => ' '.repeat(n) + l).join('\n');
+
 const findingLines = (r: any): string =>
   r.findings.map((f: any) => `${f.path}${f.line ? `:${f.line}` : ''}: ${f.level} [${f.rule}] ${f.message}\n`).join('');
 
@@ -186,7 +242,18 @@ async function run(args: Args): Promise<number> {
   let result: unknown;
   let print: Printer = (r) => JSON.stringify(r, null, 2) + '\n';
   const target = () => splitTarget(need(args, cmd === 'memory' ? 2 : 1, '<role>[@<branch>]'));
-  switch (`${cmd ?? ''} ${['home', 'branch', 'trash', 'memory'].includes(cmd) ? (sub ?? '') : ''}`.trim()) {
+  const branchSpec = (i: number) => {
+    const [role, branch] = splitSpec(need(args, i, '<role>/<branch>'));
+    if (!branch) throw new Usage('expected <role>/<branch>');
+    return [role, branch] as const;
+  };
+  const prState = (r: any) =>
+    `PR ${r.id} (${r.branch} -> ${r.target}): ${r.state}${r.reasons?.length ? ` (${r.reasons.join('; ')})` : ''}\n` +
+    (r.merged ? `merged as ${r.merged.commit.slice(0, 12)} by ${r.merged.by}\n` : '') +
+    r.checks.map((c: any) => `  check ${c.name}: ${c.ok ? 'pass' : 'FAIL'}${c.ok ? '' : `\n${indent(c.output)}`}\n`).join('') +
+    (r.conflicts ?? []).map((c: any) => `  conflict ${c.kind} ${c.path}\n` + (c.hunks ?? []).map((h: any) =>
+      `    at line ${h.line}:\n${indent(h.base.map((l: string) => `base   | ${l}`).join('\n'), 6)}\n${indent(h.main.map((l: string) => `main   | ${l}`).join('\n'), 6)}\n${indent(h.branch.map((l: string) => `branch | ${l}`).join('\n'), 6)}\n`).join('')).join('');
+  switch (`${cmd ?? ''} ${['home', 'branch', 'trash', 'memory', 'lease', 'pr'].includes(cmd) ? (sub ?? '') : ''}`.trim()) {
     case 'status':
       result = await call(args.socket, 'GET', '/v1/status');
       print = (r) => table([['HOME', 'MAIN', 'BRANCHES'], ...r.homes.map((h: any) => [h.role, h.main.slice(0, 12), h.branches.join(', ') || '-'])]);
@@ -241,6 +308,85 @@ async function run(args: Args): Promise<number> {
         path, id: args.flags.get('id'), branch: args.flags.get('branch'), to: args.flags.get('to'),
       });
       print = (r) => `restored ${r.restored.path} (deleted ${r.restored.deletedAt} from ${r.restored.branch}) to ${r.view}/${r.to}\n`;
+      break;
+    }
+    case 'lease issue': {
+      const [role, branch] = branchSpec(2);
+      const budget = args.flags.get('budget');
+      if (budget !== undefined && !/^\d+$/.test(budget)) throw new Usage('--budget takes a number of bytes');
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/leases`, {
+        branch, principal: args.flags.get('principal'), ttl: args.flags.get('ttl'), scopes: args.flags.get('scopes'), budget: budget === undefined ? undefined : Number(budget),
+      });
+      print = (r) => {
+        process.stderr.write(`lease ${r.lease.id} for ${r.lease.principal} on ${role}/${branch}: ${r.lease.scopes.join(', ')}, until ${r.lease.expires}\n` +
+          (r.access?.warning ? `warning: ${r.access.warning}\n` : ''));
+        return `${r.token}\n`;
+      };
+      break;
+    }
+    case 'lease list': {
+      const role = need(args, 2, '<role>');
+      result = await call(args.socket, 'GET', `/v1/homes/${enc(role)}/leases`);
+      print = (r) => table([['ID', 'BRANCH', 'PRINCIPAL', 'SCOPES', 'EXPIRES', 'STATUS', 'PARENT'],
+        ...r.map((l: any) => [l.id, l.branch, l.principal, l.scopes.join(','), l.expires, l.status, l.parent ?? '-'])]);
+      break;
+    }
+    case 'lease revoke': {
+      const role = need(args, 2, '<role>');
+      const id = need(args, 3, '<lease id>');
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/leases/${enc(id)}/revoke`);
+      print = (r) => `revoked lease ${r.id} (${r.principal} on ${r.branch}) at ${r.revoked}\n`;
+      break;
+    }
+    case 'propose': {
+      const [role, branch] = branchSpec(1);
+      const into = args.flags.get('into') ?? 'main';
+      if (into !== 'main') throw new Usage('--into: the only target is main');
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/prs`, { branch, intent: args.flags.get('intent'), checks: args.flags.get('checks') });
+      failed = (r) => r.state === 'failed' || r.state === 'conflict';
+      print = prState;
+      break;
+    }
+    case 'pr list': {
+      const role = need(args, 2, '<role>');
+      result = await call(args.socket, 'GET', `/v1/homes/${enc(role)}/prs`);
+      print = (r) => (r.length === 0 ? 'no PRs\n' : table([['ID', 'BRANCH', 'STATE', 'CHECKS', 'INTENT'], ...r.map((p: any) => [String(p.id), p.branch, p.state, p.checks || '-', p.intent])]));
+      break;
+    }
+    case 'pr show': {
+      const role = need(args, 2, '<role>');
+      const id = need(args, 3, '<id>');
+      result = await call(args.socket, 'GET', `/v1/homes/${enc(role)}/prs/${enc(id)}`);
+      print = (r) =>
+        prState(r) +
+        `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}\n` +
+        `reads: ${r.provenance.reads} path(s), digest ${r.provenance.reads_digest}\n` +
+        `trust: ${r.trust.notes_changed.length} note(s) changed, ${r.trust.unreviewed.length} unreviewed, ${r.trust.reviewed_claims.length} marked reviewed` +
+        `${r.trust.reviewed_claims.length ? ` (${r.trust.reviewed_claims.join(', ')})` : ''}\n` +
+        `changes: ${r.changes.added} added, ${r.changes.modified} modified, ${r.changes.deleted} deleted\n\n${r.diff}`;
+      break;
+    }
+    case 'pr approve':
+    case 'pr reject': {
+      const role = need(args, 2, '<role>');
+      const id = need(args, 3, '<id>');
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/prs/${enc(id)}/${sub}`, { why: args.flags.get('why') });
+      failed = (r) => r.state === 'conflict';
+      print = (r) => prState(r) + (r.decision?.why ? `why: ${r.decision.why}\n` : '');
+      break;
+    }
+    case 'pr stats': {
+      const role = need(args, 2, '<role>');
+      result = await call(args.socket, 'GET', `/v1/homes/${enc(role)}/prs/stats`);
+      print = (r) =>
+        `${r.total} PR(s): ${r.merged_by_policy} merged by policy, ${r.approved} approved, ${r.rejected} rejected, ${r.waiting} waiting, ` +
+        `${r.failed} failed, ${r.conflict} in conflict\napproval rate ${r.approval_rate ?? '-'}%, merged by policy ${r.auto_merge_rate ?? '-'}%\n`;
+      break;
+    }
+    case 'branch discard': {
+      const [role, branch] = branchSpec(2);
+      result = await call(args.socket, 'POST', `/v1/homes/${enc(role)}/branches/${enc(branch)}/discard`);
+      print = (r) => `discarded ${r.discarded}; ${r.recycled.length} file(s) moved to the recycle area\n`;
       break;
     }
     case 'memory check': {

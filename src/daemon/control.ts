@@ -5,20 +5,29 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { FsError, UserError } from '../util/errors.js';
 import type { Registry } from './registry.js';
-import { MemoryService } from './memory-service.js';
+import type { MemoryService } from './memory-service.js';
+import type { LeaseService } from './lease-service.js';
+import type { PrService } from './pr-service.js';
+import { credentialsOf, type Credentials } from './auth.js';
 
 type Body = Record<string, unknown>;
 
 /** Largest request body (imports carry file contents). */
 const MAX_BODY = 8 << 20;
-type Handler = (params: string[], body: Body) => Promise<unknown> | unknown;
+type Handler = (params: string[], body: Body, creds: Credentials) => Promise<unknown> | unknown;
+
+export interface Services {
+  memory: MemoryService;
+  leases: LeaseService;
+  prs: PrService;
+}
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 /** The control API: JSON over HTTP on a unix socket. The nas CLI is its only client. */
-export function routes(reg: Registry): [string, RegExp, Handler][] {
-  const memory = new MemoryService(reg);
+export function routes(reg: Registry, { memory, leases, prs }: Services): [string, RegExp, Handler][] {
   const int = (v: unknown, fallback: number) => (v === undefined ? fallback : Number(v));
+  const list = (v: unknown) => (typeof v === 'string' ? v.split(',').map((x) => x.trim()).filter(Boolean) : undefined);
   return [
     ['GET', /^\/v1\/status$/, () => reg.status()],
     ['GET', /^\/v1\/homes$/, () => reg.listHomes()],
@@ -36,9 +45,23 @@ export function routes(reg: Registry): [string, RegExp, Handler][] {
       memory.measure(role, str(b.branch), Array.isArray(b.tasks) ? b.tasks.map(String) : [])],
     ['POST', /^\/v1\/homes\/([^/]+)\/memory\/import$/, ([role], b) =>
       memory.import(role, str(b.branch), Array.isArray(b.files) ? b.files.map((f: any) => ({ name: String(f?.name ?? ''), content: String(f?.content ?? '') })) : [])],
-    ['POST', /^\/v1\/homes\/([^/]+)\/memory\/review$/, ([role], b) => memory.review(role, String(b.path ?? ''), str(b.description))],
+    ['POST', /^\/v1\/homes\/([^/]+)\/memory\/review$/, ([role], b, c) => memory.review(role, String(b.path ?? ''), str(b.description), c)],
     ['POST', /^\/v1\/homes\/([^/]+)\/context$/, ([role], b) => memory.context(role, str(b.branch))],
     ['POST', /^\/v1\/homes\/([^/]+)\/briefing$/, ([role], b) => memory.briefing(role, str(b.branch), int(b.maxTokens, 2000))],
+    ['GET', /^\/v1\/homes\/([^/]+)\/leases$/, ([role]) => leases.list(role)],
+    ['POST', /^\/v1\/homes\/([^/]+)\/leases$/, ([role], b, c) =>
+      leases.issue(role, String(b.branch ?? ''), { principal: str(b.principal), ttl: str(b.ttl), scopes: str(b.scopes), budget: b.budget === undefined ? undefined : Number(b.budget) }, c)],
+    ['POST', /^\/v1\/homes\/([^/]+)\/leases\/([^/]+)\/revoke$/, ([role, id], _b, c) => leases.revoke(role, id, c)],
+    ['POST', /^\/v1\/homes\/([^/]+)\/branches\/([^/]+)\/discard$/, async ([role, branch], _b, c) => {
+      await leases.authorize(role, branch, 'write', c, `discard ${role}/${branch}`);
+      return reg.discardBranch(role, branch);
+    }],
+    ['POST', /^\/v1\/homes\/([^/]+)\/prs$/, ([role], b, c) => prs.propose(role, String(b.branch ?? ''), { intent: str(b.intent), checks: list(b.checks) }, c)],
+    ['GET', /^\/v1\/homes\/([^/]+)\/prs$/, ([role]) => prs.list(role)],
+    ['GET', /^\/v1\/homes\/([^/]+)\/prs\/stats$/, ([role]) => prs.stats(role)],
+    ['GET', /^\/v1\/homes\/([^/]+)\/prs\/([^/]+)$/, ([role, id]) => prs.show(role, Number(id))],
+    ['POST', /^\/v1\/homes\/([^/]+)\/prs\/([^/]+)\/approve$/, ([role, id], _b, c) => prs.approve(role, Number(id), c)],
+    ['POST', /^\/v1\/homes\/([^/]+)\/prs\/([^/]+)\/reject$/, ([role, id], b, c) => prs.reject(role, Number(id), str(b.why), c)],
   ];
 }
 
@@ -72,8 +95,8 @@ async function claimSocket(socket: string): Promise<void> {
   await fs.rm(socket, { force: true });
 }
 
-export async function serveControl(socket: string, reg: Registry, log: Logger): Promise<http.Server> {
-  const table = routes(reg);
+export async function serveControl(socket: string, reg: Registry, services: Services, ownerToken: string, log: Logger): Promise<http.Server> {
+  const table = routes(reg, services);
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://nasd');
     const reply = (status: number, payload: unknown) => {
@@ -86,7 +109,7 @@ export async function serveControl(socket: string, reg: Registry, log: Logger): 
         if (!m || req.method !== method) continue;
         const body = await readBody(req);
         const params = m.slice(1).map(decodeURIComponent);
-        return reply(200, { ok: true, result: await handler(params, body) });
+        return reply(200, { ok: true, result: await handler(params, body, credentialsOf(req, ownerToken)) });
       }
       reply(404, { ok: false, error: `no such endpoint: ${req.method} ${url.pathname}` });
     } catch (err) {

@@ -9,6 +9,7 @@ import { loadMemory, regenerate, type Memory } from '../memory/model.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
 import { importNote } from '../memory/import.js';
 import type { Registry, Snapshot } from './registry.js';
+import { requireOwner, type Credentials } from './auth.js';
 
 /** The memory commands of the control API: read a view's committed state, run src/memory on it, write back. */
 
@@ -30,7 +31,7 @@ export async function branchMemory(store: Store, files: FileSet, commit: string,
 }
 
 export class MemoryService {
-  constructor(private readonly reg: Registry) {}
+  constructor(private readonly reg: Registry, private readonly stateDir: string) {}
 
   private async files(role: string, branch?: string): Promise<{ snap: Snapshot; files: FileSet }> {
     const snap = await this.reg.snapshot(role, branch);
@@ -129,7 +130,8 @@ export class MemoryService {
    * out of quarantine), and the indexes regenerated in the same commit so main stays consistent. Refused
    * when MEMORY.md would go over its token cap: nothing is ever truncated.
    */
-  async review(role: string, notePath: string, description?: string): Promise<object> {
+  async review(role: string, notePath: string, description: string | undefined, creds: Credentials): Promise<object> {
+    requireOwner(creds, 'reviewing a note', this.stateDir);
     const { snap, files } = await this.files(role);
     const store = snap.home.store;
     const path = validateRelPath(notePath);

@@ -7,6 +7,10 @@ import { preflight, mountFuse, type FuseMount } from './mount.js';
 import { serveControl } from './control.js';
 import { fuseOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
+import { loadOwnerToken } from './auth.js';
+import { LeaseService } from './lease-service.js';
+import { MemoryService } from './memory-service.js';
+import { PrService } from './pr-service.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -32,13 +36,22 @@ async function main(): Promise<void> {
     log.info('created the demo Home');
   }
   await registry.load();
+  const ownerToken = await loadOwnerToken(config.state_dir);
+  const leases = new LeaseService(registry, config.state_dir, log);
+  await leases.applyAll();
+  const services = { memory: new MemoryService(registry, config.state_dir), leases, prs: new PrService(registry, leases, config.state_dir) };
   const mount: FuseMount = await mountFuse(config.mount, fuseOps(registry, log), log);
-  const server = await serveControl(config.socket, registry, log).catch(async (err) => {
+  const server = await serveControl(config.socket, registry, services, ownerToken, log).catch(async (err) => {
     await mount.unmount();
     throw err;
   });
 
-  const follow = setInterval(() => registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main')), 1000);
+  // Follow main when it moves outside a view; let lease expiry take effect without a request.
+  let ticks = 0;
+  const follow = setInterval(() => {
+    registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
+    if (++ticks % 5 === 0) void leases.applyAll();
+  }, 1000);
   follow.unref();
 
   let stopping = false;

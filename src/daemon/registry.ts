@@ -10,7 +10,8 @@ import { MainView } from '../cow/main-view.js';
 import { BranchView } from '../cow/branch-view.js';
 import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
-import type { TrashRecord } from '../trash/trash.js';
+import { newTrashId, type TrashKind, type TrashRecord } from '../trash/trash.js';
+import { MODE } from '../store/store.js';
 
 export interface RegistryOptions {
   stateDir: string;
@@ -156,6 +157,22 @@ export class Registry {
     return { home: m.home, config, name: view.name, path: at(view.name), commit: view.head, mainHead, view };
   }
 
+  homeOf(role: string): Home {
+    return this.need(role).home;
+  }
+
+  branchView(role: string, branch: string): BranchView {
+    return this.needBranch(role, branch);
+  }
+
+  branchViews(role: string): BranchView[] {
+    return [...this.need(role).branches.values()];
+  }
+
+  roles(): string[] {
+    return [...this.homes.keys()];
+  }
+
   async createHome(role: string, template: string | undefined, owner: string): Promise<object> {
     validateRole(role);
     const home = await Home.create(this.opts.stateDir, role, { template, owner, identity: this.opts.identity });
@@ -215,6 +232,33 @@ export class Registry {
     const views = branch ? [this.needBranch(role, branch)] : [...m.branches.values()];
     for (const v of views) await v.sync();
     return Object.fromEntries(views.map((v) => [v.name, v.head]));
+  }
+
+  /**
+   * Discard a branch (a parallel attempt that lost): its work since it forked from main goes to the recycle
+   * area, then its view, ref, record and directory go. Scratch (workspace/) goes with it, as documented.
+   */
+  async discardBranch(role: string, branch: string): Promise<object> {
+    const m = this.need(role);
+    const view = this.needBranch(role, branch);
+    await view.sync();
+    const store = m.home.store;
+    const head = view.head;
+    const fork = await store.mergeBase(head, await m.home.mainHead());
+    const tree = async (c: string | null) => (c ? (await store.readCommit(c)).tree : null);
+    const work = (await store.changes(await tree(fork), await tree(head))).filter((c) => c.after);
+    const now = new Date();
+    await m.home.trash.add(await Promise.all(work.map(async (c) => ({
+      record: {
+        id: newTrashId(now), path: c.path, branch, size: await store.blobSize(c.after!.oid), deletedAt: now.toISOString(), oid: c.after!.oid,
+        kind: (c.after!.mode === MODE.exec ? 'exec' : c.after!.mode === MODE.link ? 'symlink' : 'file') as TrashKind,
+        ...(view.run ? { run: view.run } : {}),
+      },
+    }))));
+    m.branches.delete(branch);
+    await view.close();
+    await m.home.removeBranch(branch);
+    return { discarded: view.name, head, recycled: work.map((c) => c.path) };
   }
 
   async trashList(role: string): Promise<TrashRecord[]> {

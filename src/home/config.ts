@@ -43,6 +43,8 @@ export interface PolicyConfig {
   read_only: string[];
   /** Extra append-only patterns (EPERM on truncate, overwrite, rename, unlink); `memory/journal/**` always is. */
   append_only: string[];
+  /** Agent PRs: whether a PR that meets every condition merges by itself, and the checks every PR runs. */
+  merge: { auto: boolean; required_checks: string[] };
 }
 
 export interface Parsed<T> {
@@ -64,7 +66,14 @@ export const DEFAULT_MAINTENANCE: MaintenanceConfig = {
   trash_keep_days: 7,
 };
 
-export const DEFAULT_POLICY: PolicyConfig = { version: 1, read_only: ['.nas/**'], append_only: ['memory/journal/**'] };
+export const BUILTIN_CHECKS = ['links', 'schema', 'memory', 'journal'];
+
+export const DEFAULT_POLICY: PolicyConfig = {
+  version: 1,
+  read_only: ['.nas/**'],
+  append_only: ['memory/journal/**'],
+  merge: { auto: true, required_checks: BUILTIN_CHECKS },
+};
 
 type Check = (value: unknown) => string | null;
 const isInt = (min: number): Check => (v) => (Number.isInteger(v) && (v as number) >= min ? null : `must be an integer >= ${min}`);
@@ -161,7 +170,16 @@ export function parsePolicy(text: string, file = '.nas/policy.yaml'): Parsed<Pol
   const problems: string[] = [];
   const doc = loadMapping(file, text, problems);
   if (!doc) return { value: DEFAULT_POLICY, problems };
-  const value = validate(file, doc, DEFAULT_POLICY, { version: isVersion, read_only: isStringList, append_only: isStringList }, problems);
+  const isMerge: Check = (v) => {
+    if (!v || typeof v !== 'object' || Array.isArray(v)) return 'must be a mapping with auto and required_checks';
+    const { auto, required_checks: checks, ...rest } = v as Record<string, unknown>;
+    if (Object.keys(rest).length > 0) return `has unknown keys ${Object.keys(rest).join(', ')} (known: auto, required_checks)`;
+    if (auto !== undefined && typeof auto !== 'boolean') return '.auto must be true or false';
+    if (checks !== undefined && isStringList(checks)) return '.required_checks must be a list of check names';
+    return null;
+  };
+  const value = validate(file, doc, DEFAULT_POLICY, { version: isVersion, read_only: isStringList, append_only: isStringList, merge: isMerge }, problems);
+  value.merge = { ...DEFAULT_POLICY.merge, ...value.merge };
   return { value, problems };
 }
 

@@ -5,6 +5,8 @@ import { validateBranch, validateRole } from '../util/names.js';
 import { parseDuration } from '../util/duration.js';
 import { MODE, RefConflict, Store, type Entry, type Identity } from '../store/store.js';
 import { Trash } from '../trash/trash.js';
+import { LeaseStore } from '../lease/lease-store.js';
+import { PrStore } from '../merge/pr-store.js';
 import { defaultTemplate, TEMPLATES } from './template.js';
 import {
   parseLimits, parseMaintenance, parsePolicy, parseRole,
@@ -40,9 +42,13 @@ const BRANCHES_REF = 'refs/nas/branches';
  */
 export class Home {
   readonly trash: Trash;
+  readonly leases: LeaseStore;
+  readonly prs: PrStore;
 
   private constructor(readonly role: string, readonly dir: string, readonly store: Store, readonly identity: Identity) {
     this.trash = new Trash(store, identity);
+    this.leases = new LeaseStore(store, identity);
+    this.prs = new PrStore(store, identity);
   }
 
   static dirFor(stateDir: string, role: string): string {
@@ -180,6 +186,16 @@ export class Home {
     await fs.mkdir(`${this.branchDir(name)}/upper`, { recursive: true });
     await this.writeBranchRecord(record);
     return record;
+  }
+
+  /** Remove a branch: its ref, its record and its directory (the caller has filed its work in the recycle area). */
+  async removeBranch(name: string): Promise<void> {
+    validateBranch(name);
+    const head = await this.store.readRef(`refs/heads/${name}`);
+    if (head) await this.store.deleteRef(`refs/heads/${name}`, head);
+    await this.store.commitToRef(BRANCHES_REF, async (tree) => (tree && (await this.store.lookupPath(tree, `${name}.yaml`)) ? new Map([[`${name}.yaml`, null]]) : null),
+      `nas: discard branch ${name}\n`, this.identity);
+    await fs.rm(this.branchDir(name), { recursive: true, force: true });
   }
 
   private async writeBranchRecord(record: BranchRecord): Promise<void> {

@@ -36,6 +36,22 @@ export interface NewCommit {
   committer?: Identity;
 }
 
+/** One path that differs between two trees (files and symlinks; directories are walked, not listed). */
+export interface Change {
+  path: string;
+  status: 'added' | 'modified' | 'deleted';
+  before?: Entry;
+  after?: Entry;
+}
+
+/** A path a three-way merge could not resolve: the entry on each side (absent where it was deleted or never existed). */
+export interface MergeConflict {
+  path: string;
+  base?: Entry;
+  ours?: Entry;
+  theirs?: Entry;
+}
+
 /** A ref did not hold the value a writer expected: someone else moved it first. */
 export class RefConflict extends Error {
   constructor(readonly ref: string, readonly expected: string | null, readonly actual: string | null) {
@@ -103,6 +119,15 @@ export class Store {
         if (now !== expected) throw new RefConflict(name, expected, now);
         throw e;
       }
+    });
+  }
+
+  /** Delete a ref, if it still points where the caller saw it. */
+  async deleteRef(name: string, expected: string): Promise<void> {
+    await this.withRefLock(name, async () => {
+      const actual = await this.readRef(name);
+      if (actual !== expected) throw new RefConflict(name, expected, actual);
+      await NodeGit.Reference.remove(this.repo, name);
     });
   }
 
@@ -288,6 +313,58 @@ export class Store {
         if (!(e instanceof RefConflict)) throw e;
       }
     }
+  }
+
+  /**
+   * The files that differ between two trees (null: the empty tree). Only subtrees whose ids differ are
+   * read, so the cost follows the size of the change, not of the Home.
+   */
+  async changes(before: string | null, after: string | null, prefix = ''): Promise<Change[]> {
+    if (before === after) return [];
+    const a = before ? await this.readTree(before) : new Map<string, Entry>();
+    const b = after ? await this.readTree(after) : new Map<string, Entry>();
+    const out: Change[] = [];
+    for (const name of [...new Set([...a.keys(), ...b.keys()])].sort()) {
+      const x = a.get(name);
+      const y = b.get(name);
+      if (x?.oid === y?.oid && x?.mode === y?.mode) continue;
+      const path = prefix + name;
+      const xTree = x?.mode === MODE.tree ? x : undefined;
+      const yTree = y?.mode === MODE.tree ? y : undefined;
+      if (xTree || yTree) out.push(...(await this.changes(xTree?.oid ?? null, yTree?.oid ?? null, `${path}/`)));
+      const xFile = x && !xTree ? x : undefined;
+      const yFile = y && !yTree ? y : undefined;
+      if (xFile && yFile) out.push({ path, status: 'modified', before: xFile, after: yFile });
+      else if (xFile) out.push({ path, status: 'deleted', before: xFile });
+      else if (yFile) out.push({ path, status: 'added', after: yFile });
+    }
+    return out;
+  }
+
+  /** A unified diff between two trees, as git prints it (binary files are named, not shown). */
+  async diffText(before: string, after: string): Promise<string> {
+    const [a, b] = await Promise.all([this.repo.getTree(before), this.repo.getTree(after)]);
+    const diff = await NodeGit.Diff.treeToTree(this.repo, a, b, null);
+    return String(await diff.toBuf(NodeGit.Diff.FORMAT.PATCH));
+  }
+
+  /**
+   * libgit2's three-way merge of trees: text files merge line by line, anything else only when one side
+   * alone changed it. Returns the merged tree, or every path that conflicts (nothing is written then).
+   */
+  async mergeTrees(base: string, ours: string, theirs: string): Promise<{ tree: string } | { conflicts: MergeConflict[] }> {
+    const [b, o, t] = await Promise.all([base, ours, theirs].map((oid) => this.repo.getTree(oid)));
+    const index = await NodeGit.Merge.trees(this.repo, b, o, t, null);
+    if (!index.hasConflicts()) return { tree: (await index.writeTreeTo(this.repo)).tostrS() };
+    const byPath = new Map<string, MergeConflict>();
+    for (const e of index.entries()) {
+      const stage = NodeGit.Index.entryStage(e);
+      if (stage === 0) continue;
+      const c: MergeConflict = byPath.get(e.path) ?? { path: String(e.path) };
+      c[(['base', 'ours', 'theirs'] as const)[stage - 1]] = { oid: e.id.tostrS(), mode: e.mode };
+      byPath.set(e.path, c);
+    }
+    return { conflicts: [...byPath.values()] };
   }
 
   /** The best common ancestor of two commits, or null when they share no history. */

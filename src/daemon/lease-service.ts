@@ -1,0 +1,137 @@
+import type { Logger } from 'pino';
+import { UserError } from '../util/errors.js';
+import { parseDuration } from '../util/duration.js';
+import { validateBranch } from '../util/names.js';
+import { LeaseRefused, refusal, type Lease } from '../lease/lease.js';
+import { resolvePrincipal } from '../lease/principal.js';
+import { requireOwner, type Credentials } from './auth.js';
+import type { Registry } from './registry.js';
+
+/** Leases through the control API, and their effect on branch views: owner and quota follow the write lease in force. */
+
+export interface Authorized {
+  principal: string;
+  lease?: Lease;
+}
+
+const publicView = (l: Lease, now = Date.now()) => {
+  const { token_sha256: _, ...rest } = l;
+  return { ...rest, status: l.revoked ? 'revoked' : Date.parse(l.expires) <= now ? 'expired' : 'active' };
+};
+
+export class LeaseService {
+  constructor(private readonly reg: Registry, private readonly stateDir: string, private readonly log: Logger) {}
+
+  /**
+   * A lease for one branch. Without a lease token this is an owner action; with one, it is a sub-lease that
+   * may only narrow the caller's lease.
+   */
+  async issue(role: string, branch: string, opts: { principal?: string; ttl?: string; scopes?: string; budget?: number }, creds: Credentials): Promise<object> {
+    validateBranch(branch);
+    this.reg.branchView(role, branch);
+    const home = this.reg.homeOf(role);
+    let parent: Lease | undefined;
+    if (creds.lease) {
+      parent = await this.leaseOf(role, creds.lease);
+      const chain = await home.leases.chain(parent);
+      const why = refusal(chain, { home: role, branch: parent.branch, scope: parent.scopes[0] });
+      if (why) throw new UserError(`${why}; it cannot grant a sub-lease`, 403);
+    } else requireOwner(creds, 'issuing a lease', this.stateDir);
+    const principal = opts.principal ?? parent?.principal;
+    if (!principal || !/^[A-Za-z0-9._@-]{1,64}$/.test(principal)) throw new UserError('--principal must name who the lease is for (a user name or uid: letters, digits, . _ @ -)');
+    let seconds: number;
+    try {
+      seconds = opts.ttl ? parseDuration(opts.ttl) : parent ? (Date.parse(parent.expires) - Date.now()) / 1000 : parseDuration('2h');
+    } catch (e) {
+      throw new UserError((e as Error).message);
+    }
+    const scopes = (opts.scopes ?? parent?.scopes.join(',') ?? 'write,propose:main').split(',').map((s) => s.trim()).filter(Boolean);
+    try {
+      const { lease, token } = await home.leases.issue(
+        { home: role, branch, principal, scopes, expires: new Date(Date.now() + seconds * 1000), budgetBytes: opts.budget ?? parent?.budget_bytes },
+        parent,
+      );
+      const access = await this.apply(role);
+      return { lease: publicView(lease), token, access: access[branch] };
+    } catch (e) {
+      if (e instanceof LeaseRefused) throw new UserError(`${e.message}; nothing was issued`, 403);
+      throw e;
+    }
+  }
+
+  async list(role: string): Promise<object[]> {
+    return (await this.reg.homeOf(role).leases.list()).map((l) => publicView(l));
+  }
+
+  async revoke(role: string, id: string, creds: Credentials): Promise<object> {
+    requireOwner(creds, 'revoking a lease', this.stateDir);
+    try {
+      const lease = await this.reg.homeOf(role).leases.revoke(id);
+      await this.apply(role);
+      return publicView(lease);
+    } catch (e) {
+      if (e instanceof LeaseRefused) throw new UserError(e.message, 404);
+      throw e;
+    }
+  }
+
+  /** Who may do `scope` on role/branch: a lease that grants it (checked whole, parents included), or the owner. */
+  async authorize(role: string, branch: string, scope: string, creds: Credentials, action: string): Promise<Authorized> {
+    if (creds.lease) {
+      const lease = await this.leaseOf(role, creds.lease);
+      const why = refusal(await this.reg.homeOf(role).leases.chain(lease), { home: role, branch, scope });
+      if (why) throw new UserError(`${action} refused: ${why}. Nothing was changed`, 403);
+      return { principal: lease.principal, lease };
+    }
+    if (creds.owner) return { principal: (await this.reg.snapshot(role)).config.role.owner ?? 'owner' };
+    throw new UserError(`${action} needs a lease that grants ${scope} on ${role}/${branch} (set NAS_LEASE to its token) or the owner credential`, 401);
+  }
+
+  private async leaseOf(role: string, token: string): Promise<Lease> {
+    try {
+      return await this.reg.homeOf(role).leases.fromToken(token);
+    } catch (e) {
+      if (e instanceof LeaseRefused) throw new UserError(e.message, 403);
+      throw e;
+    }
+  }
+
+  /**
+   * Give each branch view of a Home the owner and budget of its newest active write lease (or its defaults).
+   * Runs when leases change and periodically, so expiry takes effect without a request.
+   */
+  async apply(role: string): Promise<Record<string, object>> {
+    const now = new Date();
+    const home = this.reg.homeOf(role);
+    const leases = await home.leases.list();
+    const out: Record<string, object> = {};
+    for (const view of this.reg.branchViews(role)) {
+      const branch = view.name.slice(role.length + 1);
+      let active: Lease | undefined;
+      for (const l of leases.filter((l) => l.branch === branch && l.scopes.includes('write')).reverse()) {
+        if (!refusal(await home.leases.chain(l), { home: role, branch, scope: 'write' }, now)) {
+          active = l;
+          break;
+        }
+      }
+      const owner = active ? await resolvePrincipal(active.principal) : null;
+      view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null);
+      out[branch] = {
+        lease: active?.id ?? null,
+        owner: view.owner,
+        ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so ${view.name} keeps its owner` } : {}),
+      };
+    }
+    return out;
+  }
+
+  async applyAll(): Promise<void> {
+    for (const role of this.reg.roles()) {
+      try {
+        await this.apply(role);
+      } catch (err) {
+        this.log.error({ err, role }, 'cannot apply leases');
+      }
+    }
+  }
+}

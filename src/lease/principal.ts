@@ -1,0 +1,17 @@
+import fs from 'node:fs/promises';
+import type { Owner } from '../cow/attr.js';
+
+/**
+ * The local account a lease's principal stands for: a user name from /etc/passwd, or a numeric uid. The
+ * branch view's files are reported as owned by it, so the kernel's permission check lets only that account
+ * (and root) write. A principal that is no local account names a person, not a uid: the view keeps its owner.
+ */
+export async function resolvePrincipal(principal: string): Promise<Owner | null> {
+  if (/^\d+$/.test(principal)) return { uid: Number(principal), gid: Number(principal) };
+  const passwd = await fs.readFile('/etc/passwd', 'utf8').catch(() => '');
+  for (const line of passwd.split('\n')) {
+    const [name, , uid, gid] = line.split(':');
+    if (name === principal && uid && gid) return { uid: Number(uid), gid: Number(gid) };
+  }
+  return null;
+}

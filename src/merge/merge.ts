@@ -1,0 +1,68 @@
+import { MAIN_REF } from '../home/home.js';
+import { MODE, RefConflict, type Identity, type MergeConflict, type Store } from '../store/store.js';
+import { newTrashId, type Trash, type TrashKind } from '../trash/trash.js';
+import { decodeText } from '../memory/note.js';
+import { conflictHunks } from './hunks.js';
+import type { Conflict } from './pr-store.js';
+
+/**
+ * Merge a proposed commit into main: libgit2's three-way merge (text line by line, anything else whole),
+ * a merge commit with both parents, and main moved only by compare-and-swap, retried against the new main
+ * when another merge got there first. Any conflict stops it with main untouched. Files the merge deletes
+ * from main go to the recycle area.
+ */
+
+export type MergeOutcome =
+  | { kind: 'merged'; commit: string; deleted: string[] }
+  | { kind: 'conflict'; conflicts: Conflict[] }
+  | { kind: 'up-to-date' };
+
+const ATTEMPTS = 20;
+
+export async function mergeIntoMain(
+  store: Store,
+  trash: Trash,
+  opts: { head: string; branch: string; message: string; author: Identity; run?: string },
+): Promise<MergeOutcome> {
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    const main = await store.readRef(MAIN_REF);
+    if (!main) throw new Error('main has no ref');
+    const base = await store.mergeBase(opts.head, main);
+    if (base === opts.head) return { kind: 'up-to-date' };
+    const [baseTree, mainTree, headTree] = await Promise.all(
+      [base, main, opts.head].map(async (c) => (c ? (await store.readCommit(c)).tree : null)),
+    );
+    const merged = baseTree === mainTree ? { tree: headTree! } : await store.mergeTrees(baseTree ?? (await store.writeTree(new Map())), mainTree!, headTree!);
+    if ('conflicts' in merged) return { kind: 'conflict', conflicts: await describe(store, merged.conflicts) };
+    const deleted = (await store.changes(mainTree, merged.tree)).filter((c) => c.status === 'deleted');
+    const commit = await store.writeCommit({ tree: merged.tree, parents: [main, opts.head], message: opts.message, author: opts.author });
+    try {
+      await store.updateRef(MAIN_REF, commit, main, opts.message.split('\n')[0]);
+    } catch (err) {
+      if (err instanceof RefConflict) continue;
+      throw err;
+    }
+    const now = new Date();
+    await trash.add(await Promise.all(deleted.map(async (c) => ({
+      record: {
+        id: newTrashId(now), path: c.path, branch: 'main', kind: kindOf(c.before!.mode), size: await store.blobSize(c.before!.oid),
+        deletedAt: now.toISOString(), oid: c.before!.oid, ...(opts.run ? { run: opts.run } : {}),
+      },
+    }))));
+    return { kind: 'merged', commit, deleted: deleted.map((c) => c.path) };
+  }
+  throw new Error(`main kept moving: ${ATTEMPTS} merge attempts lost the race; try again`);
+}
+
+const kindOf = (mode: number): TrashKind => (mode === MODE.exec ? 'exec' : mode === MODE.link ? 'symlink' : 'file');
+
+/** Each conflict with its kind, and for text the hunks where both sides changed the same lines. */
+async function describe(store: Store, conflicts: MergeConflict[]): Promise<Conflict[]> {
+  return Promise.all(conflicts.map(async (c): Promise<Conflict> => {
+    if (!c.ours || !c.theirs) return { path: c.path, kind: 'delete' };
+    const [base, ours, theirs] = await Promise.all([c.base, c.ours, c.theirs].map(async (e) => (e ? decodeText(await store.readBlob(e.oid)) : '')));
+    if (base === null || ours === null || theirs === null) return { path: c.path, kind: 'binary' };
+    const hunks = conflictHunks(base, ours, theirs)?.map((h) => ({ line: h.line, base: h.base, main: h.ours, branch: h.theirs }));
+    return { path: c.path, kind: 'text', ...(hunks ? { hunks } : {}) };
+  }));
+}

@@ -1,0 +1,99 @@
+import yaml from 'js-yaml';
+import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
+import { mapLimit } from '../util/concurrency.js';
+
+/**
+ * Agent PRs of a Home, plain text in its Store under refs/nas/prs: `<id>/pr.yaml` and `<id>/reads.txt`
+ * (the read manifest). `refs/nas/pr-heads/<id>` keeps each proposed commit alive whatever the branch does.
+ */
+
+export type PrState = 'merged' | 'waiting' | 'conflict' | 'failed' | 'rejected';
+
+export interface Conflict {
+  path: string;
+  /** text: both sides changed lines; binary: both sides changed a file that is not text; delete: one side deleted what the other changed. */
+  kind: 'text' | 'binary' | 'delete';
+  /** Where both sides changed the same lines: the base's lines, main's, and the branch's. */
+  hunks?: { line: number; base: string[]; main: string[]; branch: string[] }[];
+}
+
+export interface PullRequest {
+  id: number;
+  home: string;
+  branch: string;
+  target: 'main';
+  state: PrState;
+  intent: string;
+  created: string;
+  updated: string;
+  /** The proposed commit, where it forked from main, and main when it was proposed. */
+  head: string;
+  base: string;
+  target_head: string;
+  provenance: { principal: string; lease?: string; run?: string; reads: number; reads_digest: string };
+  changes: { added: number; modified: number; deleted: number; paths: string[] };
+  checks: { name: string; ok: boolean; ms: number; output: string }[];
+  trust: { notes_changed: string[]; unreviewed: string[]; reviewed_claims: string[] };
+  /** Why it waits for a person, or why it failed. */
+  reasons: string[];
+  conflicts?: Conflict[];
+  merged?: { commit: string; at: string; by: string };
+  decision?: { by: string; at: string; action: 'approve' | 'reject'; why?: string };
+}
+
+export const PRS_REF = 'refs/nas/prs';
+
+export class PrStore {
+  constructor(private readonly store: Store, private readonly identity: Identity) {}
+
+  async list(): Promise<PullRequest[]> {
+    const tree = await this.tree();
+    if (!tree) return [];
+    const dirs = [...(await this.store.readTree(tree)).entries()].filter(([, e]) => e.mode === MODE.tree);
+    const prs = await mapLimit(dirs, 16, async ([, e]) => this.parse((await this.store.readTree(e.oid)).get('pr.yaml')!));
+    return prs.sort((a, b) => a.id - b.id);
+  }
+
+  async get(id: number): Promise<PullRequest | undefined> {
+    const tree = await this.tree();
+    const entry = tree ? await this.store.lookupPath(tree, `${id}/pr.yaml`) : null;
+    return entry ? this.parse(entry) : undefined;
+  }
+
+  async reads(id: number): Promise<string> {
+    const tree = await this.tree();
+    const entry = tree ? await this.store.lookupPath(tree, `${id}/reads.txt`) : null;
+    return entry ? (await this.store.readBlob(entry.oid)).toString() : '';
+  }
+
+  /** Store a new PR under the next free id (allocated by compare-and-swap on the ref) and return it. */
+  async create(pr: Omit<PullRequest, 'id'>, reads: string): Promise<PullRequest> {
+    const readsBlob = await this.store.writeBlob(reads);
+    let created!: PullRequest;
+    await this.store.commitToRef(PRS_REF, async (tree) => {
+      const ids = tree ? [...(await this.store.readTree(tree)).keys()].map(Number).filter(Number.isInteger) : [];
+      created = { id: Math.max(0, ...ids) + 1, ...pr };
+      return new Map<string, Entry>([
+        [`${created.id}/pr.yaml`, { oid: await this.store.writeBlob(yaml.dump(created)), mode: MODE.file }],
+        [`${created.id}/reads.txt`, { oid: readsBlob, mode: MODE.file }],
+      ]);
+    }, `pr: propose ${pr.branch} into ${pr.target}`, this.identity);
+    await this.store.updateRef(`refs/nas/pr-heads/${created.id}`, pr.head, null, `pr ${created.id}`);
+    return created;
+  }
+
+  async update(pr: PullRequest): Promise<void> {
+    pr.updated = new Date().toISOString();
+    const oid = await this.store.writeBlob(yaml.dump(pr));
+    await this.store.commitToRef(PRS_REF, async () => new Map([[`${pr.id}/pr.yaml`, { oid, mode: MODE.file }]]), `pr ${pr.id}: ${pr.state}`, this.identity);
+  }
+
+  private async tree(): Promise<string | null> {
+    const head = await this.store.readRef(PRS_REF);
+    return head ? (await this.store.readCommit(head)).tree : null;
+  }
+
+  private async parse(entry: Entry): Promise<PullRequest> {
+    return yaml.load((await this.store.readBlob(entry.oid)).toString()) as PullRequest;
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * Whether an Agent PR merges by itself or waits at the Human Gate (SPEC.md, Agent Branch, requirement 4;
+ * the "honest limits": low-risk changes merge automatically). Pure: the facts in, the decision and every
+ * reason out. Failed checks fail the PR; anything risky waits for the owner.
+ */
+
+export interface MergeFacts {
+  /** From main's .nas/policy.yaml. */
+  auto: boolean;
+  /** Problems reading main's policy: then nothing merges by itself. */
+  policyProblems: string[];
+  checks: { name: string; ok: boolean }[];
+  deleted: string[];
+  /** Changed paths under .nas/. */
+  metadata: string[];
+  /** Notes the branch claims are reviewed (any `trust: reviewed` it changed). */
+  reviewedClaims: string[];
+  /** Paths under inbox/ the run read (untrusted input). */
+  inboxReads: string[];
+}
+
+export type Decision = { action: 'merge' } | { action: 'wait'; reasons: string[] } | { action: 'fail'; reasons: string[] };
+
+const few = (paths: string[]) => paths.slice(0, 5).join(', ') + (paths.length > 5 ? ` and ${paths.length - 5} more` : '');
+
+export function decide(f: MergeFacts): Decision {
+  const failed = f.checks.filter((c) => !c.ok).map((c) => c.name);
+  if (failed.length > 0) return { action: 'fail', reasons: [`check(s) failed: ${failed.join(', ')}`] };
+  const reasons: string[] = [];
+  if (!f.auto) reasons.push('main\'s .nas/policy.yaml sets merge.auto: false');
+  if (f.policyProblems.length > 0) reasons.push(`main's .nas/policy.yaml has problems (${f.policyProblems[0]})`);
+  if (f.deleted.length > 0) reasons.push(`deletes ${few(f.deleted)}`);
+  if (f.metadata.length > 0) reasons.push(`changes Home metadata: ${few(f.metadata)}`);
+  if (f.reviewedClaims.length > 0) reasons.push(`marks notes reviewed: ${few(f.reviewedClaims)}`);
+  if (f.inboxReads.length > 0) reasons.push(`the run read untrusted input: ${few(f.inboxReads)}`);
+  return reasons.length > 0 ? { action: 'wait', reasons } : { action: 'merge' };
+}

@@ -1,0 +1,309 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { TestDaemon, eventually, run } from './helpers.js';
+
+/** Agent PRs end to end: leases, propose, checks, policy, merge into the protected main, through the mount and the CLI. */
+
+const AGENT = 4242;
+const OTHER = 4243;
+const asUser = (uid: number, script: string) => run('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'sh', '-c', script]);
+
+describe('Agent PRs', () => {
+  let d: TestDaemon;
+  const p = (branch: string, rel: string) => d.path(`demo@${branch}`, rel);
+  const mainHead = async () => (await d.git('rev-parse', 'main')).stdout.trim();
+  const branch = async (name: string) => expect((await d.nas('branch', 'create', `demo/${name}`)).code).toBe(0);
+  const lease = async (spec: string, ...flags: string[]) => {
+    const r = await d.nas('lease', 'issue', spec, ...flags);
+    expect(r.code, r.stderr).toBe(0);
+    return r.stdout.trim();
+  };
+  const propose = (token: string, spec: string, intent = 'a change', ...flags: string[]) =>
+    d.nasWith({ NAS_LEASE: token, owner: false }, '--json', 'propose', spec, '--into', 'main', '--intent', intent, ...flags);
+  const proposed = async (token: string, spec: string, intent?: string, ...flags: string[]) => {
+    const r = await propose(token, spec, intent, ...flags);
+    expect(r.stdout, r.stderr).not.toBe('');
+    return JSON.parse(r.stdout);
+  };
+
+  beforeAll(async () => {
+    d = await TestDaemon.start({ extraArgs: ['--demo'] });
+    // The test's temporary directory is private to root; the principals need to reach the mount inside it.
+    await fs.chmod(d.dir, 0o755);
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('issues a lease whose principal owns the branch view, so other users cannot write there', async () => {
+    await branch('draft');
+    const token = await lease('demo/draft', '--principal', String(AGENT), '--ttl', '2h', '--scopes', 'write,propose:main');
+    expect(token).toMatch(/^nas1\.l-[0-9a-f]{12}\.[A-Za-z0-9_-]{43}$/);
+    const leases = await d.nasJson('lease', 'list', 'demo');
+    expect(leases[0]).toMatchObject({ branch: 'draft', principal: String(AGENT), scopes: ['propose:main', 'write'], status: 'active' });
+    expect(JSON.stringify(leases)).not.toContain(token.split('.')[2]);
+    expect(JSON.stringify(leases)).not.toContain('token_sha256');
+
+    const st = await fs.stat(p('draft', 'outbox'));
+    expect([st.uid, st.gid]).toEqual([AGENT, AGENT]);
+    expect((await asUser(AGENT, `echo mine > ${p('draft', 'outbox/agent.md')}`)).code).toBe(0);
+    const other = await asUser(OTHER, `echo theirs > ${p('draft', 'outbox/other.md')}`);
+    expect(other.code).not.toBe(0);
+    expect(other.stderr).toMatch(/Permission denied/);
+    // Main stays read-only for everyone, the principal included.
+    expect((await asUser(AGENT, `echo x > ${d.path('demo', 'outbox/x.md')}`)).stderr).toMatch(/Read-only file system|Permission denied/);
+  });
+
+  it('merges a clean proposal by itself, with provenance and the read manifest in the merge commit', async () => {
+    const token = (await d.nasJson('lease', 'list', 'demo'))[0];
+    expect(token).toBeTruthy();
+    const t = await lease('demo/draft', '--principal', String(AGENT), '--scopes', 'write,propose:main');
+    const agentsText = await fs.readFile(p('draft', 'AGENTS.md'), 'utf8');
+    await fs.writeFile(p('draft', 'outbox/release.md'), `# Release notes\n\nSee [agents](../AGENTS.md).\n`);
+    const before = await mainHead();
+    const pr = await proposed(t, 'demo/draft', 'add release notes', '--checks', 'links,schema,memory');
+    expect(pr.state).toBe('merged');
+    expect(pr.checks.map((c: any) => `${c.name}:${c.ok}`)).toEqual(['links:true', 'schema:true', 'memory:true', 'journal:true']);
+
+    const log = (await d.git('log', '-1', '--format=%P%n%B', 'main')).stdout;
+    expect(log.split('\n')[0].split(' ')[0]).toBe(before);
+    const agentsOid = (await d.git('rev-parse', 'main:AGENTS.md')).stdout.trim();
+    const digest = createHash('sha256').update(`${agentsOid} AGENTS.md\n`).digest('hex');
+    expect(log).toContain('Nas-Intent: add release notes');
+    expect(log).toContain(`Nas-Principal: ${AGENT}`);
+    expect(log).toMatch(/Nas-Lease: l-[0-9a-f]{12}/);
+    expect(log).toContain('Nas-Run: -');
+    expect(log).toContain('Nas-Checks: links=pass, schema=pass, memory=pass, journal=pass');
+    expect(log).toContain(`Nas-Reads-Digest: sha256:${digest}`);
+    expect(agentsText).toContain('# demo');
+    expect((await d.gitBlob('main:outbox/release.md')).toString()).toContain('Release notes');
+    await eventually(async () => (await fs.readFile(d.path('demo', 'outbox/release.md'), 'utf8').catch(() => '')).includes('Release notes'), 'main view to show the merge');
+
+    const show = await d.nasJson('pr', 'show', 'demo', String(pr.id));
+    expect(show.reads).toBe(`${agentsOid} AGENTS.md\n`);
+    expect(show.diff).toContain('+# Release notes');
+    expect(show.provenance.principal).toBe(String(AGENT));
+    const text = await d.nas('pr', 'show', 'demo', String(pr.id));
+    expect(text.stdout).toMatch(/reads: 1 path\(s\), digest sha256:/);
+  });
+
+  it('refuses expired, revoked and foreign leases, and changes nothing', async () => {
+    await branch('leases');
+    await fs.writeFile(p('leases', 'outbox/l.md'), 'l\n');
+    const head = await mainHead();
+    const short = await lease('demo/leases', '--principal', 'alice', '--ttl', '1s');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await propose(short, 'demo/leases')).stderr).toMatch(/lease l-[0-9a-f]{12} expired at/);
+
+    const revoked = await lease('demo/leases', '--principal', 'alice');
+    const id = revoked.split('.')[1];
+    expect((await d.nas('lease', 'revoke', 'demo', id)).code).toBe(0);
+    expect((await propose(revoked, 'demo/leases')).stderr).toMatch(new RegExp(`lease ${id} is revoked`));
+
+    const forDraft = await lease('demo/draft', '--principal', 'alice');
+    expect((await propose(forDraft, 'demo/leases')).stderr).toMatch(/is for the branch draft, not leases/);
+    expect((await d.nas('home', 'create', 'other')).code).toBe(0);
+    const foreign = await d.nasWith({ NAS_LEASE: forDraft, owner: false }, 'propose', 'other/draft', '--intent', 'x');
+    expect(foreign.stderr).toMatch(/no lease matches this token|has no branch/);
+    const garbage = await d.nasWith({ NAS_LEASE: 'not-a-token', owner: false }, 'propose', 'demo/leases', '--intent', 'x');
+    expect(garbage.stderr).toMatch(/not a lease token/);
+    const none = await d.nasWith({ owner: false }, 'propose', 'demo/leases', '--intent', 'x');
+    expect(none.stderr).toMatch(/needs a lease that grants propose:main on demo\/leases/);
+
+    expect(await mainHead()).toBe(head);
+    expect((await d.nasJson('pr', 'list', 'demo')).length).toBe(1);
+  });
+
+  it('lets a sub-lease only narrow its parent, and revoking the parent revokes it', async () => {
+    const parent = await lease('demo/leases', '--principal', 'alice', '--ttl', '1h', '--scopes', 'write', '--budget', '1000000');
+    const sub = (...flags: string[]) => d.nasWith({ NAS_LEASE: parent, owner: false }, 'lease', 'issue', 'demo/leases', ...flags);
+    expect((await sub('--scopes', 'write,propose:main')).stderr).toMatch(/can only narrow its parent .*asks for propose:main/);
+    expect((await sub('--ttl', '3h')).stderr).toMatch(/would outlive the parent/);
+    expect((await sub('--budget', '2000000')).stderr).toMatch(/budget must be at most the parent's 1000000 bytes/);
+    expect((await sub('--principal', 'mallory')).stderr).toMatch(/principal mallory is not the parent's/);
+    const other = await d.nasWith({ NAS_LEASE: parent, owner: false }, 'lease', 'issue', 'demo/draft', '--scopes', 'write');
+    expect(other.stderr).toMatch(/it is for demo\/draft, the parent for demo\/leases/);
+
+    const ok = await sub('--ttl', '10m', '--budget', '500000');
+    expect(ok.code, ok.stderr).toBe(0);
+    const child = ok.stdout.trim();
+    const childId = child.split('.')[1];
+    expect((await d.nasJson('lease', 'list', 'demo')).find((l: any) => l.id === childId)).toMatchObject({ parent: parent.split('.')[1], budget_bytes: 500000 });
+
+    // A lease cannot revoke; the owner can, and the child goes with its parent.
+    const byLease = await d.nasWith({ NAS_LEASE: parent, owner: false }, 'lease', 'revoke', 'demo', parent.split('.')[1]);
+    expect(byLease.stderr).toMatch(/revoking a lease is an owner action: it needs the owner credential/);
+    expect((await d.nas('lease', 'revoke', 'demo', parent.split('.')[1])).code).toBe(0);
+    const discard = await d.nasWith({ NAS_LEASE: child, owner: false }, 'branch', 'discard', 'demo/leases');
+    expect(discard.stderr).toMatch(new RegExp(`its parent ${parent.split('.')[1]} was revoked`));
+  });
+
+  it('keeps owner actions for the owner credential, which no lease carries', async () => {
+    const t = await lease('demo/draft', '--principal', 'alice');
+    for (const args of [['pr', 'approve', 'demo', '1'], ['pr', 'reject', 'demo', '1', '--why', 'no'], ['memory', 'review', 'demo', 'memory/notes/x.md'],
+      ['lease', 'issue', 'demo/leases', '--principal', 'alice']]) {
+      const r = await d.nasWith({ owner: false }, ...args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toMatch(/is an owner action: it needs the owner credential/);
+      expect((await d.nasWith({ NAS_LEASE: t, owner: false }, ...args)).code).toBe(1);
+    }
+  });
+
+  it("judges a PR by main's rules: a branch cannot loosen .nas/, and main's stricter policy applies to older branches", async () => {
+    await branch('loosen');
+    const t = await lease('demo/loosen', '--principal', 'alice');
+    await expect(fs.writeFile(p('loosen', '.nas/policy.yaml'), 'version: 1\nmerge:\n  auto: true\n  required_checks: []\n')).rejects.toMatchObject({ code: 'EPERM' });
+    const policy = await fs.readFile(d.path('demo', '.nas/policy.yaml'), 'utf8');
+    await d.pushToMain({ '.nas/policy.yaml': `${policy}merge:\n  auto: false\n` }, 'owner: every PR waits');
+    await eventually(async () => (await fs.readFile(d.path('demo', '.nas/policy.yaml'), 'utf8')).includes('auto: false'), 'main to follow the push');
+    await fs.writeFile(p('loosen', 'outbox/plain.md'), 'plain\n');
+    const pr = await proposed(t, 'demo/loosen');
+    expect(pr.state).toBe('waiting');
+    expect(pr.reasons).toEqual(["main's .nas/policy.yaml sets merge.auto: false"]);
+    await d.pushToMain({ '.nas/policy.yaml': policy }, 'owner: back to auto-merge');
+    expect((await d.nas('pr', 'approve', 'demo', String(pr.id))).code).toBe(0);
+  });
+
+  it("fails a PR whose run marks its own note reviewed, and waits for one that read the inbox", async () => {
+    await branch('notes');
+    const t = await lease('demo/notes', '--principal', 'alice');
+    await fs.writeFile(p('notes', 'memory/notes/self.md'), '---\ndescription: When self-promoting.\nupdated: 2026-11-30\ntrust: reviewed\n---\nTrust me.\n');
+    const head = await mainHead();
+    const pr = await proposed(t, 'demo/notes', 'promote my note');
+    expect(pr.state).toBe('failed');
+    expect(pr.checks.find((c: any) => c.name === 'memory').output).toMatch(/memory\/notes\/self.md:1: \[trust-claim\]/);
+    expect(pr.trust.reviewed_claims).toEqual(['memory/notes/self.md']);
+    expect(await mainHead()).toBe(head);
+    expect((await propose(t, 'demo/notes')).code).toBe(1);
+
+    await branch('inbox');
+    const ti = await lease('demo/inbox', '--principal', 'alice');
+    await fs.readFile(p('inbox', 'inbox/README.md'));
+    await fs.writeFile(p('inbox', 'outbox/summary.md'), 'summary\n');
+    const waiting = await proposed(ti, 'demo/inbox', 'summarise the inbox');
+    expect(waiting.state).toBe('waiting');
+    expect(waiting.reasons).toEqual(['the run read untrusted input: inbox/README.md']);
+  });
+
+  it('never loses one of two merges racing into main', async () => {
+    const tokens: string[] = [];
+    for (const name of ['race-1', 'race-2']) {
+      await branch(name);
+      tokens.push(await lease(`demo/${name}`, '--principal', 'alice'));
+      await fs.writeFile(p(name, `outbox/${name}.md`), `${name}\n`);
+    }
+    const [a, b] = await Promise.all([proposed(tokens[0], 'demo/race-1'), proposed(tokens[1], 'demo/race-2')]);
+    expect([a.state, b.state]).toEqual(['merged', 'merged']);
+    expect((await d.gitBlob('main:outbox/race-1.md')).toString()).toBe('race-1\n');
+    expect((await d.gitBlob('main:outbox/race-2.md')).toString()).toBe('race-2\n');
+    const parents = (await d.git('log', '-2', '--format=%P', 'main')).stdout.trim().split('\n');
+    expect(parents[0].split(' ')[0]).toBe(a.merged.commit === (await mainHead()) ? b.merged.commit : a.merged.commit);
+  });
+
+  it('stops at a conflict on the same line or a binary changed on both sides, leaving main and the branch intact', async () => {
+    await d.pushToMain({ 'outbox/shared.md': 'one\ntwo\nthree\n', 'outbox/logo.bin': Buffer.from([0, 1, 2, 3]) }, 'owner: shared files');
+    await branch('left');
+    await branch('right');
+    const tl = await lease('demo/left', '--principal', 'alice');
+    const tr = await lease('demo/right', '--principal', 'alice');
+    await fs.writeFile(p('left', 'outbox/shared.md'), 'one\nTWO from left\nthree\n');
+    await fs.writeFile(p('left', 'outbox/logo.bin'), Buffer.from([0, 1, 2, 4]));
+    expect((await proposed(tl, 'demo/left')).state).toBe('merged');
+    await fs.writeFile(p('right', 'outbox/shared.md'), 'one\nTWO from right\nthree\n');
+    await fs.writeFile(p('right', 'outbox/logo.bin'), Buffer.from([0, 1, 2, 5]));
+    const head = await mainHead();
+    const r = await propose(tr, 'demo/right');
+    expect(r.code).toBe(1);
+    const pr = JSON.parse(r.stdout);
+    expect(pr.state).toBe('conflict');
+    const byPath = Object.fromEntries(pr.conflicts.map((c: any) => [c.path, c]));
+    expect(byPath['outbox/logo.bin'].kind).toBe('binary');
+    expect(byPath['outbox/shared.md'].hunks).toEqual([{ line: 2, base: ['two'], main: ['TWO from left'], branch: ['TWO from right'] }]);
+    expect(await mainHead()).toBe(head);
+    expect((await d.gitBlob('main:outbox/shared.md')).toString()).toBe('one\nTWO from left\nthree\n');
+    expect(await fs.readFile(p('right', 'outbox/shared.md'), 'utf8')).toBe('one\nTWO from right\nthree\n');
+    const text = await d.nas('pr', 'show', 'demo', String(pr.id));
+    expect(text.stdout).toMatch(/conflict text outbox\/shared.md\n\s+at line 2:\n\s+base\s+\| two\n\s+main\s+\| TWO from left\n\s+branch \| TWO from right/);
+    expect((await d.nas('pr', 'approve', 'demo', String(pr.id))).stderr).toMatch(/is conflict: only a waiting PR can be approved/);
+  });
+
+  it('refuses an empty proposal and an unknown PR id clearly', async () => {
+    await branch('empty');
+    const t = await lease('demo/empty', '--principal', 'alice');
+    const count = (await d.nasJson('pr', 'list', 'demo')).length;
+    const r = await propose(t, 'demo/empty');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/nothing to propose: demo@empty has no changes against main/);
+    expect((await d.nasJson('pr', 'list', 'demo')).length).toBe(count);
+    expect((await d.nas('pr', 'show', 'demo', '999')).stderr).toMatch(/Home demo has no PR 999/);
+    expect((await d.nas('pr', 'approve', 'demo', 'x')).stderr).toMatch(/a PR id is a whole number/);
+    expect((await propose(t, 'demo/empty', 'x', '--checks', 'nope')).stderr).toMatch(/unknown check\(s\) nope; main defines: links, schema, memory, journal/);
+  });
+
+  it('holds deletions for the owner; approval merges and files them in the recycle area; rejection records why', async () => {
+    await branch('cleanup');
+    const t = await lease('demo/cleanup', '--principal', 'alice');
+    await fs.unlink(p('cleanup', 'outbox/release.md'));
+    const pr = await proposed(t, 'demo/cleanup', 'remove old notes');
+    expect(pr.state).toBe('waiting');
+    expect(pr.reasons).toEqual(['deletes outbox/release.md']);
+    const approved = await d.nasJson('pr', 'approve', 'demo', String(pr.id));
+    expect(approved.state).toBe('merged');
+    expect(approved.merged.by).toBe('root');
+    expect((await d.git('cat-file', '-e', 'main:outbox/release.md')).code).not.toBe(0);
+    const trash = await d.nasJson('trash', 'list', 'demo');
+    expect(trash.find((r: any) => r.path === 'outbox/release.md' && r.branch === 'main')).toBeTruthy();
+
+    await branch('nope');
+    const tn = await lease('demo/nope', '--principal', 'alice');
+    await fs.unlink(p('nope', 'outbox/race-1.md'));
+    const waiting = await proposed(tn, 'demo/nope', 'delete race-1');
+    expect((await d.nas('pr', 'reject', 'demo', String(waiting.id))).stderr).toMatch(/say why/);
+    const rejected = await d.nasJson('pr', 'reject', 'demo', String(waiting.id), '--why', 'keep it');
+    expect(rejected).toMatchObject({ state: 'rejected', decision: { action: 'reject', why: 'keep it', by: 'root' } });
+    expect((await d.gitBlob('main:outbox/race-1.md')).toString()).toBe('race-1\n');
+    const stats = await d.nasJson('pr', 'stats', 'demo');
+    expect(stats).toMatchObject({ rejected: 1, approved: 2, conflict: 1, failed: 2 });
+    expect(stats.merged_by_policy).toBeGreaterThanOrEqual(4);
+  });
+
+  it('runs custom checks from main\'s .nas/checks.yaml with a time limit, keeping their output', async () => {
+    await d.pushToMain({
+      '.nas/checks.yaml': 'version: 1\nchecks:\n  - name: no-todo\n    run: .nas/checks/no-todo.sh\n    timeout: 10s\n  - name: slow\n    run: .nas/checks/slow.sh\n    timeout: 1s\n',
+      '.nas/checks/no-todo.sh': '#!/bin/sh\nif grep -rn TODO .; then echo "found TODO"; exit 1; fi\necho clean\n',
+      '.nas/checks/slow.sh': '#!/bin/sh\nsleep 30\n',
+    }, 'owner: custom checks');
+    await eventually(async () => (await fs.readdir(d.path('demo', '.nas'))).includes('checks.yaml'), 'main to show the checks');
+    await branch('todo');
+    const t = await lease('demo/todo', '--principal', 'alice');
+    await fs.writeFile(p('todo', 'outbox/plan.md'), 'TODO: finish\n');
+    const pr = await proposed(t, 'demo/todo', 'a plan', '--checks', 'no-todo,slow');
+    expect(pr.state).toBe('failed');
+    const check = Object.fromEntries(pr.checks.map((c: any) => [c.name, c]));
+    expect(check['no-todo']).toMatchObject({ ok: false });
+    expect(check['no-todo'].output).toMatch(/outbox\/plan.md:1:TODO: finish\nfound TODO/);
+    expect(check.slow.ok).toBe(false);
+    expect(check.slow.output).toMatch(/killed after its time limit of 1000 ms/);
+    expect(check.slow.ms).toBeLessThan(10_000);
+  });
+
+  it('discards the losing parallel attempt: its work goes to the recycle area, the branch goes', async () => {
+    for (const name of ['try-1', 'try-2']) {
+      await branch(name);
+      await fs.writeFile(p(name, `outbox/${name}.md`), `${name}\n`);
+    }
+    const t1 = await lease('demo/try-1', '--principal', 'alice');
+    expect((await proposed(t1, 'demo/try-1', 'attempt 1')).state).toBe('merged');
+    const r = await d.nasJson('branch', 'discard', 'demo/try-2');
+    expect(r.recycled).toEqual(['outbox/try-2.md']);
+    expect((await fs.readdir(d.mnt)).includes('demo@try-2')).toBe(false);
+    expect((await d.nasJson('branch', 'list', 'demo')).map((b: any) => b.name)).not.toContain('try-2');
+    const trash = await d.nasJson('trash', 'list', 'demo');
+    const record = trash.find((x: any) => x.path === 'outbox/try-2.md' && x.branch === 'try-2');
+    expect(record).toBeTruthy();
+    // Its work can be brought back into another branch.
+    expect((await d.nas('trash', 'restore', 'demo', 'outbox/try-2.md', '--id', record.id, '--branch', 'try-1')).code).toBe(0);
+    expect(await fs.readFile(p('try-1', 'outbox/try-2.md'), 'utf8')).toBe('try-2\n');
+  });
+});
