@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { createHash } from 'node:crypto';
-import { TestDaemon, eventually, run } from './helpers.js';
+import { TestDaemon, codeOf, eventually, run } from './helpers.js';
 
 /** Agent PRs end to end: leases, propose, checks, policy, merge into the protected main, through the mount and the CLI. */
 
@@ -53,6 +53,15 @@ describe('Agent PRs', () => {
     expect(other.stderr).toMatch(/Permission denied/);
     // Main stays read-only for everyone, the principal included.
     expect((await asUser(AGENT, `echo x > ${d.path('demo', 'outbox/x.md')}`)).stderr).toMatch(/Read-only file system|Permission denied/);
+  });
+
+  it("caps the branch's quota at the lease's byte budget while the lease is active", async () => {
+    await branch('budget');
+    const token = await lease('demo/budget', '--principal', 'alice', '--budget', '65536');
+    await fs.writeFile(p('budget', 'outbox/fits.bin'), Buffer.alloc(40_000, 1));
+    expect(await codeOf(fs.writeFile(p('budget', 'outbox/over.bin'), Buffer.alloc(40_000, 2)))).toBe('EDQUOT');
+    expect((await d.nas('lease', 'revoke', 'demo', token.split('.')[1])).code).toBe(0);
+    await fs.writeFile(p('budget', 'outbox/over.bin'), Buffer.alloc(40_000, 2));
   });
 
   it('merges a clean proposal by itself, with provenance and the read manifest in the merge commit', async () => {
