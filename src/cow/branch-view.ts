@@ -817,6 +817,7 @@ export class BranchView implements View {
     await this.sync();
     this.flusher.stop();
     await this.pending.close();
+    await this.reads.close();
   }
 }
 

@@ -9,6 +9,8 @@ import { hasCode } from '../util/errors.js';
  */
 export class ReadManifest {
   private readonly seen = new Map<string, Set<string>>();
+  /** Opened once in append mode: a record costs one write, not an open, a write and a close. */
+  private out?: Promise<fs.FileHandle>;
 
   private constructor(private readonly file: string) {}
 
@@ -39,7 +41,15 @@ export class ReadManifest {
   }
 
   async record(path: string, oid: string): Promise<void> {
-    if (this.remember(path, oid)) await fs.appendFile(this.file, `${JSON.stringify({ p: path, o: oid })}\n`);
+    if (!this.remember(path, oid)) return;
+    this.out ??= fs.open(this.file, 'a');
+    await (await this.out).write(`${JSON.stringify({ p: path, o: oid })}\n`);
+  }
+
+  async close(): Promise<void> {
+    const out = this.out;
+    this.out = undefined;
+    await (await out)?.close();
   }
 
   /** One line per read, `<blob id> <path>`, sorted: the text the digest is taken of. */
