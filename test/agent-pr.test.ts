@@ -1,12 +1,24 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { createHash } from 'node:crypto';
+import http from 'node:http';
+import path from 'node:path';
 import { TestDaemon, codeOf, eventually, run } from './helpers.js';
 
 /** Agent PRs end to end: leases, propose, checks, policy, merge into the protected main, through the mount and the CLI. */
 
 const AGENT = 4242;
 const OTHER = 4243;
+const rawPost = (socket: string, path: string, body: object, headers: Record<string, string>) =>
+  new Promise<any>((resolve, reject) => {
+    const req = http.request({ socketPath: socket, method: 'POST', path, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve(JSON.parse(text)));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
 const asUser = (uid: number, script: string) => run('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', 'sh', '-c', script]);
 
 describe('Agent PRs', () => {
@@ -28,7 +40,7 @@ describe('Agent PRs', () => {
   };
 
   beforeAll(async () => {
-    d = await TestDaemon.start({ extraArgs: ['--demo'] });
+    d = await TestDaemon.start({ extraArgs: ['--demo', '--socket-group', String(AGENT)] });
     // The test's temporary directory is private to root; the principals need to reach the mount inside it.
     await fs.chmod(d.dir, 0o755);
   });
@@ -65,8 +77,6 @@ describe('Agent PRs', () => {
   });
 
   it('merges a clean proposal by itself, with provenance and the read manifest in the merge commit', async () => {
-    const token = (await d.nasJson('lease', 'list', 'demo'))[0];
-    expect(token).toBeTruthy();
     const t = await lease('demo/draft', '--principal', String(AGENT), '--scopes', 'write,propose:main');
     const agentsText = await fs.readFile(p('draft', 'AGENTS.md'), 'utf8');
     await fs.writeFile(p('draft', 'outbox/release.md'), `# Release notes\n\nSee [agents](../AGENTS.md).\n`);
@@ -97,10 +107,22 @@ describe('Agent PRs', () => {
     expect(text.stdout).toMatch(/reads: 1 path\(s\), digest sha256:/);
   });
 
+  it('lets the run itself propose, as its own user, through the socket group', async () => {
+    await branch('self');
+    const t = await lease('demo/self', '--principal', String(AGENT));
+    const cli = `${process.execPath} ${path.resolve('dist/src/cli/main.js')} --socket ${d.socket}`;
+    const r = await asUser(AGENT, `echo own > ${p('self', 'outbox/own.md')} && NAS_LEASE=${t} ${cli} propose demo/self --into main --intent "from the run"`);
+    expect(r.stdout + r.stderr).toMatch(/PR \d+ \(self -> main\): merged/);
+    // Without its lease the same user gets a clear refusal, and no other user reaches the socket at all.
+    expect((await asUser(AGENT, `${cli} lease issue demo/self --principal ${AGENT}`)).stderr).toMatch(/issuing a lease is an owner action/);
+    expect((await asUser(OTHER, `${cli} status`)).stderr).toMatch(/no permission to use/);
+  });
+
   it('refuses expired, revoked and foreign leases, and changes nothing', async () => {
     await branch('leases');
     await fs.writeFile(p('leases', 'outbox/l.md'), 'l\n');
     const head = await mainHead();
+    const prsBefore = (await d.nasJson('pr', 'list', 'demo')).length;
     const short = await lease('demo/leases', '--principal', 'alice', '--ttl', '1s');
     await new Promise((r) => setTimeout(r, 1500));
     expect((await propose(short, 'demo/leases')).stderr).toMatch(/lease l-[0-9a-f]{12} expired at/);
@@ -113,15 +135,18 @@ describe('Agent PRs', () => {
     const forDraft = await lease('demo/draft', '--principal', 'alice');
     expect((await propose(forDraft, 'demo/leases')).stderr).toMatch(/is for the branch draft, not leases/);
     expect((await d.nas('home', 'create', 'other')).code).toBe(0);
+    expect((await d.nas('branch', 'create', 'other/draft')).code).toBe(0);
     const foreign = await d.nasWith({ NAS_LEASE: forDraft, owner: false }, 'propose', 'other/draft', '--intent', 'x');
-    expect(foreign.stderr).toMatch(/no lease matches this token|has no branch/);
+    expect(foreign.stderr).toMatch(/no lease matches this token \(id l-[0-9a-f]{12}\) in this Home/);
+    const control = await d.nas('propose', 'demo/leases', '--intent', 'hide\u001b[2K this');
+    expect(control.stderr).toMatch(/--intent must be plain text: no control characters/);
     const garbage = await d.nasWith({ NAS_LEASE: 'not-a-token', owner: false }, 'propose', 'demo/leases', '--intent', 'x');
     expect(garbage.stderr).toMatch(/not a lease token/);
     const none = await d.nasWith({ owner: false }, 'propose', 'demo/leases', '--intent', 'x');
     expect(none.stderr).toMatch(/needs a lease that grants propose:main on demo\/leases/);
 
     expect(await mainHead()).toBe(head);
-    expect((await d.nasJson('pr', 'list', 'demo')).length).toBe(1);
+    expect((await d.nasJson('pr', 'list', 'demo')).length).toBe(prsBefore);
   });
 
   it('lets a sub-lease only narrow its parent, and revoking the parent revokes it', async () => {
@@ -134,6 +159,8 @@ describe('Agent PRs', () => {
     const other = await d.nasWith({ NAS_LEASE: parent, owner: false }, 'lease', 'issue', 'demo/draft', '--scopes', 'write');
     expect(other.stderr).toMatch(/it is for demo\/draft, the parent for demo\/leases/);
 
+    const raw = await rawPost(d.socket, '/v1/homes/demo/leases', { branch: 'leases', budget: 'lots' }, { 'x-nas-lease': parent });
+    expect(raw).toMatchObject({ ok: false, error: expect.stringMatching(/--budget must be a whole number of bytes/) });
     const ok = await sub('--ttl', '10m', '--budget', '500000');
     expect(ok.code, ok.stderr).toBe(0);
     const child = ok.stdout.trim();
@@ -157,6 +184,23 @@ describe('Agent PRs', () => {
       expect(r.stderr).toMatch(/is an owner action: it needs the owner credential/);
       expect((await d.nasWith({ NAS_LEASE: t, owner: false }, ...args)).code).toBe(1);
     }
+  });
+
+  it('refuses writes into a branch through the control socket without a write lease or the owner', async () => {
+    await branch('guarded');
+    const propOnly = await lease('demo/guarded', '--principal', 'alice', '--scopes', 'propose:main');
+    await fs.writeFile(`${d.dir}/n.md`, '# n\n');
+    for (const as of [{ owner: false }, { owner: false, NAS_LEASE: propOnly }]) {
+      const imp = await d.nasWith(as, 'memory', 'import', 'demo@guarded', `${d.dir}/n.md`);
+      expect(imp.stderr).toMatch(/importing notes in demo\/guarded (needs a lease that grants write|refused: lease .* does not grant write)/);
+      expect((await d.nasWith(as, 'memory', 'index', 'demo@guarded')).stderr).toMatch(/regenerating indexes in demo\/guarded/);
+      expect((await d.nasWith(as, 'trash', 'restore', 'demo', 'outbox/x.md', '--branch', 'guarded')).stderr).toMatch(/restoring from the recycle area in demo\/guarded/);
+      expect((await d.nasWith(as, 'branch', 'create', 'demo/sneaky')).stderr).toMatch(/creating a branch is an owner action/);
+      expect((await d.nasWith(as, 'home', 'create', 'sneaky')).stderr).toMatch(/creating a Home is an owner action/);
+    }
+    await expect(fs.access(p('guarded', 'memory/quarantine/n.md'))).rejects.toMatchObject({ code: 'ENOENT' });
+    const write = await lease('demo/guarded', '--principal', 'alice', '--scopes', 'write');
+    expect((await d.nasWith({ owner: false, NAS_LEASE: write }, 'memory', 'import', 'demo@guarded', `${d.dir}/n.md`)).code).toBe(0);
   });
 
   it("judges a PR by main's rules: a branch cannot loosen .nas/, and main's stricter policy applies to older branches", async () => {
@@ -187,12 +231,45 @@ describe('Agent PRs', () => {
     expect((await propose(t, 'demo/notes')).code).toBe(1);
 
     await branch('inbox');
-    const ti = await lease('demo/inbox', '--principal', 'alice');
-    await fs.readFile(p('inbox', 'inbox/README.md'));
+    const ti = await lease('demo/inbox', '--principal', String(AGENT));
+    expect((await asUser(AGENT, `cat ${p('inbox', 'inbox/README.md')} > /dev/null`)).code).toBe(0);
     await fs.writeFile(p('inbox', 'outbox/summary.md'), 'summary\n');
     const waiting = await proposed(ti, 'demo/inbox', 'summarise the inbox');
     expect(waiting.state).toBe('waiting');
     expect(waiting.reasons).toEqual(['the run read untrusted input: inbox/README.md']);
+
+    // Reading it another way is recorded too: moved (a copy-up) and read from the upper directory.
+    await branch('inbox2');
+    const t2 = await lease('demo/inbox2', '--principal', String(AGENT));
+    const moved = await asUser(AGENT, `cd ${p('inbox2', 'inbox')} && mv README.md t.md && cat t.md > /dev/null && mv t.md README.md && echo s > ../outbox/s.md`);
+    expect(moved.code, moved.stderr).toBe(0);
+    expect((await proposed(t2, 'demo/inbox2', 'sneaky summary')).reasons).toEqual(['the run read untrusted input: inbox/README.md']);
+    // Only the branch's principal reads its inbox; on main the inbox is the owner's.
+    expect((await asUser(OTHER, `cat ${p('inbox2', 'inbox/README.md')}`)).stderr).toMatch(/Permission denied/);
+    expect((await asUser(AGENT, `cat ${d.path('demo', 'inbox/README.md')}`)).stderr).toMatch(/Permission denied/);
+  });
+
+  it('waits for a note marked reviewed when main does not require the memory check, and for a misspelled required check', async () => {
+    const policy = await fs.readFile(d.path('demo', '.nas/policy.yaml'), 'utf8');
+    await d.pushToMain({ '.nas/policy.yaml': `${policy}merge:\n  required_checks: [links]\n` }, 'owner: links only');
+    await eventually(async () => (await fs.readFile(d.path('demo', '.nas/policy.yaml'), 'utf8')).includes('[links]'), 'main to follow the push');
+    await branch('claim');
+    const t = await lease('demo/claim', '--principal', 'alice');
+    await fs.writeFile(p('claim', 'memory/notes/claim.md'), '---\ndescription: When claiming.\nupdated: 2026-11-30\ntrust: reviewed\n---\nClaim.\n');
+    const pr = await proposed(t, 'demo/claim', 'claim a review');
+    expect(pr.checks.map((c: any) => c.name)).toEqual(['links']);
+    expect(pr).toMatchObject({ state: 'waiting', reasons: ['marks notes reviewed: memory/notes/claim.md'] });
+
+    await d.pushToMain({ '.nas/policy.yaml': `${policy}merge:\n  required_checks: [link]\n` }, 'owner: a typo');
+    await eventually(async () => (await fs.readFile(d.path('demo', '.nas/policy.yaml'), 'utf8')).includes('[link]'), 'main to follow the push');
+    await branch('typo');
+    const tt = await lease('demo/typo', '--principal', 'alice');
+    await fs.writeFile(p('typo', 'outbox/typo.md'), 'typo\n');
+    const typo = await proposed(tt, 'demo/typo', 'plain change');
+    expect(typo.state).toBe('waiting');
+    expect(typo.reasons[0]).toMatch(/merge.required_checks names unknown check\(s\) link/);
+    await d.pushToMain({ '.nas/policy.yaml': policy }, 'owner: back to the defaults');
+    await eventually(async () => !(await fs.readFile(d.path('demo', '.nas/policy.yaml'), 'utf8')).includes('merge:'), 'main to follow the push');
   });
 
   it('never loses one of two merges racing into main', async () => {
@@ -279,9 +356,11 @@ describe('Agent PRs', () => {
 
   it('runs custom checks from main\'s .nas/checks.yaml with a time limit, keeping their output', async () => {
     await d.pushToMain({
-      '.nas/checks.yaml': 'version: 1\nchecks:\n  - name: no-todo\n    run: .nas/checks/no-todo.sh\n    timeout: 10s\n  - name: slow\n    run: .nas/checks/slow.sh\n    timeout: 1s\n',
+      '.nas/checks.yaml': 'version: 1\nchecks:\n  - name: no-todo\n    run: .nas/checks/no-todo.sh\n    timeout: 10s\n  - name: slow\n    run: .nas/checks/slow.sh\n    timeout: 1s\n' +
+        '  - name: leaves\n    run: .nas/checks/leaves.sh\n',
       '.nas/checks/no-todo.sh': '#!/bin/sh\nif grep -rn TODO .; then echo "found TODO"; exit 1; fi\necho clean\n',
       '.nas/checks/slow.sh': '#!/bin/sh\nsleep 30\n',
+      '.nas/checks/leaves.sh': '#!/bin/sh\n(sleep 301 &)\nsetsid sleep 302 &\nid -u\n',
     }, 'owner: custom checks');
     await eventually(async () => (await fs.readdir(d.path('demo', '.nas'))).includes('checks.yaml'), 'main to show the checks');
     await branch('todo');
@@ -294,7 +373,13 @@ describe('Agent PRs', () => {
     expect(check['no-todo'].output).toMatch(/outbox\/plan.md:1:TODO: finish\nfound TODO/);
     expect(check.slow.ok).toBe(false);
     expect(check.slow.output).toMatch(/killed after its time limit of 1000 ms/);
-    expect(check.slow.ms).toBeLessThan(10_000);
+    // A check runs as nobody; what it leaves in its process group is killed, and a process that left the
+    // group (setsid) does not hold the PR (the propose above returned).
+    await fs.writeFile(p('todo', 'outbox/plan.md'), 'done\n');
+    const clean = await proposed(t, 'demo/todo', 'a plan', '--checks', 'leaves');
+    expect(clean.checks.find((c: any) => c.name === 'leaves')).toMatchObject({ ok: true, output: '65534\n' });
+    expect((await run('pgrep', ['-f', 'sleep 301'])).code).toBe(1);
+    await run('pkill', ['-f', 'sleep 302']);
   });
 
   it('discards the losing parallel attempt: its work goes to the recycle area, the branch goes', async () => {
@@ -304,8 +389,15 @@ describe('Agent PRs', () => {
     }
     const t1 = await lease('demo/try-1', '--principal', 'alice');
     expect((await proposed(t1, 'demo/try-1', 'attempt 1')).state).toBe('merged');
+    const t2 = await lease('demo/try-2', '--principal', 'alice');
     const r = await d.nasJson('branch', 'discard', 'demo/try-2');
     expect(r.recycled).toEqual(['outbox/try-2.md']);
+    expect(r.revokedLeases).toEqual([t2.split('.')[1]]);
+    // A branch created again under the same name is not the old lease's.
+    await branch('try-2');
+    await fs.writeFile(p('try-2', 'outbox/owner.md'), 'owner\n');
+    expect((await propose(t2, 'demo/try-2')).stderr).toMatch(/is revoked/);
+    expect((await d.nasJson('branch', 'discard', 'demo/try-2')).recycled).toEqual(['outbox/owner.md']);
     expect((await fs.readdir(d.mnt)).includes('demo@try-2')).toBe(false);
     expect((await d.nasJson('branch', 'list', 'demo')).map((b: any) => b.name)).not.toContain('try-2');
     const trash = await d.nasJson('trash', 'list', 'demo');

@@ -5,7 +5,7 @@ import http from 'node:http';
 import { DEFAULT_SOCKET } from '../daemon/config.js';
 
 const DEFAULT_OWNER_TOKEN_FILE = '/var/lib/agent-nas/owner.token';
-import { displayPath } from '../util/display.js';
+import { displayPath, printable } from '../util/display.js';
 
 /** nas: a thin client of nasd's control socket. */
 
@@ -467,7 +467,7 @@ async function run(args: Args): Promise<number> {
     default:
       throw new Usage(cmd ? `unknown command: ${args.positional.slice(0, 2).join(' ')}` : 'no command given');
   }
-  process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : print(result));
+  process.stdout.write(args.json ? JSON.stringify(result, null, 2) + '\n' : printable(print(result)));
   return failed(result) ? 1 : 0;
 }
 
@@ -490,7 +490,7 @@ async function main(): Promise<number> {
       process.stderr.write(`nas: ${e.message}\n\n${HELP[args.positional[0]] ?? HELP['']}`);
       return 2;
     }
-    process.stderr.write(`nas: ${(e as Error).message}\n`);
+    process.stderr.write(`nas: ${printable((e as Error).message)}\n`);
     return 1;
   }
 }

@@ -8,7 +8,7 @@ import { newTrashId, type Trash, type TrashKind, type TrashRecord } from '../tra
 import {
   checkAppend, checkDirectoryMove, checkMutation, checkOpenForWrite, checkQuota, isAppendOnly, isScratch, type Mutation, type Rules,
 } from '../policy/policy.js';
-import { attrFromStats, gitModeOf, type Attr, type Owner } from './attr.js';
+import { attrFromStats, gitModeOf, isInbox, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
 import { Flusher } from './flusher.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
@@ -220,8 +220,10 @@ export class BranchView implements View {
 
   async getattr(rel: string): Promise<Attr> {
     const node = await this.need(rel);
-    if (node.stat) return attrFromStats(node.stat, this.ctx.owner);
-    return this.layer.attr(node.entry, this.ctx.owner);
+    const attr = node.stat ? attrFromStats(node.stat, this.ctx.owner) : await this.layer.attr(node.entry, this.ctx.owner);
+    // Untrusted input is read by the branch's own principal only, so every read of it lands in this manifest.
+    if (isInbox(rel)) attr.mode &= ~0o077;
+    return attr;
   }
 
   async readdir(rel: string): Promise<string[]> {
@@ -585,6 +587,8 @@ export class BranchView implements View {
   }
 
   private async doCopyUp(rel: string, entry: Entry): Promise<void> {
+    // A copy in the upper directory is read from there, unrecorded: count the copy as the read.
+    await this.reads.record(rel, entry.oid);
     const data = await this.layer.content(entry);
     const refusal = checkQuota(this.usedBytes, data.length, this.ctx.quotaBytes);
     if (refusal) throw fsError(refusal);

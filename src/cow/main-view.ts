@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import { fsError } from '../util/errors.js';
 import { MODE } from '../store/store.js';
-import { attrFromGit, type Attr, type Owner } from './attr.js';
+import { attrFromGit, isInbox, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
 import type { Handle, View } from './view.js';
 
@@ -41,7 +41,11 @@ export class MainView implements View {
   async getattr(rel: string): Promise<Attr> {
     const e = await this.entry(rel);
     if (e.oid === '') return attrFromGit(MODE.tree, 0, this.layer.time, this.owner);
-    return this.layer.attr(e, this.owner);
+    const attr = await this.layer.attr(e, this.owner);
+    // Reads through main are no run's: a run reads untrusted input through its branch, where the read
+    // manifest records it. On main the inbox is for its owner only (the kernel enforces the mode).
+    if (isInbox(rel)) attr.mode &= ~0o077;
+    return attr;
   }
 
   async readdir(rel: string): Promise<string[]> {

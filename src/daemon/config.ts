@@ -12,6 +12,8 @@ export interface DaemonConfig {
   owner: { uid: number; gid: number };
   /** Create a Home named "demo" at start if there is none. */
   demo: boolean;
+  /** Group (name or gid) given access to the control socket, so runs can propose with their lease. */
+  socket_group: string | null;
   log_level: string;
 }
 
@@ -26,6 +28,7 @@ export const DEFAULTS: DaemonConfig = {
   identity: { name: 'nasd', email: 'nasd@localhost' },
   owner: { uid: 0, gid: 0 },
   demo: false,
+  socket_group: null,
   log_level: 'info',
 };
 
@@ -35,10 +38,11 @@ const FLAGS: Record<string, keyof DaemonConfig> = {
   '--socket': 'socket',
   '--commit-window-ms': 'commit_window_ms',
   '--log-level': 'log_level',
+  '--socket-group': 'socket_group',
 };
 
 export const USAGE = `usage: nasd [--config FILE] [--state-dir DIR] [--mount DIR] [--socket PATH]
-            [--commit-window-ms N] [--log-level LEVEL] [--demo]
+            [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--demo]
 
 Serves every Home in the state directory through one FUSE mount:
   <mount>/<role>            main, read-only (EROFS)
@@ -50,6 +54,7 @@ Serves every Home in the state directory through one FUSE mount:
   --socket PATH          control socket for the nas CLI (default ${DEFAULT_SOCKET})
   --commit-window-ms N   batch closes within N ms into one commit (default ${DEFAULTS.commit_window_ms})
   --log-level LEVEL      pino level: debug, info, warn, error (default info)
+  --socket-group GROUP   let this group use the socket (runs propose with their lease; default root only)
   --demo                 create a Home named "demo" if it does not exist
 `;
 

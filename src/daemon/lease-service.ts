@@ -39,16 +39,20 @@ export class LeaseService {
     } else requireOwner(creds, 'issuing a lease', this.stateDir);
     const principal = opts.principal ?? parent?.principal;
     if (!principal || !/^[A-Za-z0-9._@-]{1,64}$/.test(principal)) throw new UserError('--principal must name who the lease is for (a user name or uid: letters, digits, . _ @ -)');
-    let seconds: number;
+    if (opts.budget !== undefined && !(Number.isSafeInteger(opts.budget) && opts.budget >= 0)) {
+      throw new UserError('--budget must be a whole number of bytes (0 or more)');
+    }
+    let expires: Date;
     try {
-      seconds = opts.ttl ? parseDuration(opts.ttl) : parent ? (Date.parse(parent.expires) - Date.now()) / 1000 : parseDuration('2h');
+      // A sub-lease without --ttl ends exactly with its parent.
+      expires = opts.ttl || !parent ? new Date(Date.now() + parseDuration(opts.ttl ?? '2h') * 1000) : new Date(parent.expires);
     } catch (e) {
       throw new UserError((e as Error).message);
     }
     const scopes = (opts.scopes ?? parent?.scopes.join(',') ?? 'write,propose:main').split(',').map((s) => s.trim()).filter(Boolean);
     try {
       const { lease, token } = await home.leases.issue(
-        { home: role, branch, principal, scopes, expires: new Date(Date.now() + seconds * 1000), budgetBytes: opts.budget ?? parent?.budget_bytes },
+        { home: role, branch, principal, scopes, expires, budgetBytes: opts.budget ?? parent?.budget_bytes },
         parent,
       );
       const access = await this.apply(role);
@@ -73,6 +77,14 @@ export class LeaseService {
       if (e instanceof LeaseRefused) throw new UserError(e.message, 404);
       throw e;
     }
+  }
+
+  /** Revoke every lease of a branch (it is being discarded): a token must not outlive its branch. */
+  async revokeBranch(role: string, branch: string): Promise<string[]> {
+    const home = this.reg.homeOf(role);
+    const ids = (await home.leases.list()).filter((l) => l.branch === branch && !l.revoked).map((l) => l.id);
+    for (const id of ids) await home.leases.revoke(id);
+    return ids;
   }
 
   /** Who may do `scope` on role/branch: a lease that grants it (checked whole, parents included), or the owner. */

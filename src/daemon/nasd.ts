@@ -39,9 +39,9 @@ async function main(): Promise<void> {
   const ownerToken = await loadOwnerToken(config.state_dir);
   const leases = new LeaseService(registry, config.state_dir, log);
   await leases.applyAll();
-  const services = { memory: new MemoryService(registry, config.state_dir), leases, prs: new PrService(registry, leases, config.state_dir) };
+  const services = { memory: new MemoryService(registry, config.state_dir), leases, prs: new PrService(registry, leases, config.state_dir), stateDir: config.state_dir };
   const mount: FuseMount = await mountFuse(config.mount, fuseOps(registry, log), log);
-  const server = await serveControl(config.socket, registry, services, ownerToken, log).catch(async (err) => {
+  const server = await serveControl(config.socket, registry, services, ownerToken, config.socket_group, log).catch(async (err) => {
     await mount.unmount();
     throw err;
   });

@@ -5,7 +5,7 @@ import { treeFiles } from '../memory/files.js';
 import { isNote } from '../memory/layout.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from '../merge/checks.js';
 import { mergeIntoMain } from '../merge/merge.js';
-import type { PullRequest } from '../merge/pr-store.js';
+import { PrStateConflict, type PrState, type PullRequest } from '../merge/pr-store.js';
 import { decide } from '../policy/merge-policy.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
@@ -26,6 +26,7 @@ export class PrService {
     const who = await this.leases.authorize(role, branch, 'propose:main', creds, `propose ${role}/${branch}`);
     const intent = (opts.intent ?? '').replace(/\s+/g, ' ').trim();
     if (!intent) throw new UserError('say what the change is for: --intent "..." (it goes into the merge commit)');
+    if (/[\x00-\x1f\x7f]/.test(intent)) throw new UserError('--intent must be plain text: no control characters');
     if (intent.length > 500) throw new UserError('--intent is over 500 characters: one sentence is enough');
     const snap = await this.reg.snapshot(role, branch);
     const store = snap.home.store;
@@ -41,6 +42,12 @@ export class PrService {
     const unknown = requested.filter((c) => !known.includes(c));
     if (unknown.length > 0) throw new UserError(`unknown check(s) ${unknown.join(', ')}; main defines: ${known.join(', ')}`);
     const names = [...new Set([...policy.merge.required_checks.filter((c) => known.includes(c)), ...requested])];
+    // A required check main does not define is a policy problem: nothing merges by itself until it is fixed.
+    const missing = policy.merge.required_checks.filter((c) => !known.includes(c));
+    const policyProblems = [
+      ...snap.config.problems.filter((p) => p.startsWith('.nas/policy.yaml')),
+      ...(missing.length > 0 ? [`.nas/policy.yaml: merge.required_checks names unknown check(s) ${missing.join(', ')}`] : []),
+    ];
     const changes = await store.changes(baseTree, headTree);
     if (changes.length === 0) throw new UserError(`nothing to propose: ${snap.name} has no changes against main (no PR was created)`, 409);
 
@@ -53,17 +60,19 @@ export class PrService {
     const reads = snap.view!.reads;
     const decision = decide({
       auto: policy.merge.auto,
-      policyProblems: snap.config.problems.filter((p) => p.startsWith('.nas/policy.yaml')),
+      policyProblems,
       checks,
       deleted: changes.filter((c) => c.status === 'deleted').map((c) => c.path),
       metadata: changes.filter((c) => c.path.startsWith('.nas/')).map((c) => c.path),
       reviewedClaims: claims,
       inboxReads: reads.paths().filter((p) => p.startsWith('inbox/')),
     });
+    // Checks can take a while: the lease must still hold when the PR is filed (and merged).
+    await this.leases.authorize(role, branch, 'propose:main', creds, `propose ${role}/${branch}`);
     const now = new Date().toISOString();
     const count = (s: string) => changes.filter((c) => c.status === s).length;
     const pr = await snap.home.prs.create({
-      home: role, branch, target: 'main', state: decision.action === 'fail' ? 'failed' : 'waiting', intent,
+      home: role, branch, target: 'main', state: decision.action === 'fail' ? 'failed' : decision.action === 'merge' ? 'merging' : 'waiting', intent,
       created: now, updated: now, head: snap.commit, base, target_head: snap.mainHead,
       provenance: {
         principal: who.principal, ...(who.lease ? { lease: who.lease.id } : {}),
@@ -93,23 +102,36 @@ export class PrService {
 
   async approve(role: string, id: number, creds: Credentials): Promise<PullRequest> {
     requireOwner(creds, 'approving a PR', this.stateDir);
-    const pr = await this.need(role, id);
-    if (pr.state !== 'waiting') throw new UserError(`PR ${id} is ${pr.state}: only a waiting PR can be approved${pr.state === 'failed' || pr.state === 'conflict' ? ' (fix the branch and propose again)' : ''}`, 409);
+    await this.need(role, id);
     const owner = (await this.reg.snapshot(role)).config.role.owner ?? 'owner';
-    pr.decision = { by: owner, at: new Date().toISOString(), action: 'approve' };
+    const pr = await this.decide(role, id, ['waiting'], (p) => {
+      p.state = 'merging';
+      p.decision = { by: owner, at: new Date().toISOString(), action: 'approve' };
+    }, 'only a waiting PR can be approved');
     return this.merge(role, pr, owner);
   }
 
   async reject(role: string, id: number, why: string | undefined, creds: Credentials): Promise<PullRequest> {
     requireOwner(creds, 'rejecting a PR', this.stateDir);
     if (!why?.trim()) throw new UserError('say why: --why "..." (the run reads it)');
-    const pr = await this.need(role, id);
-    if (pr.state === 'merged' || pr.state === 'rejected') throw new UserError(`PR ${id} is ${pr.state} already`, 409);
+    await this.need(role, id);
     const owner = (await this.reg.snapshot(role)).config.role.owner ?? 'owner';
-    pr.state = 'rejected';
-    pr.decision = { by: owner, at: new Date().toISOString(), action: 'reject', why: why.trim() };
-    await this.reg.homeOf(role).prs.update(pr);
-    return pr;
+    return this.decide(role, id, ['waiting', 'conflict', 'failed'], (p) => {
+      p.state = 'rejected';
+      p.decision = { by: owner, at: new Date().toISOString(), action: 'reject', why: why.trim() };
+    }, 'it can no longer be rejected');
+  }
+
+  /** One decision at a time: the PR must still be in an expected state when the decision is written. */
+  private async decide(role: string, id: number, from: PrState[], change: (pr: PullRequest) => void, refusal: string): Promise<PullRequest> {
+    try {
+      return await this.reg.homeOf(role).prs.transition(id, from, change);
+    } catch (err) {
+      if (err instanceof PrStateConflict) {
+        throw new UserError(`${err.message}: ${refusal}${/failed|conflict/.test(err.message) ? ' (fix the branch and propose again)' : ''}`, 409);
+      }
+      throw err;
+    }
   }
 
   async stats(role: string): Promise<object> {

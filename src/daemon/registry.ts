@@ -238,10 +238,17 @@ export class Registry {
    * Discard a branch (a parallel attempt that lost): its work since it forked from main goes to the recycle
    * area, then its view, ref, record and directory go. Scratch (workspace/) goes with it, as documented.
    */
-  async discardBranch(role: string, branch: string): Promise<object> {
+  async discardBranch(role: string, branch: string): Promise<{ discarded: string; head: string; recycled: string[] }> {
     const m = this.need(role);
     const view = this.needBranch(role, branch);
-    await view.sync();
+    // Out of the mount first, then commit what is pending: nothing can land after the work is counted.
+    m.branches.delete(branch);
+    try {
+      await view.close();
+    } catch (err) {
+      m.branches.set(branch, view);
+      throw err;
+    }
     const store = m.home.store;
     const head = view.head;
     const fork = await store.mergeBase(head, await m.home.mainHead());
@@ -255,8 +262,6 @@ export class Registry {
         ...(view.run ? { run: view.run } : {}),
       },
     }))));
-    m.branches.delete(branch);
-    await view.close();
     await m.home.removeBranch(branch);
     return { discarded: view.name, head, recycled: work.map((c) => c.path) };
   }
@@ -265,11 +270,14 @@ export class Registry {
     return this.need(role).home.trash.list();
   }
 
-  /**
-   * Restore a deleted path into a branch: the newest record for the path (from the given branch when named),
-   * or the record with the given id. Refuses to overwrite anything that exists unless told where to put it.
-   */
-  async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }): Promise<object> {
+  /** The branch a restore would write into (for the caller's authorization): --branch, else where the file was deleted. */
+  async trashTarget(role: string, opts: { path?: string; id?: string; branch?: string }): Promise<string> {
+    if (opts.branch) return opts.branch;
+    const record = await this.findTrash(role, opts);
+    return record.branch;
+  }
+
+  private async findTrash(role: string, opts: { path?: string; id?: string; branch?: string }): Promise<TrashRecord> {
     const m = this.need(role);
     const path = opts.path ? validateRelPath(opts.path) : undefined;
     if (!path && !opts.id) throw new UserError('name the path to restore (or --id from nas trash list)');
@@ -279,6 +287,16 @@ export class Registry {
       const what = opts.id ? `id ${opts.id}` : `${path}${opts.branch ? ` deleted from ${opts.branch}` : ''}`;
       throw new UserError(`nothing in the recycle area of ${role} matches ${what}; see nas trash list ${role}`, 404);
     }
+    return record;
+  }
+
+  /**
+   * Restore a deleted path into a branch: the newest record for the path (from the given branch when named),
+   * or the record with the given id. Refuses to overwrite anything that exists unless told where to put it.
+   */
+  async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }): Promise<object> {
+    const m = this.need(role);
+    const record = await this.findTrash(role, opts);
     const branch = opts.branch ?? record.branch;
     if (branch === 'main') throw new UserError('main is protected: restore into a branch (--branch <name>) and merge it');
     const view = this.needBranch(role, branch);

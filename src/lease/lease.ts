@@ -49,6 +49,7 @@ export function validateScopes(scopes: string[]): string[] {
 /** A sub-lease may only narrow: same Home, branch and principal; fewer scopes; no later expiry; no bigger budget. */
 export function checkNarrowing(parent: Lease, req: LeaseRequest): void {
   const problems: string[] = [];
+  if (req.budgetBytes !== undefined && !(Number.isSafeInteger(req.budgetBytes) && req.budgetBytes >= 0)) problems.push('its budget is not a whole number of bytes');
   if (req.home !== parent.home || req.branch !== parent.branch) {
     problems.push(`it is for ${req.home}/${req.branch}, the parent for ${parent.home}/${parent.branch}`);
   }

@@ -45,6 +45,8 @@ export interface CustomCheck {
 }
 
 const OUTPUT_MAX = 64 * 1024;
+/** Custom checks run as nobody: main's .nas/ is the owner's, but its scripts need no privilege. */
+const NOBODY = 65534;
 const text = async (store: Store, oid: string) => (await store.readBlob(oid)).toString('utf8');
 const changed = (p: Proposal) => p.changes.filter((c) => c.after);
 
@@ -140,23 +142,45 @@ async function runCustom(p: Proposal, check: CustomCheck): Promise<{ ok: boolean
       await fs.writeFile(`${work}/${c.path}`, await p.store.readBlob(c.after!.oid));
     }
     await fs.writeFile(`${dir}/changes`, p.changes.map((c) => `${c.status}\t${c.path}\n`).join(''));
+    await fs.chmod(dir, 0o755);
     return await new Promise((resolve) => {
-      // Its own process group, so the time limit kills whatever it started too.
-      const child = spawn(exe, [], { cwd: work, env: { PATH: process.env.PATH, NAS_CHANGES: `${dir}/changes` }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      // As nobody, in its own process group: the time limit, and the end of the check, kill all it started.
+      const child = spawn(exe, [], {
+        cwd: work, env: { PATH: process.env.PATH, HOME: work, NAS_CHANGES: `${dir}/changes` },
+        stdio: ['ignore', 'pipe', 'pipe'], detached: true, uid: NOBODY, gid: NOBODY,
+      });
       let output = '';
+      let killed = false;
+      let done = false;
+      const killGroup = () => {
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      };
+      const finish = (ok: boolean, text: string) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        killGroup();
+        child.stdout.destroy();
+        child.stderr.destroy();
+        resolve({ ok, output: text.slice(0, OUTPUT_MAX) });
+      };
       const take = (d: Buffer) => (output = (output + d.toString()).slice(0, OUTPUT_MAX));
       child.stdout.on('data', take);
       child.stderr.on('data', take);
       const timer = setTimeout(() => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          child.kill('SIGKILL');
-        }
-        output += `\n(killed after its time limit of ${check.timeoutMs} ms)`;
+        killed = true;
+        killGroup();
       }, check.timeoutMs);
-      child.on('error', (err) => (clearTimeout(timer), resolve({ ok: false, output: `cannot run ${check.run}: ${err.message}` })));
-      child.on('close', (code) => (clearTimeout(timer), resolve({ ok: code === 0, output: output || `exit ${code}` })));
+      child.on('error', (err) => finish(false, `cannot run ${check.run}: ${err.message}`));
+      // Resolve at exit (not when the pipes close): a process it left behind must not hold the PR.
+      child.on('exit', (code) => setTimeout(() => {
+        const note = killed ? `\n(killed after its time limit of ${check.timeoutMs} ms)` : '';
+        finish(!killed && code === 0, (output || `exit ${code}`) + note);
+      }, 50));
     });
   } finally {
     await fs.rm(dir, { recursive: true, force: true });

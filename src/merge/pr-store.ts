@@ -7,7 +7,10 @@ import { mapLimit } from '../util/concurrency.js';
  * (the read manifest). `refs/nas/pr-heads/<id>` keeps each proposed commit alive whatever the branch does.
  */
 
-export type PrState = 'merged' | 'waiting' | 'conflict' | 'failed' | 'rejected';
+/** `merging` while a merge is under way (by policy or an approval): no other decision can take the PR then. */
+export type PrState = 'merged' | 'waiting' | 'conflict' | 'failed' | 'rejected' | 'merging';
+
+export class PrStateConflict extends Error {}
 
 export interface Conflict {
   path: string;
@@ -80,6 +83,25 @@ export class PrStore {
     }, `pr: propose ${pr.branch} into ${pr.target}`, this.identity);
     await this.store.updateRef(`refs/nas/pr-heads/${created.id}`, pr.head, null, `pr ${created.id}`);
     return created;
+  }
+
+  /**
+   * Change a PR only if it is still in one of the `from` states, atomically with respect to every other
+   * decision (the check and the write are one compare-and-swap on the PR ref).
+   */
+  async transition(id: number, from: PrState[], change: (pr: PullRequest) => void): Promise<PullRequest> {
+    let result!: PullRequest;
+    await this.store.commitToRef(PRS_REF, async (tree) => {
+      const entry = tree ? await this.store.lookupPath(tree, `${id}/pr.yaml`) : null;
+      if (!entry) throw new PrStateConflict(`no PR ${id}`);
+      const pr = await this.parse(entry);
+      if (!from.includes(pr.state)) throw new PrStateConflict(`PR ${id} is ${pr.state}`);
+      change(pr);
+      pr.updated = new Date().toISOString();
+      result = pr;
+      return new Map([[`${id}/pr.yaml`, { oid: await this.store.writeBlob(yaml.dump(pr)), mode: MODE.file }]]);
+    }, `pr ${id}`, this.identity);
+    return result;
   }
 
   async update(pr: PullRequest): Promise<void> {
