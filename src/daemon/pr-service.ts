@@ -4,7 +4,7 @@ import { validateBranch } from '../util/names.js';
 import { treeFiles } from '../memory/files.js';
 import { isNote } from '../memory/layout.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from '../merge/checks.js';
-import { mergeIntoMain } from '../merge/merge.js';
+import { mergeIntoMain, type MergeOutcome } from '../merge/merge.js';
 import { PrStateConflict, type PrState, type PullRequest } from '../merge/pr-store.js';
 import { decide } from '../policy/merge-policy.js';
 import { requireOwner, type Credentials } from './auth.js';
@@ -165,11 +165,20 @@ export class PrService {
       `Nas-Checks: ${pr.checks.map((c) => `${c.name}=${c.ok ? 'pass' : 'fail'}`).join(', ') || '-'}`,
       `Nas-Reads-Digest: ${pr.provenance.reads_digest}`, `Nas-Merged-By: ${by}`,
     ];
-    const outcome = await mergeIntoMain(home.store, home.trash, {
-      head: pr.head, branch: pr.branch, run: pr.provenance.run,
-      message: `Merge PR ${pr.id} from ${pr.branch}: ${pr.intent}\n\n${trailers.join('\n')}\n`,
-      author: { name: pr.provenance.principal, email: `${pr.provenance.principal}@agent-nas` },
-    });
+    let outcome: MergeOutcome;
+    try {
+      outcome = await mergeIntoMain(home.store, home.trash, {
+        head: pr.head, branch: pr.branch, run: pr.provenance.run,
+        message: `Merge PR ${pr.id} from ${pr.branch}: ${pr.intent}\n\n${trailers.join('\n')}\n`,
+        author: { name: pr.provenance.principal, email: `${pr.provenance.principal}@agent-nas` },
+      });
+    } catch (err) {
+      // Back to the owner rather than stuck "merging": approving again merges, or finds main up to date.
+      pr.state = 'waiting';
+      pr.reasons = [`the merge did not complete (${(err as Error).message}); approve it again`];
+      await home.prs.update(pr);
+      throw err;
+    }
     if (outcome.kind === 'merged') {
       pr.state = 'merged';
       pr.merged = { commit: outcome.commit, at: new Date().toISOString(), by };
