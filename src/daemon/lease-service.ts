@@ -4,6 +4,7 @@ import { parseDuration } from '../util/duration.js';
 import { validateBranch } from '../util/names.js';
 import { LeaseRefused, refusal, type Lease } from '../lease/lease.js';
 import { resolvePrincipal } from '../lease/principal.js';
+import { LEASES_REF } from '../lease/lease-store.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { Registry } from './registry.js';
 
@@ -20,6 +21,9 @@ const publicView = (l: Lease, now = Date.now()) => {
 };
 
 export class LeaseService {
+  /** Per Home: the leases ref last applied, and when the next active write lease expires (see applyAll). */
+  private readonly applied = new Map<string, { ref: string | null; until: number }>();
+
   constructor(private readonly reg: Registry, private readonly stateDir: string, private readonly log: Logger) {}
 
   /**
@@ -115,7 +119,9 @@ export class LeaseService {
   async apply(role: string): Promise<Record<string, object>> {
     const now = new Date();
     const home = this.reg.homeOf(role);
+    const ref = await home.store.readRef(LEASES_REF);
     const leases = await home.leases.list();
+    let until = Infinity;
     const out: Record<string, object> = {};
     for (const view of this.reg.branchViews(role)) {
       const branch = view.name.slice(role.length + 1);
@@ -126,6 +132,7 @@ export class LeaseService {
           break;
         }
       }
+      if (active) until = Math.min(until, Date.parse(active.expires));
       const owner = active ? await resolvePrincipal(active.principal) : null;
       view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null);
       out[branch] = {
@@ -134,12 +141,16 @@ export class LeaseService {
         ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so ${view.name} keeps its owner` } : {}),
       };
     }
+    this.applied.set(role, { ref, until });
     return out;
   }
 
+  /** The periodic pass: a Home is re-applied only when its leases changed or an active write lease expired. */
   async applyAll(): Promise<void> {
     for (const role of this.reg.roles()) {
       try {
+        const seen = this.applied.get(role);
+        if (seen && seen.ref === (await this.reg.homeOf(role).store.readRef(LEASES_REF)) && Date.now() < seen.until) continue;
         await this.apply(role);
       } catch (err) {
         this.log.error({ err, role }, 'cannot apply leases');
