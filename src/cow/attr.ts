@@ -16,10 +16,8 @@ export interface Attr {
   blksize: number;
 }
 
-export interface Owner {
-  uid: number;
-  gid: number;
-}
+export type { Owner } from '../util/owner.js';
+import type { Owner } from '../util/owner.js';
 
 const { S_IFDIR, S_IFREG, S_IFLNK } = constants;
 

@@ -4,7 +4,8 @@ import { parseDuration } from '../util/duration.js';
 import { validateBranch } from '../util/names.js';
 import { LeaseRefused, refusal, type Lease } from '../lease/lease.js';
 import { resolvePrincipal } from '../lease/principal.js';
-import { LEASES_REF } from '../lease/lease-store.js';
+import { LEASES_REF } from '../store/refs.js';
+import { LeaseStore } from '../lease/lease-store.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { Registry } from './registry.js';
 
@@ -33,11 +34,11 @@ export class LeaseService {
   async issue(role: string, branch: string, opts: { principal?: string; ttl?: string; scopes?: string; budget?: number }, creds: Credentials): Promise<object> {
     validateBranch(branch);
     this.reg.branchView(role, branch);
-    const home = this.reg.homeOf(role);
+    const leases = this.leasesOf(role);
     let parent: Lease | undefined;
     if (creds.lease) {
       parent = await this.leaseOf(role, creds.lease);
-      const chain = await home.leases.chain(parent);
+      const chain = await leases.chain(parent);
       const why = refusal(chain, { home: role, branch: parent.branch, scope: parent.scopes[0] });
       if (why) throw new UserError(`${why}; it cannot grant a sub-lease`, 403);
     } else requireOwner(creds, 'issuing a lease', this.stateDir);
@@ -55,7 +56,7 @@ export class LeaseService {
     }
     const scopes = (opts.scopes ?? parent?.scopes.join(',') ?? 'write,propose:main').split(',').map((s) => s.trim()).filter(Boolean);
     try {
-      const { lease, token } = await home.leases.issue(
+      const { lease, token } = await leases.issue(
         { home: role, branch, principal, scopes, expires, budgetBytes: opts.budget ?? parent?.budget_bytes },
         parent,
       );
@@ -67,14 +68,19 @@ export class LeaseService {
     }
   }
 
+  private leasesOf(role: string): LeaseStore {
+    const home = this.reg.homeOf(role);
+    return new LeaseStore(home.store, home.identity);
+  }
+
   async list(role: string): Promise<object[]> {
-    return (await this.reg.homeOf(role).leases.list()).map((l) => publicView(l));
+    return (await this.leasesOf(role).list()).map((l) => publicView(l));
   }
 
   async revoke(role: string, id: string, creds: Credentials): Promise<object> {
     requireOwner(creds, 'revoking a lease', this.stateDir);
     try {
-      const lease = await this.reg.homeOf(role).leases.revoke(id);
+      const lease = await this.leasesOf(role).revoke(id);
       await this.apply(role);
       return publicView(lease);
     } catch (e) {
@@ -85,9 +91,9 @@ export class LeaseService {
 
   /** Revoke every lease of a branch (it is being discarded): a token must not outlive its branch. */
   async revokeBranch(role: string, branch: string): Promise<string[]> {
-    const home = this.reg.homeOf(role);
-    const ids = (await home.leases.list()).filter((l) => l.branch === branch && !l.revoked).map((l) => l.id);
-    for (const id of ids) await home.leases.revoke(id);
+    const leases = this.leasesOf(role);
+    const ids = (await leases.list()).filter((l) => l.branch === branch && !l.revoked).map((l) => l.id);
+    for (const id of ids) await leases.revoke(id);
     return ids;
   }
 
@@ -95,7 +101,7 @@ export class LeaseService {
   async authorize(role: string, branch: string, scope: string, creds: Credentials, action: string): Promise<Authorized> {
     if (creds.lease) {
       const lease = await this.leaseOf(role, creds.lease);
-      const why = refusal(await this.reg.homeOf(role).leases.chain(lease), { home: role, branch, scope });
+      const why = refusal(await this.leasesOf(role).chain(lease), { home: role, branch, scope });
       if (why) throw new UserError(`${action} refused: ${why}. Nothing was changed`, 403);
       return { principal: lease.principal, lease };
     }
@@ -105,7 +111,7 @@ export class LeaseService {
 
   private async leaseOf(role: string, token: string): Promise<Lease> {
     try {
-      return await this.reg.homeOf(role).leases.fromToken(token);
+      return await this.leasesOf(role).fromToken(token);
     } catch (e) {
       if (e instanceof LeaseRefused) throw new UserError(e.message, 403);
       throw e;
@@ -120,14 +126,15 @@ export class LeaseService {
     const now = new Date();
     const home = this.reg.homeOf(role);
     const ref = await home.store.readRef(LEASES_REF);
-    const leases = await home.leases.list();
+    const store = this.leasesOf(role);
+    const leases = await store.list();
     let until = Infinity;
     const out: Record<string, object> = {};
     for (const view of this.reg.branchViews(role)) {
       const branch = view.name.slice(role.length + 1);
       let active: Lease | undefined;
       for (const l of leases.filter((l) => l.branch === branch && l.scopes.includes('write')).reverse()) {
-        if (!refusal(await home.leases.chain(l), { home: role, branch, scope: 'write' }, now)) {
+        if (!refusal(await store.chain(l), { home: role, branch, scope: 'write' }, now)) {
           active = l;
           break;
         }

@@ -1,11 +1,12 @@
-import { MAIN_REF } from '../home/home.js';
-import { MODE, RefConflict, type Entry, type Store } from '../store/store.js';
+import { MAIN_REF } from '../store/refs.js';
+import { MODE, RefConflict, type Entry } from '../store/store.js';
 import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
-import { checkMemory, idsByPath, type CheckReport, type Finding, type Rule } from '../memory/check.js';
+import { checkMemory, type CheckReport, type Finding, type Rule } from '../memory/check.js';
 import { briefing, BriefingTooSmall, contextLists, measure } from '../memory/context.js';
 import { treeFiles, withChanges, type FileSet } from '../memory/files.js';
 import { loadMemory, regenerate, type Memory } from '../memory/model.js';
+import { branchMemory } from '../memory/branch-memory.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
 import { importNote } from '../memory/import.js';
 import type { Registry, Snapshot } from './registry.js';
@@ -17,18 +18,6 @@ const INDEX_RULES = new Set<Rule>([
   'index-markers', 'index-stale', 'index-size', 'topic-description', 'topic-size', 'topic-depth', 'topic-updated',
   'description-length', 'front-matter', 'binary', 'too-large',
 ]);
-
-/**
- * A branch's memory, read against main: a note counts as reviewed only with content main has (now, or where
- * the branch forked from it), so a claim of review the branch made itself does not count.
- */
-export async function branchMemory(store: Store, files: FileSet, commit: string, mainHead: string): Promise<Memory> {
-  const ids = async (c: string) => idsByPath(await treeFiles(store, (await store.readCommit(c)).tree).list());
-  const now = await ids(mainHead);
-  const fork = await store.mergeBase(commit, mainHead);
-  const then = fork ? await ids(fork) : new Map<string, string>();
-  return loadMemory(files, (path, id) => now.get(path) === id || then.get(path) === id);
-}
 
 export class MemoryService {
   constructor(private readonly reg: Registry, private readonly stateDir: string) {}
@@ -158,17 +147,16 @@ export class MemoryService {
 
     const entries = new Map<string, Entry | null>();
     for (const [p, content] of changes) entries.set(p, content === null ? null : { oid: await store.writeBlob(content), mode: MODE.file });
-    const tree = await store.editTree((await store.readCommit(snap.commit)).tree, entries);
     const owner = snap.config.role.owner ?? 'owner';
     const message = `Review memory note ${to}\n\nNas-Review: ${path}${to !== path ? ` -> ${to}` : ''}\nNas-Reviewer: ${owner}\n`;
-    const commit = await store.writeCommit({ tree, parents: [snap.commit], message, author: { name: owner, email: `${owner}@agent-nas` } });
+    let commit: string | null;
     try {
-      await store.updateRef(MAIN_REF, commit, snap.commit, `review ${path}`);
+      commit = await store.commitChanges(MAIN_REF, { head: snap.commit, changes: entries, message, author: { name: owner, email: `${owner}@agent-nas` } });
     } catch (err) {
       if (err instanceof RefConflict) throw new UserError('main moved while the review was prepared; nothing was changed. Run it again', 409);
       throw err;
     }
     await this.reg.refreshMains();
-    return { reviewed: path, to, commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
+    return { reviewed: path, to, commit: commit ?? snap.commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
   }
 }

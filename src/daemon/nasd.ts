@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { UserError } from '../util/errors.js';
 import { loadConfig, USAGE } from './config.js';
 import { Registry } from './registry.js';
-import { preflight, mountFuse, type FuseMount } from './mount.js';
+import { preflight, mountFuse, type FuseMount } from '../fuse-ops/mount.js';
 import { serveControl } from './control.js';
 import { fuseOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';

@@ -3,15 +3,16 @@ import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
 import { validateBranch, validateRelPath, validateRole } from '../util/names.js';
 import type { Identity } from '../store/store.js';
-import { Home, type BranchRecord, type HomeConfig } from '../home/home.js';
+import { Home, type BranchRecord } from '../home/home.js';
+import { scratchRoots, type HomeConfig } from '../config/home-config.js';
+import { branchRef } from '../store/refs.js';
 import { compileRules } from '../policy/policy.js';
 import { GitLayer } from '../cow/git-layer.js';
 import { MainView } from '../cow/main-view.js';
-import { BranchView } from '../cow/branch-view.js';
+import { BranchView } from '../cow/branch/branch-view.js';
 import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
-import { newTrashId, type TrashKind, type TrashRecord } from '../trash/trash.js';
-import { MODE } from '../store/store.js';
+import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
 
 export interface RegistryOptions {
   stateDir: string;
@@ -42,14 +43,6 @@ interface Mounted {
   branches: Map<string, BranchView>;
 }
 
-/** Scratch roots (plain top-level directories such as workspace/) that every view shows. */
-function scratchRoots(config: HomeConfig): string[] {
-  return config.maintenance.retention
-    .filter((r) => r.class === 'scratch')
-    .map((r) => r.path.replace(/\/+$/, ''))
-    .filter((p) => /^[^/*?]+$/.test(p));
-}
-
 /**
  * Every Home and its views, by the name that appears under the mount root: `<role>` for main,
  * `<role>@<branch>` for a branch. The control API and the FUSE adapter both go through here.
@@ -74,7 +67,7 @@ export class Registry {
     const head = await home.mainHead();
     const config = await home.config(head);
     for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
-    const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config));
+    const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config.maintenance));
     const mounted: Mounted = { home, config, main, branches: new Map() };
     this.homes.set(home.role, mounted);
     for (const b of await home.branches()) await this.openBranch(mounted, b);
@@ -83,7 +76,7 @@ export class Registry {
 
   private async openBranch(m: Mounted, record: BranchRecord): Promise<BranchView> {
     // Rules come from the branch's own head: .nas/ is read-only in a branch, so they are main's as of the fork.
-    const head = await m.home.store.readRef(`refs/heads/${record.name}`);
+    const head = await m.home.store.readRef(branchRef(record.name));
     const config = head ? await m.home.config(head) : m.config;
     const view = await BranchView.open(
       {
@@ -100,7 +93,7 @@ export class Registry {
         windowMs: this.opts.windowMs,
         log: this.opts.log,
       },
-      scratchRoots(config),
+      scratchRoots(config.maintenance),
     );
     m.branches.set(record.name, view);
     return view;
@@ -254,14 +247,7 @@ export class Registry {
     const fork = await store.mergeBase(head, await m.home.mainHead());
     const tree = async (c: string | null) => (c ? (await store.readCommit(c)).tree : null);
     const work = (await store.changes(await tree(fork), await tree(head))).filter((c) => c.after);
-    const now = new Date();
-    await m.home.trash.add(await Promise.all(work.map(async (c) => ({
-      record: {
-        id: newTrashId(now), path: c.path, branch, size: await store.blobSize(c.after!.oid), deletedAt: now.toISOString(), oid: c.after!.oid,
-        kind: (c.after!.mode === MODE.exec ? 'exec' : c.after!.mode === MODE.link ? 'symlink' : 'file') as TrashKind,
-        ...(view.run ? { run: view.run } : {}),
-      },
-    }))));
+    await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run));
     await m.home.removeBranch(branch);
     return { discarded: view.name, head, recycled: work.map((c) => c.path) };
   }

@@ -5,13 +5,9 @@ import { validateBranch, validateRole } from '../util/names.js';
 import { parseDuration } from '../util/duration.js';
 import { MODE, RefConflict, Store, type Entry, type Identity } from '../store/store.js';
 import { Trash } from '../trash/trash.js';
-import { LeaseStore } from '../lease/lease-store.js';
-import { PrStore } from '../merge/pr-store.js';
 import { defaultTemplate, TEMPLATES } from './template.js';
-import {
-  parseLimits, parseMaintenance, parsePolicy, parseRole,
-  type LimitsConfig, type MaintenanceConfig, type PolicyConfig, type RoleConfig,
-} from './config.js';
+import { readHomeConfig, type HomeConfig } from '../config/home-config.js';
+import { BRANCHES_REF, BRANCH_PREFIX, MAIN_REF, branchRef } from '../store/refs.js';
 
 /** A branch's record, kept as plain text in the Store (refs/nas/branches: `<branch>.yaml`). */
 export interface BranchRecord {
@@ -24,17 +20,6 @@ export interface BranchRecord {
   run?: string;
 }
 
-export interface HomeConfig {
-  role: Partial<RoleConfig>;
-  limits: LimitsConfig;
-  maintenance: MaintenanceConfig;
-  policy: PolicyConfig;
-  /** Everything wrong with the `.nas/` files; the defaults stand in for what could not be read. */
-  problems: string[];
-}
-
-export const MAIN_REF = 'refs/heads/main';
-const BRANCHES_REF = 'refs/nas/branches';
 
 /**
  * A Home: one bare git repository (`<state>/homes/<role>.git`) holding the Home's history, its branches'
@@ -42,13 +27,9 @@ const BRANCHES_REF = 'refs/nas/branches';
  */
 export class Home {
   readonly trash: Trash;
-  readonly leases: LeaseStore;
-  readonly prs: PrStore;
 
   private constructor(readonly role: string, readonly dir: string, readonly store: Store, readonly identity: Identity) {
     this.trash = new Trash(store, identity);
-    this.leases = new LeaseStore(store, identity);
-    this.prs = new PrStore(store, identity);
   }
 
   static dirFor(stateDir: string, role: string): string {
@@ -85,9 +66,7 @@ export class Home {
       const mode = f.kind === 'symlink' ? MODE.link : f.kind === 'exec' ? MODE.exec : MODE.file;
       changes.set(f.path, { oid: await store.writeBlob(f.content), mode });
     }
-    const tree = await store.editTree(null, changes);
-    const commit = await store.writeCommit({ tree, parents: [], message: `nas: create Home ${role} from template ${template}\n`, author: opts.identity });
-    await store.updateRef(MAIN_REF, commit, null, 'nas: create Home');
+    await store.commitChanges(MAIN_REF, { head: null, changes, message: `nas: create Home ${role} from template ${template}\n`, author: opts.identity });
     await store.setHead(MAIN_REF);
     await fs.mkdir(`${dir}/nas/branches`, { recursive: true });
     return new Home(role, dir, store, opts.identity);
@@ -109,26 +88,10 @@ export class Home {
   /** The `.nas/` metadata as of a commit, validated; problems are collected, never thrown. */
   async config(commit: string): Promise<HomeConfig> {
     const tree = (await this.store.readCommit(commit)).tree;
-    const problems: string[] = [];
-    const text = async (path: string): Promise<string> => {
+    return readHomeConfig(async (path) => {
       const entry = await this.store.lookupPath(tree, path);
-      if (!entry || entry.mode === MODE.tree) {
-        problems.push(`${path}: missing; using the defaults`);
-        return '';
-      }
-      return (await this.store.readBlob(entry.oid)).toString();
-    };
-    const take = <T>(p: { value: T; problems: string[] }): T => {
-      problems.push(...p.problems);
-      return p.value;
-    };
-    return {
-      role: take(parseRole(await text('.nas/role.yaml'))),
-      limits: take(parseLimits(await text('.nas/limits.yaml'))),
-      maintenance: take(parseMaintenance(await text('.nas/maintenance.yaml'))),
-      policy: take(parsePolicy(await text('.nas/policy.yaml'))),
-      problems,
-    };
+      return !entry || entry.mode === MODE.tree ? null : (await this.store.readBlob(entry.oid)).toString();
+    });
   }
 
   branchDir(branch: string): string {
@@ -136,11 +99,11 @@ export class Home {
   }
 
   async branches(): Promise<BranchRecord[]> {
-    const refs = await this.store.listRefs('refs/heads/');
+    const refs = await this.store.listRefs(BRANCH_PREFIX);
     const records = await this.branchRecords();
     const out: BranchRecord[] = [];
     for (const ref of refs.keys()) {
-      const name = ref.slice('refs/heads/'.length);
+      const name = ref.slice(BRANCH_PREFIX.length);
       if (name === 'main') continue;
       out.push(records.get(name) ?? { name, from: '?', base: '?', created: '?', ttl: '?', expires: '?' });
     }
@@ -169,7 +132,7 @@ export class Home {
     if (from !== 'main') validateBranch(from);
     const ttl = opts.ttl ?? opts.defaultTtl;
     const ttlSeconds = parseDuration(ttl);
-    const base = await this.store.readRef(`refs/heads/${from}`);
+    const base = await this.store.readRef(branchRef(from));
     if (!base) throw new UserError(`cannot branch from "${from}": Home ${this.role} has no such branch`, 404);
     const now = new Date();
     const record: BranchRecord = {
@@ -178,7 +141,7 @@ export class Home {
       ...(opts.run ? { run: opts.run } : {}),
     };
     try {
-      await this.store.updateRef(`refs/heads/${name}`, base, null, `nas: branch ${name} from ${from}`);
+      await this.store.updateRef(branchRef(name), base, null, `nas: branch ${name} from ${from}`);
     } catch (e) {
       if (e instanceof RefConflict) throw new UserError(`branch "${name}" already exists in Home ${this.role}`, 409);
       throw e;
@@ -191,8 +154,8 @@ export class Home {
   /** Remove a branch: its ref, its record and its directory (the caller has filed its work in the recycle area). */
   async removeBranch(name: string): Promise<void> {
     validateBranch(name);
-    const head = await this.store.readRef(`refs/heads/${name}`);
-    if (head) await this.store.deleteRef(`refs/heads/${name}`, head);
+    const head = await this.store.readRef(branchRef(name));
+    if (head) await this.store.deleteRef(branchRef(name), head);
     await this.store.commitToRef(BRANCHES_REF, async (tree) => (tree && (await this.store.lookupPath(tree, `${name}.yaml`)) ? new Map([[`${name}.yaml`, null]]) : null),
       `nas: discard branch ${name}\n`, this.identity);
     await fs.rm(this.branchDir(name), { recursive: true, force: true });

@@ -1,11 +1,10 @@
 import yaml from 'js-yaml';
 import { MODE, type Identity, type Store } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
+import { LEASES_REF } from '../store/refs.js';
 import { checkNarrowing, LeaseRefused, newToken, parseToken, tokenMatches, validateScopes, type Lease, type LeaseRequest } from './lease.js';
 
 /** A Home's leases, plain YAML in its Store under refs/nas/leases (`<id>.yaml`); tokens are never stored. */
-
-export const LEASES_REF = 'refs/nas/leases';
 
 export class LeaseStore {
   constructor(private readonly store: Store, private readonly identity: Identity) {}

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import type { Owner } from '../cow/attr.js';
+import type { Owner } from '../util/owner.js';
 
 /**
  * The local account a lease's principal stands for: a user name from /etc/passwd, or a numeric uid. The

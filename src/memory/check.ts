@@ -1,4 +1,4 @@
-import type { LimitsConfig } from '../home/config.js';
+import type { LimitsConfig } from '../config/home-config.js';
 import type { HomeFile } from './files.js';
 import { formatSize } from './index-block.js';
 import { INBOX_DIR, JOURNAL_DIR, MEMORY_MD, QUARANTINE_DIR, SKILLS_DIR, START_SET, isNote, isStartFile } from './layout.js';

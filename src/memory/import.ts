@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { QUARANTINE_DIR } from './layout.js';
-import { decodeText, parseNote, setField } from './note.js';
+import { parseNote, setField } from './note.js';
+import { decodeText } from '../util/text.js';
 
 /**
  * Importing memory written for another framework (a CLAUDE.md, Cursor rules, plain notes). The mapping is

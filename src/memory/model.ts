@@ -2,7 +2,8 @@ import { mapLimit } from '../util/concurrency.js';
 import type { FileSet, HomeFile } from './files.js';
 import { findBlock, renderBlock, replaceBlock, type Block, type TopicEntry } from './index-block.js';
 import { JOURNAL_DIR, MAX_TOPIC_DEPTH, MEMORY_MD, SKILLS_DIR, isIndexFile, isMarkdown, isTopic, topicDepth, topicRoot } from './layout.js';
-import { decodeText, parseNote, type Note, type NoteProblem } from './note.js';
+import { parseNote, type Note, type NoteProblem } from './note.js';
+import { decodeText } from '../util/text.js';
 
 /**
  * A Home's memory as read once: every Markdown file of the memory roots with its text and front matter, and

@@ -30,16 +30,6 @@ export interface Note {
 const FENCE = /^---[ \t]*\r?$/;
 const options = { engines: { yaml: (text: string) => yaml.load(text) as object } };
 
-/** Decode UTF-8 text; null for content that is not text (a NUL byte or invalid UTF-8). */
-export function decodeText(buf: Buffer): string | null {
-  if (buf.includes(0)) return null;
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(buf);
-  } catch {
-    return null;
-  }
-}
-
 export function parseNote(text: string): Note {
   const note: Note = { data: {}, hasFrontMatter: false, trust: 'unreviewed', body: text, problems: [] };
   const lines = text.split('\n');

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import yaml from 'js-yaml';
-import { BUILTIN_CHECKS, parseLimits, parseMaintenance, parsePolicy, parseRole, type LimitsConfig } from '../home/config.js';
+import { BUILTIN_CHECKS, parseLimits, parseMaintenance, parsePolicy, parseRole, type LimitsConfig } from '../config/home-config.js';
 import { MODE, type Change, type Store } from '../store/store.js';
 import { parseDuration } from '../util/duration.js';
 import { checkMemory } from '../memory/check.js';

@@ -1,7 +1,7 @@
-import { MAIN_REF } from '../home/home.js';
-import { MODE, RefConflict, type Identity, type MergeConflict, type Store } from '../store/store.js';
-import { newTrashId, type Trash, type TrashKind } from '../trash/trash.js';
-import { decodeText } from '../memory/note.js';
+import { MAIN_REF } from '../store/refs.js';
+import { RefConflict, type Identity, type MergeConflict, type Store } from '../store/store.js';
+import { itemsFromGit, type Trash } from '../trash/trash.js';
+import { decodeText } from '../util/text.js';
 import { conflictHunks } from './hunks.js';
 import type { Conflict } from './pr-store.js';
 
@@ -35,26 +35,18 @@ export async function mergeIntoMain(
     const merged = baseTree === mainTree ? { tree: headTree! } : await store.mergeTrees(baseTree ?? (await store.writeTree(new Map())), mainTree!, headTree!);
     if ('conflicts' in merged) return { kind: 'conflict', conflicts: await describe(store, merged.conflicts) };
     const deleted = (await store.changes(mainTree, merged.tree)).filter((c) => c.status === 'deleted');
-    const commit = await store.writeCommit({ tree: merged.tree, parents: [main, opts.head], message: opts.message, author: opts.author });
+    let commit: string;
     try {
-      await store.updateRef(MAIN_REF, commit, main, opts.message.split('\n')[0]);
+      commit = await store.commitTree(MAIN_REF, { head: main, tree: merged.tree, otherParents: [opts.head], message: opts.message, author: opts.author });
     } catch (err) {
       if (err instanceof RefConflict) continue;
       throw err;
     }
-    const now = new Date();
-    await trash.add(await Promise.all(deleted.map(async (c) => ({
-      record: {
-        id: newTrashId(now), path: c.path, branch: 'main', kind: kindOf(c.before!.mode), size: await store.blobSize(c.before!.oid),
-        deletedAt: now.toISOString(), oid: c.before!.oid, ...(opts.run ? { run: opts.run } : {}),
-      },
-    }))));
+    await trash.add(await itemsFromGit(store, deleted.map((c) => ({ path: c.path, entry: c.before! })), 'main', opts.run));
     return { kind: 'merged', commit, deleted: deleted.map((c) => c.path) };
   }
   throw new Error(`main kept moving: ${ATTEMPTS} merge attempts lost the race; try again`);
 }
-
-const kindOf = (mode: number): TrashKind => (mode === MODE.exec ? 'exec' : mode === MODE.link ? 'symlink' : 'file');
 
 /** Each conflict with its kind, and for text the hunks where both sides changed the same lines. */
 async function describe(store: Store, conflicts: MergeConflict[]): Promise<Conflict[]> {

@@ -1,6 +1,7 @@
 import yaml from 'js-yaml';
 import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
+import { PRS_REF, prHeadRef } from '../store/refs.js';
 
 /**
  * Agent PRs of a Home, plain text in its Store under refs/nas/prs: `<id>/pr.yaml` and `<id>/reads.txt`
@@ -44,8 +45,6 @@ export interface PullRequest {
   decision?: { by: string; at: string; action: 'approve' | 'reject'; why?: string };
 }
 
-export const PRS_REF = 'refs/nas/prs';
-
 export class PrStore {
   constructor(private readonly store: Store, private readonly identity: Identity) {}
 
@@ -81,7 +80,7 @@ export class PrStore {
         [`${created.id}/reads.txt`, { oid: readsBlob, mode: MODE.file }],
       ]);
     }, `pr: propose ${pr.branch} into ${pr.target}`, this.identity);
-    await this.store.updateRef(`refs/nas/pr-heads/${created.id}`, pr.head, null, `pr ${created.id}`);
+    await this.store.updateRef(prHeadRef(created.id), pr.head, null, `pr ${created.id}`);
     return created;
   }
 

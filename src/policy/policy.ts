@@ -1,6 +1,6 @@
 import type { ErrnoCode } from '../util/errors.js';
 import { globToRegExp, matchesAny } from '../util/glob.js';
-import { DEFAULT_MAINTENANCE, DEFAULT_POLICY, type MaintenanceConfig, type PolicyConfig } from '../home/config.js';
+import { DEFAULT_MAINTENANCE, DEFAULT_POLICY, type MaintenanceConfig, type PolicyConfig } from '../config/home-config.js';
 
 /**
  * Syscall-level rules, as pure functions over plain data: given an operation, a Home-relative path and

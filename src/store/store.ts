@@ -1,56 +1,14 @@
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
+import { applyEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
+import { MODE, type Change, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
  * The Store: one bare git repository per Home. The only module that talks to git.
  * Objects are immutable, so trees and blob sizes are cached by id; refs move only by compare-and-swap.
  */
 
-export const MODE = { tree: 0o040000, file: 0o100644, exec: 0o100755, link: 0o120000 } as const;
-
-export interface Entry {
-  oid: string;
-  mode: number;
-}
-export type Tree = ReadonlyMap<string, Entry>;
-
-export interface CommitInfo {
-  oid: string;
-  tree: string;
-  parents: string[];
-  /** Committer time, seconds since the epoch. */
-  time: number;
-  message: string;
-}
-
-export interface Identity {
-  name: string;
-  email: string;
-}
-
-export interface NewCommit {
-  tree: string;
-  parents: string[];
-  message: string;
-  author: Identity;
-  committer?: Identity;
-}
-
-/** One path that differs between two trees (files and symlinks; directories are walked, not listed). */
-export interface Change {
-  path: string;
-  status: 'added' | 'modified' | 'deleted';
-  before?: Entry;
-  after?: Entry;
-}
-
-/** A path a three-way merge could not resolve: the entry on each side (absent where it was deleted or never existed). */
-export interface MergeConflict {
-  path: string;
-  base?: Entry;
-  ours?: Entry;
-  theirs?: Entry;
-}
+export * from './types.js';
 
 /** A ref did not hold the value a writer expected: someone else moved it first. */
 export class RefConflict extends Error {
@@ -229,9 +187,9 @@ export class Store {
    * delete it (a directory path deletes the whole subtree). Only the directories on changed paths are rewritten;
    * directories left empty disappear, as git cannot hold them.
    */
-  async editTree(root: string | null, changes: ReadonlyMap<string, Entry | null>): Promise<string> {
+  async editTree(root: string | null, changes: Edits): Promise<string> {
     if (changes.size === 0) return root ?? (await this.writeTree(new Map()));
-    if (await this.simpleEdits(root, changes)) {
+    if (await isSimpleEdit((path) => (root ? this.lookupPath(root, path) : Promise.resolve(null)), changes)) {
       // libgit2 applies them in C, rewriting each touched directory once: no per-entry JavaScript.
       const base = await NodeGit.Tree.lookup(this.repo, NodeGit.Oid.fromString(root ?? (await this.writeTree(new Map()))));
       const updates = [...changes].map(([path, entry]) => {
@@ -244,70 +202,44 @@ export class Store {
       });
       return (await base.createUpdated(this.repo, updates.length, updates)).tostrS();
     }
-    const trie = new EditNode();
-    for (const [path, entry] of changes) trie.add(path.split('/'), entry);
-    const out = await this.applyEdits(root, trie);
+    const out = await applyEdits(this, root, editTrie(changes));
     return out ?? (await this.writeTree(new Map()));
   }
 
   /**
-   * Whether libgit2's tree update can apply these changes as meant: it cannot delete a directory and add
-   * into it in one pass, replace a file by a directory or back, or delete what is not there.
+   * The one way anything moves a ref to new content: write a commit of `tree` whose first parent is the
+   * ref's current head (`head`, null for a new ref), then move the ref from `head` by compare-and-swap.
+   * Throws RefConflict when someone else moved the ref first.
    */
-  private async simpleEdits(root: string | null, changes: ReadonlyMap<string, Entry | null>): Promise<boolean> {
-    for (const [path, entry] of changes) {
-      if (entry?.mode === MODE.tree) return false;
-      const existing = root ? await this.lookupPath(root, path) : null;
-      if (entry === null ? existing?.mode !== MODE.file && existing?.mode !== MODE.exec && existing?.mode !== MODE.link : existing?.mode === MODE.tree) return false;
-      for (let i = path.indexOf('/'); entry && root && i > 0; i = path.indexOf('/', i + 1)) {
-        const dir = await this.lookupPath(root, path.slice(0, i));
-        if (!dir) break;
-        if (dir.mode !== MODE.tree || changes.has(path.slice(0, i))) return false;
-      }
-    }
-    return true;
+  async commitTree(ref: string, c: { head: string | null; tree: string; message: string; author: Identity; committer?: Identity; otherParents?: string[] }): Promise<string> {
+    const parents = [...(c.head ? [c.head] : []), ...(c.otherParents ?? [])];
+    const commit = await this.writeCommit({ tree: c.tree, parents, message: c.message, author: c.author, committer: c.committer });
+    await this.updateRef(ref, commit, c.head, c.message.split('\n')[0]);
+    return commit;
   }
 
-  private async applyEdits(treeOid: string | null, node: EditNode): Promise<string | null> {
-    const entries = new Map(treeOid ? await this.readTree(treeOid) : []);
-    // Deletions first, so that "delete dir, then add dir/file" leaves only the new file.
-    for (const [name, child] of node.children) {
-      if (child.replace !== undefined) {
-        if (child.replace === null) entries.delete(name);
-        else if (child.replace.mode !== MODE.tree || child.children.size === 0) entries.set(name, child.replace);
-      }
-    }
-    for (const [name, child] of node.children) {
-      if (child.children.size === 0) continue;
-      const existing = entries.get(name);
-      const base = existing && existing.mode === MODE.tree ? existing.oid : null;
-      const sub = await this.applyEdits(base, child);
-      if (sub === null) entries.delete(name);
-      else entries.set(name, { oid: sub, mode: MODE.tree });
-    }
-    if (entries.size === 0) return null;
-    return this.writeTree(entries);
+  /**
+   * Edit the tree of `head` (null: start empty) and commit it onto `ref` by compare-and-swap. Returns the new
+   * commit, or null when the edits change nothing (then nothing is written).
+   */
+  async commitChanges(ref: string, c: { head: string | null; changes: Edits; message: string; author: Identity }): Promise<string | null> {
+    const base = c.head ? (await this.readCommit(c.head)).tree : null;
+    const tree = await this.editTree(base, c.changes);
+    if (tree === base) return null;
+    return this.commitTree(ref, { head: c.head, tree, message: c.message, author: c.author });
   }
 
   /**
    * Commit edits onto a metadata ref (branch records, recycle area), retrying when another writer moved it
    * first. `edit` gets the current tree (null if the ref is new) and returns the changes, or null for none.
    */
-  async commitToRef(
-    ref: string,
-    edit: (tree: string | null) => Promise<ReadonlyMap<string, Entry | null> | null>,
-    message: string,
-    author: Identity,
-  ): Promise<void> {
+  async commitToRef(ref: string, edit: (tree: string | null) => Promise<Edits | null>, message: string, author: Identity): Promise<void> {
     for (;;) {
       const head = await this.readRef(ref);
-      const base = head ? (await this.readCommit(head)).tree : null;
-      const changes = await edit(base);
+      const changes = await edit(head ? (await this.readCommit(head)).tree : null);
       if (!changes || changes.size === 0) return;
-      const tree = await this.editTree(base, changes);
-      const commit = await this.writeCommit({ tree, parents: head ? [head] : [], message, author });
       try {
-        await this.updateRef(ref, commit, head, message.split('\n')[0]);
+        await this.commitChanges(ref, { head, changes, message, author });
         return;
       } catch (e) {
         if (!(e instanceof RefConflict)) throw e;
@@ -383,25 +315,5 @@ export class Store {
     const committer = c.committer ? NodeGit.Signature.create(c.committer.name, c.committer.email, now, 0) : author;
     const oid = await this.repo.createCommit(null, author, committer, c.message, c.tree, c.parents);
     return oid.tostrS();
-  }
-}
-
-/** One directory level of a batch of tree edits. */
-class EditNode {
-  /** Set when this path itself is replaced (entry) or deleted (null). */
-  replace: Entry | null | undefined = undefined;
-  readonly children = new Map<string, EditNode>();
-
-  add(parts: string[], entry: Entry | null): void {
-    let node: EditNode = this;
-    for (const part of parts) {
-      let next = node.children.get(part);
-      if (!next) node.children.set(part, (next = new EditNode()));
-      node = next;
-    }
-    // Changes apply in order: a deletion or a file replaces whatever was below; a later change below a
-    // deleted directory adds to the empty place.
-    node.replace = entry;
-    if (entry === null || entry.mode !== MODE.tree) node.children.clear();
   }
 }

@@ -1,4 +1,4 @@
-import type { Tree } from './store.js';
+import type { Tree } from './types.js';
 
 /**
  * Parsed trees by id, least recently used first out, bounded by the number of entries held (not trees):

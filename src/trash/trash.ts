@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import yaml from 'js-yaml';
 import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
+import { TRASH_REF } from '../store/refs.js';
 
 /**
  * The recycle area of a Home: what unlink and rmdir removed from a branch view, kept in the Store under
@@ -29,12 +30,34 @@ export interface TrashItem {
   contentFile?: string;
 }
 
-export const TRASH_REF = 'refs/nas/trash';
-
 const KIND_MODE: Record<TrashKind, number> = { file: MODE.file, exec: MODE.exec, symlink: MODE.link, dir: MODE.file };
 
 export function newTrashId(now = new Date()): string {
   return `${now.getTime().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** The kind of a git entry: what a restore puts back. */
+export function kindOfMode(mode: number): TrashKind {
+  return mode === MODE.link ? 'symlink' : mode === MODE.exec ? 'exec' : mode === MODE.tree ? 'dir' : 'file';
+}
+
+/** A new record, stamped now, for a path deleted from a branch (by the run, when there is one). */
+export function trashRecord(
+  path: string, branch: string, kind: TrashKind, opts: { size?: number; oid?: string; run?: string; now?: Date } = {},
+): TrashRecord {
+  const now = opts.now ?? new Date();
+  return {
+    id: newTrashId(now), path, branch, kind, size: opts.size ?? 0, deletedAt: now.toISOString(),
+    ...(opts.oid ? { oid: opts.oid } : {}), ...(opts.run ? { run: opts.run } : {}),
+  };
+}
+
+/** Items for files whose content is already in git: what a merge removed from main, a discarded branch's work. */
+export async function itemsFromGit(store: Store, files: { path: string; entry: Entry }[], branch: string, run?: string): Promise<TrashItem[]> {
+  const now = new Date();
+  return Promise.all(files.map(async ({ path, entry }) => ({
+    record: trashRecord(path, branch, kindOfMode(entry.mode), { size: await store.blobSize(entry.oid), oid: entry.oid, run, now }),
+  })));
 }
 
 function recordDir(r: TrashRecord): string {

@@ -47,6 +47,15 @@ export interface PolicyConfig {
   merge: { auto: boolean; required_checks: string[] };
 }
 
+export interface HomeConfig {
+  role: Partial<RoleConfig>;
+  limits: LimitsConfig;
+  maintenance: MaintenanceConfig;
+  policy: PolicyConfig;
+  /** Everything wrong with the `.nas/` files; the defaults stand in for what could not be read. */
+  problems: string[];
+}
+
 export interface Parsed<T> {
   value: T;
   problems: string[];
@@ -191,4 +200,31 @@ export function parseRole(text: string, file = '.nas/role.yaml'): Parsed<Partial
     version: isVersion, role: isString, description: (v) => (typeof v === 'string' ? null : 'must be a string'), owner: isString, created: isString,
   }, problems);
   return { value, problems };
+}
+
+/** A Home's whole `.nas/` metadata, given a way to read one file's text (null: missing). */
+export async function readHomeConfig(read: (path: string) => Promise<string | null>): Promise<HomeConfig> {
+  const problems: string[] = [];
+  const take = async <T>(path: string, parse: (text: string) => Parsed<T>): Promise<T> => {
+    const text = await read(path);
+    if (text === null) problems.push(`${path}: missing; using the defaults`);
+    const parsed = parse(text ?? '');
+    problems.push(...parsed.problems);
+    return parsed.value;
+  };
+  return {
+    role: await take('.nas/role.yaml', parseRole),
+    limits: await take('.nas/limits.yaml', parseLimits),
+    maintenance: await take('.nas/maintenance.yaml', parseMaintenance),
+    policy: await take('.nas/policy.yaml', parsePolicy),
+    problems,
+  };
+}
+
+/** Scratch roots (plain top-level directories such as workspace/) that every view shows, even main. */
+export function scratchRoots(maintenance: MaintenanceConfig): string[] {
+  return maintenance.retention
+    .filter((r) => r.class === 'scratch')
+    .map((r) => r.path.replace(/\/+$/, ''))
+    .filter((p) => /^[^/*?]+$/.test(p));
 }

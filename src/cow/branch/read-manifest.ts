@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import { createHash } from 'node:crypto';
-import { hasCode } from '../util/errors.js';
+import { hasCode } from '../../util/errors.js';
 
 /**
  * What a run read through its branch view: each path with the blob version it saw, recorded when a file

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import type { TrashRecord } from '../trash/trash.js';
+import type { TrashRecord } from '../../trash/trash.js';
 
 /**
  * What a branch has deleted since its last commit, on disk so a crash loses none of it: whiteouts (paths

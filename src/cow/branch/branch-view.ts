@@ -2,20 +2,21 @@ import fs from 'node:fs/promises';
 import { constants, type Stats } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { fsError, hasCode } from '../util/errors.js';
-import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
-import { newTrashId, type Trash, type TrashKind, type TrashRecord } from '../trash/trash.js';
+import { fsError, hasCode } from '../../util/errors.js';
+import { MODE, type Entry, type Identity, type Store } from '../../store/store.js';
+import { kindOfMode, trashRecord, type Trash, type TrashKind, type TrashRecord } from '../../trash/trash.js';
 import {
   checkAppend, checkDirectoryMove, checkMutation, checkOpenForWrite, checkQuota, isAppendOnly, isScratch, type Mutation, type Rules,
-} from '../policy/policy.js';
-import { attrFromStats, gitModeOf, isInbox, type Attr, type Owner } from './attr.js';
-import { GitLayer } from './git-layer.js';
+} from '../../policy/policy.js';
+import { attrFromStats, gitModeOf, isInbox, type Attr, type Owner } from '../attr.js';
+import { GitLayer } from '../git-layer.js';
 import { Flusher } from './flusher.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
-import * as fsx from './fsx.js';
+import * as fsx from '../fsx.js';
 import { ReadManifest } from './read-manifest.js';
-import { mapLimit } from '../util/concurrency.js';
-import type { Handle, View } from './view.js';
+import { mapLimit } from '../../util/concurrency.js';
+import { branchRef } from '../../store/refs.js';
+import type { Handle, View } from '../view.js';
 
 export interface BranchContext {
   role: string;
@@ -99,7 +100,7 @@ export class BranchView implements View {
     for (const s of scratchRoots) await fs.mkdir(`${view.upper}/${s}`, { recursive: true });
     await fs.rm(view.tmp, { recursive: true, force: true });
     await fs.mkdir(view.tmp);
-    const head = await ctx.store.readRef(`refs/heads/${ctx.branch}`);
+    const head = await ctx.store.readRef(branchRef(ctx.branch));
     if (!head) throw new Error(`branch ${ctx.branch} has no ref in ${ctx.store.path}`);
     view.layer = new GitLayer(ctx.store, await ctx.store.readCommit(head));
     view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
@@ -639,10 +640,7 @@ export class BranchView implements View {
   // ---- deletions ---------------------------------------------------------------------------------
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
-    const now = new Date();
-    const record: TrashRecord = { id: newTrashId(now), path: rel, branch: this.ctx.branch, kind, size: 0, deletedAt: now.toISOString() };
-    if (this.ctx.runId) record.run = this.ctx.runId;
-    return record;
+    return trashRecord(rel, this.ctx.branch, kind, { run: this.ctx.runId });
   }
 
   /** Serialise changes to the pending log with its rewrite after a commit. */
@@ -719,7 +717,7 @@ export class BranchView implements View {
     if (tree !== head.tree) {
       const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
       const commit = await this.ctx.store.writeCommit({ tree, parents: [head.oid], message, author: this.ctx.identity });
-      await this.ctx.store.updateRef(`refs/heads/${this.ctx.branch}`, commit, head.oid, 'nasd: commit');
+      await this.ctx.store.updateRef(branchRef(this.ctx.branch), commit, head.oid, 'nasd: commit');
       this.layer = new GitLayer(this.ctx.store, await this.ctx.store.readCommit(commit));
     }
     await this.ctx.trash.add(
@@ -828,10 +826,6 @@ export class BranchView implements View {
 function kindOfStats(st: Stats): TrashKind {
   if (st.isSymbolicLink()) return 'symlink';
   return st.mode & 0o100 ? 'exec' : 'file';
-}
-
-function kindOfMode(mode: number): TrashKind {
-  return mode === MODE.link ? 'symlink' : mode === MODE.exec ? 'exec' : mode === MODE.tree ? 'dir' : 'file';
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -1,0 +1,236 @@
+import type { HomeConfig } from '../config/home-config.js';
+import { MAIN_REF } from '../store/refs.js';
+import type { Identity, Store } from '../store/store.js';
+import type { Trash } from '../trash/trash.js';
+import { UserError } from '../util/errors.js';
+import { treeFiles } from '../memory/files.js';
+import { isNote } from '../memory/layout.js';
+import { branchMemory } from '../memory/branch-memory.js';
+import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
+import { mergeIntoMain, type MergeOutcome } from './merge.js';
+import { decide } from './merge-policy.js';
+import { PrStateConflict, PrStore, type PrState, type PullRequest } from './pr-store.js';
+
+/**
+ * The Agent PR workflow (SPEC.md, Agent Branch, requirement 4): judge a branch against main (its checks,
+ * its policy), file the PR, merge it by policy or on the owner's approval, or turn it down. Callers
+ * authorize first; this module knows Stores and PRs, not credentials or sockets.
+ */
+
+/** What the run read, as the branch view's read manifest records it. */
+export interface Reads {
+  paths(): string[];
+  digest(): string;
+  text(): string;
+}
+
+export interface ProposalInput {
+  role: string;
+  branch: string;
+  intent: string;
+  /** Checks asked for beyond the ones main's policy requires. */
+  checks: string[];
+  store: Store;
+  /** The branch's committed head, and main's head with its metadata (everything that judges the PR). */
+  head: string;
+  mainHead: string;
+  mainConfig: HomeConfig;
+  principal: string;
+  lease?: string;
+  run?: string;
+  reads: Reads;
+}
+
+/** A PR ready to be filed, and whether policy merges it at once. */
+export interface Judged {
+  pr: Omit<PullRequest, 'id'>;
+  reads: string;
+  merge: boolean;
+}
+
+/** The intent as it goes into the merge commit: one line of plain text. */
+export function cleanIntent(raw: string | undefined): string {
+  const intent = (raw ?? '').replace(/\s+/g, ' ').trim();
+  if (!intent) throw new UserError('say what the change is for: --intent "..." (it goes into the merge commit)');
+  if (/[\x00-\x1f\x7f]/.test(intent)) throw new UserError('--intent must be plain text: no control characters');
+  if (intent.length > 500) throw new UserError('--intent is over 500 characters: one sentence is enough');
+  return intent;
+}
+
+/**
+ * Diff the branch against main, run the checks main defines, and apply main's policy: merge by itself, wait
+ * for the owner, or fail. Refused (nothing to file) when the branch changed nothing.
+ */
+export async function judgeProposal(p: ProposalInput): Promise<Judged> {
+  const { store } = p;
+  const name = `${p.role}@${p.branch}`;
+  const base = await store.mergeBase(p.head, p.mainHead);
+  if (!base) throw new UserError(`${name} shares no history with main`, 409);
+  const [baseTree, headTree, mainTree] = await Promise.all([base, p.head, p.mainHead].map(async (c) => (await store.readCommit(c)).tree));
+  // Everything that judges the PR comes from main, never from the branch.
+  const policy = p.mainConfig.policy;
+  const checksEntry = await store.lookupPath(mainTree, '.nas/checks.yaml');
+  const defs = parseCheckDefinitions(checksEntry ? (await store.readBlob(checksEntry.oid)).toString() : null);
+  const known = knownChecks(defs.checks);
+  const unknown = p.checks.filter((c) => !known.includes(c));
+  if (unknown.length > 0) throw new UserError(`unknown check(s) ${unknown.join(', ')}; main defines: ${known.join(', ')}`);
+  const names = [...new Set([...policy.merge.required_checks.filter((c) => known.includes(c)), ...p.checks])];
+  // A required check main does not define is a policy problem: nothing merges by itself until it is fixed.
+  const missing = policy.merge.required_checks.filter((c) => !known.includes(c));
+  const policyProblems = [
+    ...p.mainConfig.problems.filter((x) => x.startsWith('.nas/policy.yaml')),
+    ...(missing.length > 0 ? [`.nas/policy.yaml: merge.required_checks names unknown check(s) ${missing.join(', ')}`] : []),
+  ];
+  const changes = await store.changes(baseTree, headTree);
+  if (changes.length === 0) throw new UserError(`nothing to propose: ${name} has no changes against main (no PR was created)`, 409);
+
+  const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);
+  const checks = await runChecks(
+    { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits }, names, defs.checks, defs.problems,
+  );
+  const notes = changes.filter((c) => c.after && isNote(c.path)).map((c) => c.path);
+  const trustOf = (path: string) => memory.docs.get(path)?.note?.trust;
+  const claims = changes.filter((c) => c.after && c.path.startsWith('memory/') && trustOf(c.path) === 'reviewed').map((c) => c.path);
+  const decision = decide({
+    auto: policy.merge.auto,
+    policyProblems,
+    checks,
+    deleted: changes.filter((c) => c.status === 'deleted').map((c) => c.path),
+    metadata: changes.filter((c) => c.path.startsWith('.nas/')).map((c) => c.path),
+    reviewedClaims: claims,
+    inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
+  });
+  const now = new Date().toISOString();
+  const count = (s: string) => changes.filter((c) => c.status === s).length;
+  const state: PrState = decision.action === 'fail' ? 'failed' : decision.action === 'merge' ? 'merging' : 'waiting';
+  const pr: Omit<PullRequest, 'id'> = {
+    home: p.role, branch: p.branch, target: 'main', state, intent: p.intent,
+    created: now, updated: now, head: p.head, base, target_head: p.mainHead,
+    provenance: {
+      principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
+      ...(p.run ? { run: p.run } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
+    },
+    changes: { added: count('added'), modified: count('modified'), deleted: count('deleted'), paths: changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`) },
+    checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
+    trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims },
+    reasons: decision.action === 'merge' ? [] : decision.reasons,
+  };
+  return { pr, reads: p.reads.text(), merge: decision.action === 'merge' };
+}
+
+/** Where a Home's PRs live and where merges go: its Store, recycle area and PR records. */
+export interface PrHome {
+  role: string;
+  store: Store;
+  trash: Trash;
+  prs: PrStore;
+}
+
+/** Merge a PR's head into main (by policy or by the owner) and record the outcome on the PR. */
+export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promise<PullRequest> {
+  const trailers = [
+    `Nas-PR: ${pr.id}`, `Nas-Branch: ${pr.branch}`, `Nas-Run: ${pr.provenance.run ?? '-'}`, `Nas-Lease: ${pr.provenance.lease ?? '-'}`,
+    `Nas-Principal: ${pr.provenance.principal}`, `Nas-Intent: ${pr.intent}`,
+    `Nas-Checks: ${pr.checks.map((c) => `${c.name}=${c.ok ? 'pass' : 'fail'}`).join(', ') || '-'}`,
+    `Nas-Reads-Digest: ${pr.provenance.reads_digest}`, `Nas-Merged-By: ${by}`,
+  ];
+  let outcome: MergeOutcome;
+  try {
+    outcome = await mergeIntoMain(home.store, home.trash, {
+      head: pr.head, branch: pr.branch, run: pr.provenance.run,
+      message: `Merge PR ${pr.id} from ${pr.branch}: ${pr.intent}\n\n${trailers.join('\n')}\n`,
+      author: { name: pr.provenance.principal, email: `${pr.provenance.principal}@agent-nas` },
+    });
+  } catch (err) {
+    // Back to the owner rather than stuck "merging": approving again merges, or finds main up to date.
+    pr.state = 'waiting';
+    pr.reasons = [`the merge did not complete (${(err as Error).message}); approve it again`];
+    await home.prs.update(pr);
+    throw err;
+  }
+  if (outcome.kind === 'merged') {
+    pr.state = 'merged';
+    pr.merged = { commit: outcome.commit, at: new Date().toISOString(), by };
+    delete pr.conflicts;
+  } else if (outcome.kind === 'conflict') {
+    pr.state = 'conflict';
+    pr.conflicts = outcome.conflicts;
+    pr.reasons = [`conflicts with main in ${outcome.conflicts.map((c) => c.path).join(', ')}`];
+  } else {
+    pr.state = 'merged';
+    pr.merged = { commit: (await home.store.readRef(MAIN_REF))!, at: new Date().toISOString(), by };
+  }
+  await home.prs.update(pr);
+  return pr;
+}
+
+/** One decision at a time: the PR must still be in an expected state when the decision is written. */
+async function transition(prs: PrStore, id: number, from: PrState[], change: (pr: PullRequest) => void, refusal: string): Promise<PullRequest> {
+  try {
+    return await prs.transition(id, from, change);
+  } catch (err) {
+    if (err instanceof PrStateConflict) {
+      throw new UserError(`${err.message}: ${refusal}${/failed|conflict/.test(err.message) ? ' (fix the branch and propose again)' : ''}`, 409);
+    }
+    throw err;
+  }
+}
+
+/** A PR by id, or a clear refusal. */
+export async function findPr(home: PrHome, id: number): Promise<PullRequest> {
+  if (!Number.isInteger(id) || id < 1) throw new UserError('a PR id is a whole number (see nas pr list)');
+  const pr = await home.prs.get(id);
+  if (!pr) throw new UserError(`Home ${home.role} has no PR ${id}; see nas pr list ${home.role}`, 404);
+  return pr;
+}
+
+/** The owner approves a waiting PR: it merges. */
+export async function approvePr(home: PrHome, id: number, owner: string): Promise<PullRequest> {
+  await findPr(home, id);
+  const pr = await transition(home.prs, id, ['waiting'], (p) => {
+    p.state = 'merging';
+    p.decision = { by: owner, at: new Date().toISOString(), action: 'approve' };
+  }, 'only a waiting PR can be approved');
+  return mergePr(home, pr, owner);
+}
+
+/** The owner turns a PR down, saying why (the run reads it). */
+export async function rejectPr(home: PrHome, id: number, owner: string, why: string | undefined): Promise<PullRequest> {
+  if (!why?.trim()) throw new UserError('say why: --why "..." (the run reads it)');
+  await findPr(home, id);
+  return transition(home.prs, id, ['waiting', 'conflict', 'failed'], (p) => {
+    p.state = 'rejected';
+    p.decision = { by: owner, at: new Date().toISOString(), action: 'reject', why: why.trim() };
+  }, 'it can no longer be rejected');
+}
+
+export interface PrStats {
+  total: number;
+  merged_by_policy: number;
+  approved: number;
+  rejected: number;
+  waiting: number;
+  failed: number;
+  conflict: number;
+  /** Percent of the owner's decisions that approved; null before any. */
+  approval_rate: number | null;
+  auto_merge_rate: number | null;
+}
+
+/** How the Human Gate is doing: review fatigue is real, so the approval rate is measured. */
+export function prStats(prs: PullRequest[]): PrStats {
+  const n = (f: (p: PullRequest) => boolean) => prs.filter(f).length;
+  const auto = n((p) => p.state === 'merged' && p.merged?.by === 'policy');
+  const approved = n((p) => p.decision?.action === 'approve');
+  const rejected = n((p) => p.state === 'rejected');
+  const decided = approved + rejected;
+  return {
+    total: prs.length, merged_by_policy: auto, approved, rejected,
+    waiting: n((p) => p.state === 'waiting'), failed: n((p) => p.state === 'failed'), conflict: n((p) => p.state === 'conflict'),
+    approval_rate: decided === 0 ? null : Math.round((approved / decided) * 1000) / 10,
+    auto_merge_rate: prs.length === 0 ? null : Math.round((auto / prs.length) * 1000) / 10,
+  };
+}
+
+/** A Home's PR records, read and written in its Store. */
+export const prsOf = (home: { store: Store; identity: Identity }): PrStore => new PrStore(home.store, home.identity);

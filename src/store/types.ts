@@ -1,0 +1,47 @@
+/** The plain data the Store deals in: git modes, tree entries, commits. */
+
+export const MODE = { tree: 0o040000, file: 0o100644, exec: 0o100755, link: 0o120000 } as const;
+
+export interface Entry {
+  oid: string;
+  mode: number;
+}
+export type Tree = ReadonlyMap<string, Entry>;
+
+export interface CommitInfo {
+  oid: string;
+  tree: string;
+  parents: string[];
+  /** Committer time, seconds since the epoch. */
+  time: number;
+  message: string;
+}
+
+export interface Identity {
+  name: string;
+  email: string;
+}
+
+export interface NewCommit {
+  tree: string;
+  parents: string[];
+  message: string;
+  author: Identity;
+  committer?: Identity;
+}
+
+/** One path that differs between two trees (files and symlinks; directories are walked, not listed). */
+export interface Change {
+  path: string;
+  status: 'added' | 'modified' | 'deleted';
+  before?: Entry;
+  after?: Entry;
+}
+
+/** A path a three-way merge could not resolve: the entry on each side (absent where it was deleted or never existed). */
+export interface MergeConflict {
+  path: string;
+  base?: Entry;
+  ours?: Entry;
+  theirs?: Entry;
+}
