@@ -62,6 +62,3 @@ export function gitModeOf(st: Stats): number {
   if (st.isSymbolicLink()) return MODE.link;
   return st.mode & 0o100 ? MODE.exec : MODE.file;
 }
-
-/** The inbox holds untrusted input: views report it readable by their owner only (see the read manifest). */
-export const isInbox = (rel: string): boolean => rel === 'inbox' || rel.startsWith('inbox/');

@@ -1,13 +1,15 @@
 import { constants } from 'node:fs';
-import { fsError } from '../util/errors.js';
+import { fsError, type FsError } from '../util/errors.js';
 import { MODE } from '../store/store.js';
-import { attrFromGit, isInbox, type Attr, type Owner } from './attr.js';
+import { checkMutation, DEFAULT_RULES, visibleMode, type Mutation } from '../policy/policy.js';
+import { attrFromGit, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
 import type { Handle, View } from './view.js';
 
 /**
- * The protected main line of a Home, read straight from git objects. Every mutation is EROFS, for every
- * caller including root. Scratch directories (workspace/) never reach main, so they show as empty.
+ * The protected main line of a Home, read straight from git objects. It has no mutations at all: policy
+ * answers them (EROFS, for every caller including root). Scratch directories (workspace/) never reach
+ * main, so they show as empty.
  */
 export class MainView implements View {
   readonly kind = 'main' as const;
@@ -44,7 +46,7 @@ export class MainView implements View {
     const attr = await this.layer.attr(e, this.owner);
     // Reads through main are no run's: a run reads untrusted input through its branch, where the read
     // manifest records it. On main the inbox is for its owner only (the kernel enforces the mode).
-    if (isInbox(rel)) attr.mode &= ~0o077;
+    attr.mode = visibleMode(rel, attr.mode);
     return attr;
   }
 
@@ -65,11 +67,11 @@ export class MainView implements View {
 
   async access(rel: string, mode: number): Promise<void> {
     await this.entry(rel);
-    if (mode & constants.W_OK) throw fsError('EROFS');
+    if (mode & constants.W_OK) this.refuse('open-write', rel);
   }
 
   async open(rel: string, flags: number): Promise<Handle> {
-    if ((flags & 3) !== constants.O_RDONLY || flags & constants.O_TRUNC) throw fsError('EROFS');
+    if ((flags & 3) !== constants.O_RDONLY || flags & constants.O_TRUNC) this.refuse('open-write', rel);
     const e = await this.entry(rel);
     if (e.mode === MODE.tree) return { rel, fd: null, data: Buffer.alloc(0), writable: false, dirty: false, floor: 0, size: 0 };
     const data = await this.layer.content(e);
@@ -85,20 +87,13 @@ export class MainView implements View {
   async release(): Promise<void> {}
   async fsync(): Promise<void> {}
 
-  private refuse(): never {
-    throw fsError('EROFS', `${this.name} is the protected main line; write in a branch view (${this.name}@<branch>)`);
+  private refuse(op: Mutation, rel: string): never {
+    throw mainRefusal(this, op, rel);
   }
-  async create(): Promise<Handle> { this.refuse(); }
-  async write(): Promise<number> { this.refuse(); }
-  async truncate(): Promise<void> { this.refuse(); }
-  async ftruncate(): Promise<void> { this.refuse(); }
-  async unlink(): Promise<void> { this.refuse(); }
-  async mkdir(): Promise<void> { this.refuse(); }
-  async rmdir(): Promise<void> { this.refuse(); }
-  async rename(): Promise<void> { this.refuse(); }
-  async symlink(): Promise<void> { this.refuse(); }
-  async link(): Promise<void> { this.refuse(); }
-  async chmod(): Promise<void> { this.refuse(); }
-  async chown(): Promise<void> { this.refuse(); }
-  async utimens(): Promise<void> { this.refuse(); }
+}
+
+/** What any mutation of main gets, as policy decides it (the adapter sends main's mutations here). */
+export function mainRefusal(view: { name: string }, op: Mutation, rel: string): FsError {
+  const code = checkMutation('main', DEFAULT_RULES, op, rel) ?? 'EROFS';
+  return fsError(code, `${view.name} is the protected main line; write in a branch view (${view.name}@<branch>)`);
 }

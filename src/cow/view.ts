@@ -41,11 +41,16 @@ export interface View {
   readlink(rel: string): Promise<string>;
   access(rel: string, mode: number): Promise<void>;
   open(rel: string, flags: number): Promise<Handle>;
-  create(rel: string, mode: number): Promise<Handle>;
   read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
-  write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
   release(h: Handle): Promise<void>;
   fsync(h: Handle | null): Promise<void>;
+}
+
+/** A view that takes writes: a branch. Main has none of these; policy names the errno it gives instead. */
+export interface WritableView extends View {
+  readonly kind: 'branch';
+  create(rel: string, mode: number): Promise<Handle>;
+  write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
   truncate(rel: string, size: number): Promise<void>;
   ftruncate(h: Handle, size: number): Promise<void>;
   unlink(rel: string): Promise<void>;
@@ -57,4 +62,7 @@ export interface View {
   chmod(rel: string, mode: number): Promise<void>;
   chown(rel: string, uid: number, gid: number): Promise<void>;
   utimens(rel: string, atime: number, mtime: number): Promise<void>;
+  mknod(rel: string, mode: number, dev: number): Promise<void>;
 }
+
+export const isWritable = (view: View): view is WritableView => view.kind === 'branch';

@@ -2,7 +2,9 @@ import { constants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Logger } from 'pino';
 import { FsError, fsError, toErrno } from '../util/errors.js';
-import type { FsStats, Handle, View } from '../cow/view.js';
+import { isWritable, type FsStats, type Handle, type View, type WritableView } from '../cow/view.js';
+import { mainRefusal } from '../cow/main-view.js';
+import type { Mutation } from '../policy/policy.js';
 
 /** What the adapter needs from the daemon: the names under the mount root, the view each stands for, space. */
 export interface Router {
@@ -45,10 +47,23 @@ export function fuseOps(router: Router, log: Logger) {
     return route(path)!;
   }
 
+  /** A path a mutation names: only a writable view takes it; policy gives the errno for the others. */
+  function mutable(path: string, op: Mutation): { view: WritableView; rel: string } {
+    const { view, rel } = need(path);
+    if (!isWritable(view)) throw mainRefusal(view, op, rel);
+    return { view, rel };
+  }
+
   function handle(fd: number): { view: View; h: Handle } {
     const entry = handles.get(fd);
     if (!entry) throw fsError('EBADF');
     return entry;
+  }
+
+  function writableHandle(fd: number, op: Mutation): { view: WritableView; h: Handle } {
+    const { view, h } = handle(fd);
+    if (!isWritable(view)) throw mainRefusal(view, op, h.rel);
+    return { view, h };
   }
 
   function register(view: View, h: Handle): number {
@@ -105,11 +120,11 @@ export function fuseOps(router: Router, log: Logger) {
     open: (path: string, flags: number, cb: Cb) =>
       answer('open', path, cb, async () => { const r = need(path); return register(r.view, await r.view.open(r.rel, flags)); }),
     create: (path: string, mode: number, cb: Cb) =>
-      answer('create', path, cb, async () => { const r = need(path); return register(r.view, await r.view.create(r.rel, mode)); }),
+      answer('create', path, cb, async () => { const r = mutable(path, 'create'); return register(r.view, await r.view.create(r.rel, mode)); }),
     read: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
       answerCount('read', path, cb, async () => { const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
     write: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
-      answerCount('write', path, cb, async () => { const { view, h } = handle(fd); return view.write(h, buf, len, pos); }),
+      answerCount('write', path, cb, async () => { const { view, h } = writableHandle(fd, 'write'); return view.write(h, buf, len, pos); }),
     release: (path: string, fd: number, cb: Cb) =>
       answer('release', path, cb, async () => {
         const { view, h } = handle(fd);
@@ -128,39 +143,36 @@ export function fuseOps(router: Router, log: Logger) {
         const r = route(path);
         if (r) await r.view.fsync(null);
       }),
-    truncate: (path: string, size: number, cb: Cb) => answer('truncate', path, cb, async () => { const r = need(path); await r.view.truncate(r.rel, size); }),
+    truncate: (path: string, size: number, cb: Cb) =>
+      answer('truncate', path, cb, async () => { const r = mutable(path, 'truncate'); await r.view.truncate(r.rel, size); }),
     ftruncate: (path: string, fd: number, size: number, cb: Cb) =>
-      answer('ftruncate', path, cb, async () => { const { view, h } = handle(fd); await view.ftruncate(h, size); }),
-    unlink: (path: string, cb: Cb) => answer('unlink', path, cb, async () => { const r = need(path); await r.view.unlink(r.rel); }),
-    mkdir: (path: string, mode: number, cb: Cb) => answer('mkdir', path, cb, async () => { const r = need(path); await r.view.mkdir(r.rel, mode); }),
-    rmdir: (path: string, cb: Cb) => answer('rmdir', path, cb, async () => { const r = need(path); await r.view.rmdir(r.rel); }),
+      answer('ftruncate', path, cb, async () => { const { view, h } = writableHandle(fd, 'truncate'); await view.ftruncate(h, size); }),
+    unlink: (path: string, cb: Cb) => answer('unlink', path, cb, async () => { const r = mutable(path, 'unlink'); await r.view.unlink(r.rel); }),
+    mkdir: (path: string, mode: number, cb: Cb) =>
+      answer('mkdir', path, cb, async () => { const r = mutable(path, 'mkdir'); await r.view.mkdir(r.rel, mode); }),
+    rmdir: (path: string, cb: Cb) => answer('rmdir', path, cb, async () => { const r = mutable(path, 'rmdir'); await r.view.rmdir(r.rel); }),
     rename: (from: string, to: string, cb: Cb) =>
       answer('rename', from, cb, async () => {
-        const a = need(from);
-        const b = need(to);
-        if (a.view !== b.view) throw fsError('EXDEV', 'rename across views');
-        await a.view.rename(a.rel, b.rel);
+        if (need(from).view !== need(to).view) throw fsError('EXDEV', 'rename across views');
+        const a = mutable(from, 'rename-from');
+        await a.view.rename(a.rel, mutable(to, 'rename-to').rel);
       }),
     symlink: (target: string, path: string, cb: Cb) =>
-      answer('symlink', path, cb, async () => { const r = need(path); await r.view.symlink(target, r.rel); }),
+      answer('symlink', path, cb, async () => { const r = mutable(path, 'symlink'); await r.view.symlink(target, r.rel); }),
     link: (from: string, to: string, cb: Cb) =>
       answer('link', to, cb, async () => {
-        const a = need(from);
-        const b = need(to);
-        if (a.view !== b.view) throw fsError('EXDEV');
-        await a.view.link(a.rel, b.rel);
+        if (need(from).view !== need(to).view) throw fsError('EXDEV');
+        const b = mutable(to, 'link');
+        await b.view.link(need(from).rel, b.rel);
       }),
-    mknod: (path: string, _mode: number, _dev: number, cb: Cb) =>
-      answer('mknod', path, cb, async () => {
-        const r = need(path);
-        if (r.view.kind === 'main') throw fsError('EROFS');
-        throw fsError('EPERM', 'device nodes and FIFOs cannot be kept in git');
-      }),
-    chmod: (path: string, mode: number, cb: Cb) => answer('chmod', path, cb, async () => { const r = need(path); await r.view.chmod(r.rel, mode); }),
+    mknod: (path: string, mode: number, dev: number, cb: Cb) =>
+      answer('mknod', path, cb, async () => { const r = mutable(path, 'mknod'); await r.view.mknod(r.rel, mode, dev); }),
+    chmod: (path: string, mode: number, cb: Cb) =>
+      answer('chmod', path, cb, async () => { const r = mutable(path, 'chmod'); await r.view.chmod(r.rel, mode); }),
     chown: (path: string, uid: number, gid: number, cb: Cb) =>
-      answer('chown', path, cb, async () => { const r = need(path); await r.view.chown(r.rel, uid, gid); }),
+      answer('chown', path, cb, async () => { const r = mutable(path, 'chmod'); await r.view.chown(r.rel, uid, gid); }),
     utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
-      answer('utimens', path, cb, async () => { const r = need(path); await r.view.utimens(r.rel, atime, mtime); }),
+      answer('utimens', path, cb, async () => { const r = mutable(path, 'utimens'); await r.view.utimens(r.rel, atime, mtime); }),
     statfs: (path: string, cb: Cb) => answer('statfs', path, cb, () => router.statfs()),
   };
 }

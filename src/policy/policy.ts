@@ -10,7 +10,7 @@ import { DEFAULT_MAINTENANCE, DEFAULT_POLICY, type MaintenanceConfig, type Polic
 export type Mutation =
   | 'create' | 'mkdir' | 'symlink' | 'link'
   | 'open-write' | 'write' | 'truncate' | 'chmod' | 'utimens'
-  | 'unlink' | 'rmdir' | 'rename-from' | 'rename-to';
+  | 'unlink' | 'rmdir' | 'rename-from' | 'rename-to' | 'mknod';
 
 export type ViewKind = 'main' | 'branch';
 
@@ -40,6 +40,17 @@ export function isScratch(rules: Rules, path: string): boolean {
   return path !== '' && matchesAny(path, rules.scratch);
 }
 
+/** The inbox holds untrusted input. */
+export const isInbox = (path: string): boolean => path === 'inbox' || path.startsWith('inbox/');
+
+/**
+ * The mode a view reports: the inbox is readable by the view's owner only, so on a branch every read of
+ * untrusted input is the branch principal's and lands in its read manifest, and on main it is the owner's.
+ */
+export function visibleMode(path: string, mode: number): number {
+  return isInbox(path) ? mode & ~0o077 : mode;
+}
+
 export function isAppendOnly(rules: Rules, path: string): boolean {
   return matchesAny(path, rules.appendOnly);
 }
@@ -60,7 +71,8 @@ export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: 
   if (matchesAny(path, rules.readOnly)) return 'EPERM';
   const scratch = isScratch(rules, path);
   if (!scratch && NAMING.has(op) && path.split('/').includes('.git')) return 'EPERM';
-  if (op === 'link' && !scratch) return 'EPERM';
+  // Git trees hold neither hard links nor special files.
+  if ((op === 'link' || op === 'mknod') && !scratch) return 'EPERM';
   if (isAppendOnly(rules, path)) {
     if (op === 'rename-to' && !exists) return null;
     if (!APPEND_ALLOWED.has(op)) return 'EPERM';

@@ -1,0 +1,139 @@
+import fs from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import type { Logger } from 'pino';
+import type { Entry, Identity, Store } from '../../store/store.js';
+import { branchRef } from '../../store/refs.js';
+import type { Trash } from '../../trash/trash.js';
+import { mapLimit } from '../../util/concurrency.js';
+import { gitModeOf } from '../attr.js';
+import { GitLayer } from '../git-layer.js';
+import type { Handle } from '../view.js';
+import type { Deletions } from './deletions.js';
+import { Flusher } from './flusher.js';
+import { isFuseHidden, type Overlay } from './overlay.js';
+
+export interface CommitterContext {
+  branch: string;
+  store: Store;
+  trash: Trash;
+  identity: Identity;
+  runId?: string;
+  windowMs: number;
+  log: Logger;
+  /** For log lines. */
+  name: string;
+}
+
+/**
+ * Turns a branch's pending changes into commits: versioned paths written since the last commit (dirty),
+ * whiteouts, and deletions, batched by the flusher into one commit each window; then the deletions go to
+ * the recycle area.
+ */
+export class Committer {
+  /** Versioned paths whose upper content is not committed yet, with the generation that marked them. */
+  readonly dirty = new Map<string, number>();
+  /** Handles open for writing, so that sync can include what they wrote before their release arrives. */
+  readonly writers = new Set<Handle>();
+  private readonly flusher: Flusher;
+
+  constructor(private readonly ctx: CommitterContext, private readonly overlay: Overlay, private readonly deletions: Deletions) {
+    this.flusher = new Flusher(() => this.commitPending(), ctx.windowMs, (err) =>
+      ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
+    );
+  }
+
+  get pendingChanges(): number {
+    return this.dirty.size + this.overlay.whiteouts.size + this.deletions.waiting.length;
+  }
+
+  markDirty(rel: string): void {
+    if (this.overlay.scratch(rel) || isFuseHidden(rel)) return;
+    this.dirty.set(rel, this.overlay.next());
+    this.flusher.schedule();
+  }
+
+  /** What a handle wrote is queued for the next commit. */
+  queue(h: Handle): void {
+    if (!h.dirty) return;
+    h.dirty = false;
+    this.markDirty(h.rel);
+  }
+
+  schedule(delayMs?: number): void {
+    this.flusher.schedule(delayMs);
+  }
+
+  flushNow(): Promise<void> {
+    return this.flusher.flushNow();
+  }
+
+  /**
+   * Commit everything pending now and wait for it (`nas sync`, shutdown). Files still open include what
+   * they wrote so far: the kernel sends the release of a closed file asynchronously.
+   */
+  sync(): Promise<void> {
+    for (const h of this.writers) this.queue(h);
+    return this.flusher.flushNow();
+  }
+
+  /** Stop the batching timer (shutdown); pending changes stay on disk for the next start. */
+  stop(): void {
+    this.flusher.stop();
+  }
+
+  /** One commit for everything dirty, deleted and hidden since the last one; then the deletions to the recycle area. */
+  private async commitPending(): Promise<void> {
+    if (this.pendingChanges === 0) return;
+    const { store } = this.ctx;
+    const dirty = [...this.dirty];
+    const whiteouts = [...this.overlay.whiteouts];
+    const deletions = this.deletions.waiting.slice();
+    const head = this.overlay.layer.commit;
+    // Deletions first, then what is written: "rm -r d; mkdir d; echo > d/f" must end with d/f in the tree.
+    const changes = new Map<string, Entry | null>();
+    for (const [path] of whiteouts) if (await store.lookupPath(head.tree, path)) changes.set(path, null);
+    const deleted = [...changes.keys()];
+    const blobs = await mapLimit(dirty, 16, ([path]) => this.hashUpper(path));
+    const written: string[] = [];
+    dirty.forEach(([path], i) => {
+      const entry = blobs[i];
+      if (!entry) return;
+      changes.delete(path);
+      changes.set(path, entry);
+      written.push(path);
+    });
+    const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
+    const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
+    if (commit) this.overlay.layer = new GitLayer(store, await store.readCommit(commit));
+    await this.ctx.trash.add(this.deletions.items(deletions));
+    // Forget what is committed, unless it changed again while the commit was being made.
+    for (const [p, g] of dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
+    for (const [p, g] of whiteouts) if (this.overlay.whiteouts.get(p) === g) this.overlay.whiteouts.delete(p);
+    await this.deletions.settle(deletions);
+  }
+
+  /** The git entry for an upper file, or null if it is gone (renamed or deleted since: that change is pending too). */
+  async hashUpper(path: string): Promise<Entry | null> {
+    const file = this.overlay.up(path);
+    let st: Stats;
+    try {
+      st = await fs.lstat(file);
+    } catch {
+      return null;
+    }
+    if (st.isDirectory() || isFuseHidden(path) || path.split('/').includes('.git')) return null;
+    const oid = st.isSymbolicLink() ? await this.ctx.store.writeBlob(await fs.readlink(file)) : await this.ctx.store.writeBlobFromFile(file);
+    return { oid, mode: gitModeOf(st) };
+  }
+}
+
+/** A subject naming the changed paths, a body listing all of them, and trailers for branch and run. */
+export function commitMessage(written: string[], deleted: string[], branch: string, runId?: string): string {
+  const all = [...written, ...deleted];
+  const shown = all.slice(0, 3).join(', ');
+  const subject = all.length === 1 ? `nasd: ${written.length ? 'write' : 'delete'} ${shown}` : `nasd: ${all.length} paths: ${shown}${all.length > 3 ? ', ...' : ''}`;
+  const lines = [...written.map((p) => `write  ${p}`), ...deleted.map((p) => `delete ${p}`)];
+  const body = lines.length > 1000 ? [...lines.slice(0, 1000), `... and ${lines.length - 1000} more`] : lines;
+  const trailers = [`Nas-Branch: ${branch}`, ...(runId ? [`Nas-Run: ${runId}`] : [])];
+  return `${subject}\n\n${body.join('\n')}\n\n${trailers.join('\n')}\n`;
+}

@@ -1,0 +1,102 @@
+import fs from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { fsError, hasCode } from '../../util/errors.js';
+import { MODE, type Entry, type Store } from '../../store/store.js';
+import type { TrashKind } from '../../trash/trash.js';
+import { isDir, join, parentOf, type Node, type Overlay } from './overlay.js';
+import type { ReadManifest } from './read-manifest.js';
+import type { Space } from './space.js';
+
+/**
+ * Bringing what exists only in git into the upper directory, and placing new content there: always written
+ * beside (in tmp/) and then linked or renamed into place, so a crash never leaves half a file.
+ */
+export class CopyUp {
+  private readonly copying = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly overlay: Overlay,
+    private readonly store: Store,
+    private readonly tmp: string,
+    private readonly reads: () => ReadManifest,
+    private readonly space: Space,
+  ) {}
+
+  /** Run fn; if it fails because the parent exists only in git, create the parent in the upper directory and retry. */
+  async withParent<T>(rel: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!hasCode(e, 'ENOENT')) throw e;
+    }
+    await fs.mkdir(this.overlay.up(parentOf(rel)), { recursive: true, mode: 0o755 });
+    return fn();
+  }
+
+  async createEmpty(rel: string): Promise<void> {
+    await this.withParent(rel, () => fs.writeFile(this.overlay.up(rel), ''));
+  }
+
+  /** Bring a file, symlink or directory that exists only in git into the upper directory. */
+  async materialise(rel: string, node: Node): Promise<void> {
+    if (node.stat) return;
+    if (node.entry.mode === MODE.tree) await fs.mkdir(this.overlay.up(rel), { recursive: true, mode: 0o755 });
+    else await this.file(rel, node.entry);
+  }
+
+  /** Copy a git file into the upper directory (once, however many callers race); returns its size. */
+  async file(rel: string, entry: Entry): Promise<number> {
+    let running = this.copying.get(rel);
+    if (!running) {
+      running = this.copy(rel, entry).finally(() => this.copying.delete(rel));
+      this.copying.set(rel, running);
+    }
+    await running;
+    return this.store.blobSize(entry.oid);
+  }
+
+  private async copy(rel: string, entry: Entry): Promise<void> {
+    // A copy in the upper directory is read from there, unrecorded: count the copy as the read.
+    await this.reads().record(rel, entry.oid);
+    const data = await this.overlay.layer.content(entry);
+    const refusal = this.space.refusal(data.length);
+    if (refusal) throw fsError(refusal);
+    const tmp = this.tmpName();
+    if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
+    else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
+    // link, not rename: if a writer got there first, its file stays and this copy is dropped.
+    try {
+      await this.withParent(rel, () => fs.link(tmp, this.overlay.up(rel)));
+      this.space.used += data.length;
+    } catch (e) {
+      if (!hasCode(e, 'EEXIST')) throw e;
+    } finally {
+      await fs.unlink(tmp);
+    }
+  }
+
+  /** Copy a whole directory up, so that renaming it moves everything it shows. */
+  async tree(rel: string): Promise<void> {
+    await fs.mkdir(this.overlay.up(rel), { recursive: true, mode: 0o755 });
+    for (const name of await this.overlay.names(rel)) {
+      const child = join(rel, name);
+      const node = await this.overlay.resolve(child);
+      if (!node) continue;
+      if (isDir(node)) await this.tree(child);
+      else if (node.entry) await this.file(child, node.entry);
+    }
+  }
+
+  /** Write content to a temporary file, then rename it into the upper directory: readers never see half of it. */
+  async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer): Promise<void> {
+    const tmp = this.tmpName();
+    if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
+    else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
+    await this.withParent(rel, () => fs.rename(tmp, this.overlay.up(rel)));
+    this.space.used += content.length;
+  }
+
+  private tmpName(): string {
+    return `${this.tmp}/${randomBytes(6).toString('hex')}`;
+  }
+}

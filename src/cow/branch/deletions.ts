@@ -1,0 +1,111 @@
+import fs from 'node:fs/promises';
+import type { TrashItem } from '../../trash/trash.js';
+import type { Overlay } from './overlay.js';
+import { PendingLog, type PendingEntry } from './pending-log.js';
+
+export type Deletion = Extract<PendingEntry, { type: 'delete' }>;
+
+/**
+ * Deletions and whiteouts of a branch, logged before they happen: after a crash the log says what may have
+ * happened, and recovery checks. A deleted file that only the upper directory held is parked in `deleted/`
+ * until the recycle area has it.
+ */
+export class Deletions {
+  /** Waiting to reach the recycle area, oldest first. */
+  readonly waiting: Deletion[] = [];
+  private readonly log: PendingLog;
+  private lock: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly overlay: Overlay, readonly parked: string, logFile: string, private readonly forget: (path: string) => void) {
+    this.log = new PendingLog(logFile);
+  }
+
+  /** Replay the log: whiteouts hide git's copies again; deletions whose parking never happened are dropped. */
+  async recover(): Promise<void> {
+    const referenced = new Set<string>();
+    for (const e of await this.log.load()) {
+      if (e.type === 'whiteout') {
+        this.overlay.hide(e.path);
+        continue;
+      }
+      if (e.parked) {
+        // Logged but never parked: the unlink did not complete and the file is still in place.
+        if (!(await exists(this.parkedFile(e)))) continue;
+        referenced.add(e.record.id);
+      }
+      this.waiting.push(e);
+      if (e.whiteout) this.overlay.hide(e.record.path);
+    }
+    for (const name of await fs.readdir(this.parked)) {
+      if (!referenced.has(name)) await fs.rm(`${this.parked}/${name}`, { force: true });
+    }
+  }
+
+  parkedFile(d: Deletion): string {
+    return `${this.parked}/${d.record.id}`;
+  }
+
+  /** Serialise changes to the log with its rewrite after a commit. */
+  withLock<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.lock.then(fn, fn);
+    this.lock = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Log first, then act. `prepare` runs under the log lock, so what it looked up cannot change before the
+   * deletion is logged. A versioned deletion always hides git's copy: a commit already under way may be
+   * adding the path.
+   */
+  async record(prepare: () => Promise<{ entry: Deletion; act: () => Promise<void> }>): Promise<void> {
+    await this.withLock(async () => {
+      const { entry, act } = await prepare();
+      await this.log.append([entry]);
+      await act();
+      this.waiting.push(entry);
+      if (entry.whiteout) this.overlay.hide(entry.record.path);
+      this.forget(entry.record.path);
+    });
+  }
+
+  /** Hide git's copies of paths (a rename's source, a replaced directory), logged first. */
+  async hide(paths: string[]): Promise<void> {
+    await this.withLock(async () => {
+      await this.log.append(paths.map((path) => ({ type: 'whiteout' as const, path })));
+      for (const p of paths) this.overlay.hide(p);
+    });
+  }
+
+  /** What the recycle area needs for these deletions: the record, and the parked content if any. */
+  items(list: Deletion[]): TrashItem[] {
+    return list.map((d) => ({ record: d.record, contentFile: d.parked ? this.parkedFile(d) : undefined }));
+  }
+
+  /** After a commit filed `done` in the recycle area: drop them, rewrite the log with what is still pending. */
+  async settle(done: Deletion[]): Promise<void> {
+    this.waiting.splice(0, done.length);
+    await this.withLock(() => this.log.rewrite(this.entries()));
+    for (const d of done) if (d.parked) await fs.rm(this.parkedFile(d), { force: true });
+  }
+
+  private entries(): PendingEntry[] {
+    const fromDeletions = new Set(this.waiting.filter((d) => d.whiteout).map((d) => d.record.path));
+    const rest: PendingEntry[] = [...this.overlay.whiteouts.keys()]
+      .filter((p) => !fromDeletions.has(p))
+      .map((path) => ({ type: 'whiteout', path }));
+    return [...rest, ...this.waiting];
+  }
+
+  close(): Promise<void> {
+    return this.log.close();
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await fs.lstat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,201 @@
+import fs from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { fsError } from '../../util/errors.js';
+import type { Store } from '../../store/store.js';
+import { kindOfMode, trashRecord, type TrashKind, type TrashRecord } from '../../trash/trash.js';
+import { checkDirectoryMove, isAppendOnly } from '../../policy/policy.js';
+import type { Committer } from './committer.js';
+import type { CopyUp } from './copy-up.js';
+import type { Deletions } from './deletions.js';
+import { isDir, isFuseHidden, type Overlay } from './overlay.js';
+import type { Space } from './space.js';
+
+/**
+ * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
+ * deletions go through the deletion log (and on to the recycle area); scratch ones are plain unlinks.
+ */
+export class Names {
+  constructor(
+    private readonly ctx: { store: Store; branch: string; runId?: string },
+    private readonly overlay: Overlay,
+    private readonly copy: CopyUp,
+    private readonly deletions: Deletions,
+    private readonly committer: Committer,
+    private readonly space: Space,
+  ) {}
+
+  private trashRecord(rel: string, kind: TrashKind): TrashRecord {
+    return trashRecord(rel, this.ctx.branch, kind, { run: this.ctx.runId });
+  }
+
+  private parkedAt(id: string): string {
+    return `${this.deletions.parked}/${id}`;
+  }
+
+  /** Special files cannot live in git (policy: EPERM); in scratch they are not supported yet. */
+  async mknod(rel: string, _mode: number, _dev: number): Promise<void> {
+    this.overlay.check('mknod', rel);
+    throw fsError('EPERM', 'device nodes, FIFOs and sockets are not supported in this view yet');
+  }
+
+  async mkdir(rel: string, mode: number): Promise<void> {
+    this.overlay.check('mkdir', rel);
+    if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
+    await this.copy.withParent(rel, () => fs.mkdir(this.overlay.up(rel), mode & 0o7777));
+  }
+
+  async symlink(target: string, rel: string): Promise<void> {
+    this.overlay.check('symlink', rel);
+    if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
+    await this.copy.withParent(rel, () => fs.symlink(target, this.overlay.up(rel)));
+    this.committer.markDirty(rel);
+  }
+
+  /** Hard links exist only in scratch: git cannot represent them. */
+  async link(from: string, to: string): Promise<void> {
+    this.overlay.check('link', to);
+    if (!this.overlay.scratch(from)) throw fsError('EPERM', 'hard links are only possible within scratch paths');
+    await this.copy.withParent(to, () => fs.link(this.overlay.up(from), this.overlay.up(to)));
+  }
+
+  async unlink(rel: string): Promise<void> {
+    this.overlay.check('unlink', rel);
+    if (this.overlay.scratch(rel) || isFuseHidden(rel)) {
+      const node = await this.overlay.need(rel);
+      if (isDir(node)) throw fsError('EISDIR');
+      await fs.unlink(this.overlay.up(rel));
+      this.space.used -= node.stat?.size ?? 0;
+      return;
+    }
+    // Looked up under the log lock, so a copy-up racing with the unlink cannot slip between the two.
+    await this.deletions.record(async () => {
+      const node = await this.overlay.need(rel);
+      if (isDir(node)) throw fsError('EISDIR');
+      const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
+      if (node.stat) record.size = node.stat.size;
+      else {
+        record.oid = node.entry.oid;
+        record.size = await this.ctx.store.blobSize(node.entry.oid);
+      }
+      return {
+        entry: { type: 'delete', record, whiteout: true, parked: !!node.stat },
+        act: async () => {
+          if (!node.stat) return;
+          await fs.rename(this.overlay.up(rel), this.parkedAt(record.id));
+          this.space.used -= node.stat.size;
+        },
+      };
+    });
+  }
+
+  /**
+   * The unlink of a file that is still open, which libfuse turns into a rename to a hidden name: the file is
+   * filed in the recycle area under its own name and stays readable through the open descriptors.
+   */
+  private async unlinkOpen(rel: string, hidden: string): Promise<void> {
+    this.overlay.check('unlink', rel);
+    await this.deletions.record(async () => {
+      let node = await this.overlay.need(rel);
+      if (node.entry) {
+        await this.copy.file(rel, node.entry);
+        node = await this.overlay.need(rel);
+      }
+      const st = node.stat!;
+      const record = this.trashRecord(rel, kindOfStats(st));
+      record.size = st.size;
+      return {
+        entry: { type: 'delete', record, whiteout: true, parked: true },
+        act: async () => {
+          await fs.link(this.overlay.up(rel), this.parkedAt(record.id));
+          await fs.rename(this.overlay.up(rel), this.overlay.up(hidden));
+        },
+      };
+    });
+    for (const h of this.committer.writers) if (h.rel === rel) h.rel = hidden;
+  }
+
+  async rmdir(rel: string): Promise<void> {
+    this.overlay.check('rmdir', rel);
+    const scratch = this.overlay.scratch(rel);
+    const remove = async () => {
+      const node = await this.overlay.need(rel);
+      if (!isDir(node)) throw fsError('ENOTDIR');
+      if ((await this.overlay.names(rel)).length > 0) throw fsError('ENOTEMPTY');
+      return node;
+    };
+    if (scratch) {
+      await remove();
+      await fs.rmdir(this.overlay.up(rel));
+      return;
+    }
+    await this.deletions.record(async () => {
+      const node = await remove();
+      return {
+        entry: { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },
+        act: async () => {
+          if (node.stat) await fs.rmdir(this.overlay.up(rel));
+        },
+      };
+    });
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    const src = await this.overlay.need(from);
+    const dst = await this.overlay.resolve(to);
+    this.overlay.check('rename-from', from);
+    this.overlay.check('rename-to', to, dst !== null);
+    if (from === to) return;
+    if (to.startsWith(`${from}/`)) throw fsError('EINVAL');
+    if (isFuseHidden(to) && !isDir(src) && !this.overlay.scratch(from)) return this.unlinkOpen(from, to);
+    const srcDir = isDir(src);
+    if (dst) {
+      const dstDir = isDir(dst);
+      if (srcDir && !dstDir) throw fsError('ENOTDIR');
+      if (!srcDir && dstDir) throw fsError('EISDIR');
+      if (dstDir && (await this.overlay.names(to)).length > 0) throw fsError('ENOTEMPTY');
+    }
+    const toVersioned = !this.overlay.scratch(to);
+    if (srcDir) await this.copy.tree(from);
+    else if (src.entry) await this.copy.file(from, src.entry);
+    if (srcDir) {
+      const below: string[] = [];
+      await this.overlay.walkUpper(from, (p) => below.push(p.slice(from.length + 1)));
+      const refusal = checkDirectoryMove(this.overlay.rules, from, to, below);
+      if (refusal) throw fsError(refusal, `moving ${from} to ${to} would move protected paths`);
+      if (toVersioned && below.some((p) => p.split('/').includes('.git'))) {
+        throw fsError('EPERM', `${from} contains a .git directory, which cannot live in a versioned area`);
+      }
+    }
+    // Hide git's copy of the source (a commit under way may be adding it), and of a directory replaced at
+    // the target (its contents were all deleted). Logged before the rename, as deletions are.
+    const dstGit = dst ? await this.overlay.gitNode(to) : null;
+    const hide = [this.overlay.scratch(from) ? null : from, dstGit && isDir(dstGit) ? to : null].filter((p): p is string => p !== null);
+    if (hide.length) await this.deletions.hide(hide);
+    try {
+      await this.copy.withParent(to, () => fs.rename(this.overlay.up(from), this.overlay.up(to)));
+    } catch (e) {
+      // The source stays where it was, in the upper directory: commit it again over its whiteout.
+      if (srcDir) await this.overlay.walkUpper(from, (rel, st) => !st.isDirectory() && this.committer.markDirty(rel));
+      else this.committer.markDirty(from);
+      throw e;
+    }
+    for (const h of this.committer.writers) {
+      if (h.rel === from || h.rel.startsWith(`${from}/`)) {
+        h.rel = to + h.rel.slice(from.length);
+        // Writes through an open descriptor now answer to the new path's rules, from its current end.
+        if (isAppendOnly(this.overlay.rules, h.rel)) h.floor = h.size;
+      }
+    }
+    for (const p of [...this.committer.dirty.keys()]) if (p === from || p.startsWith(`${from}/`)) this.committer.dirty.delete(p);
+    if (toVersioned) {
+      if (srcDir) await this.overlay.walkUpper(to, (rel, st) => !st.isDirectory() && this.committer.markDirty(rel));
+      else this.committer.markDirty(to);
+    }
+    this.committer.schedule();
+  }
+}
+
+function kindOfStats(st: Stats): TrashKind {
+  if (st.isSymbolicLink()) return 'symlink';
+  return st.mode & 0o100 ? 'exec' : 'file';
+}
