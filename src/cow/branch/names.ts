@@ -32,6 +32,12 @@ export class Names {
     return `${this.deletions.parked}/${id}`;
   }
 
+  /** A versioned deletion: logged first, then done, then committed within the window. */
+  private async deleteLogged(prepare: Parameters<Deletions['record']>[0]): Promise<void> {
+    await this.deletions.record(prepare);
+    this.committer.schedule();
+  }
+
   /** Special files cannot live in git (policy: EPERM); in scratch they are not supported yet. */
   async mknod(rel: string, _mode: number, _dev: number): Promise<void> {
     this.overlay.check('mknod', rel);
@@ -68,7 +74,7 @@ export class Names {
       return;
     }
     // Looked up under the log lock, so a copy-up racing with the unlink cannot slip between the two.
-    await this.deletions.record(async () => {
+    await this.deleteLogged(async () => {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
@@ -94,7 +100,7 @@ export class Names {
    */
   private async unlinkOpen(rel: string, hidden: string): Promise<void> {
     this.overlay.check('unlink', rel);
-    await this.deletions.record(async () => {
+    await this.deleteLogged(async () => {
       let node = await this.overlay.need(rel);
       if (node.entry) {
         await this.copy.file(rel, node.entry);
@@ -128,7 +134,7 @@ export class Names {
       await fs.rmdir(this.overlay.up(rel));
       return;
     }
-    await this.deletions.record(async () => {
+    await this.deleteLogged(async () => {
       const node = await remove();
       return {
         entry: { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },

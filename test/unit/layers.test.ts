@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * The module map (README, Development): library modules import downward only. A module may use its own
+ * folder and any folder of a lower rank; an arrow to a folder of the same or a higher rank is a tangle.
+ */
+const RANK: Record<string, number> = {
+  util: 0, store: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4,
+  merge: 5, 'fuse-ops': 6, api: 6, daemon: 7, cli: 8,
+};
+const SRC = path.resolve(import.meta.dirname, '../../src');
+
+function sources(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? sources(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [],
+  );
+}
+
+const folderOf = (file: string) => path.relative(SRC, file).split(path.sep)[0];
+
+describe('module layers', () => {
+  it('knows the rank of every folder under src/', () => {
+    const folders = fs.readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(folders.filter((f) => !(f in RANK))).toEqual([]);
+  });
+
+  it('has no import that runs up or sideways between folders', () => {
+    const bad: string[] = [];
+    for (const file of sources(SRC)) {
+      const from = folderOf(file);
+      for (const m of fs.readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)) {
+        const to = folderOf(path.resolve(path.dirname(file), m[1]));
+        if (to === from || to.startsWith('..')) continue;
+        if (RANK[to] > RANK[from] || (RANK[to] === RANK[from] && RANK[to] > 0)) bad.push(`${path.relative(SRC, file)} -> ${m[1]}`);
+      }
+    }
+    expect(bad).toEqual([]);
+  });
+});
