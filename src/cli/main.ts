@@ -15,7 +15,7 @@ async function run(args: Args): Promise<number> {
   const cmd = lookup(args.positional);
   if (!cmd) throw new Usage(args.positional.length ? `unknown command: ${args.positional.slice(0, 2).join(' ')}` : 'no command given');
   const wrong = args.given().find((f) => !cmd.flags.includes(f));
-  if (wrong) throw new Usage(`nas ${cmd.name} does not take --${wrong}`);
+  if (wrong) throw new Usage(`${cmd.name} does not take --${wrong}`);
   const out = await cmd.run(args, client({ socket: args.socket, headers: credentialHeaders() }));
   process.stderr.write(out.stderr);
   process.stdout.write(out.stdout);
