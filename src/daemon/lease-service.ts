@@ -8,6 +8,7 @@ import { LEASES_REF } from '../store/refs.js';
 import { LeaseStore } from '../lease/lease-store.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { Registry } from './registry.js';
+import type { BranchAccess, LeaseIssued, LeaseView } from '../api/types.js';
 
 /** Leases through the control API, and their effect on branch views: owner and quota follow the write lease in force. */
 
@@ -16,7 +17,7 @@ export interface Authorized {
   lease?: Lease;
 }
 
-const publicView = (l: Lease, now = Date.now()) => {
+const publicView = (l: Lease, now = Date.now()): LeaseView => {
   const { token_sha256: _, ...rest } = l;
   return { ...rest, status: l.revoked ? 'revoked' : Date.parse(l.expires) <= now ? 'expired' : 'active' };
 };
@@ -31,7 +32,7 @@ export class LeaseService {
    * A lease for one branch. Without a lease token this is an owner action; with one, it is a sub-lease that
    * may only narrow the caller's lease.
    */
-  async issue(role: string, branch: string, opts: { principal?: string; ttl?: string; scopes?: string; budget?: number }, creds: Credentials): Promise<object> {
+  async issue(role: string, branch: string, opts: { principal?: string; ttl?: string; scopes?: string; budget?: number }, creds: Credentials): Promise<LeaseIssued> {
     validateBranch(branch);
     this.reg.branchView(role, branch);
     const leases = this.leasesOf(role);
@@ -73,11 +74,11 @@ export class LeaseService {
     return new LeaseStore(home.store, home.identity);
   }
 
-  async list(role: string): Promise<object[]> {
+  async list(role: string): Promise<LeaseView[]> {
     return (await this.leasesOf(role).list()).map((l) => publicView(l));
   }
 
-  async revoke(role: string, id: string, creds: Credentials): Promise<object> {
+  async revoke(role: string, id: string, creds: Credentials): Promise<LeaseView> {
     requireOwner(creds, 'revoking a lease', this.stateDir);
     try {
       const lease = await this.leasesOf(role).revoke(id);
@@ -122,14 +123,14 @@ export class LeaseService {
    * Give each branch view of a Home the owner and budget of its newest active write lease (or its defaults).
    * Runs when leases change and periodically, so expiry takes effect without a request.
    */
-  async apply(role: string): Promise<Record<string, object>> {
+  async apply(role: string): Promise<Record<string, BranchAccess>> {
     const now = new Date();
     const home = this.reg.homeOf(role);
     const ref = await home.store.readRef(LEASES_REF);
     const store = this.leasesOf(role);
     const leases = await store.list();
     let until = Infinity;
-    const out: Record<string, object> = {};
+    const out: Record<string, BranchAccess> = {};
     for (const view of this.reg.branchViews(role)) {
       const branch = view.name.slice(role.length + 1);
       let active: Lease | undefined;

@@ -2,7 +2,7 @@ import { MAIN_REF } from '../store/refs.js';
 import { MODE, RefConflict, type Entry } from '../store/store.js';
 import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
-import { checkMemory, type CheckReport, type Finding, type Rule } from '../memory/check.js';
+import { checkMemory, type Finding, type Rule } from '../memory/check.js';
 import { briefing, BriefingTooSmall, contextLists, measure } from '../memory/context.js';
 import { treeFiles, withChanges, type FileSet } from '../memory/files.js';
 import { loadMemory, regenerate, type Memory } from '../memory/model.js';
@@ -11,6 +11,10 @@ import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js'
 import { importNote } from '../memory/import.js';
 import type { Registry, Snapshot } from './registry.js';
 import { requireOwner, type Credentials } from './auth.js';
+import type { FileUpload } from '../api/schema.js';
+import type {
+  BriefingReport, ContextReport, ImportReport, IndexReport, MeasureReport, MemoryCheckReport, ReviewResult,
+} from '../api/types.js';
 
 /** The memory commands of the control API: read a view's committed state, run src/memory on it, write back. */
 
@@ -33,13 +37,13 @@ export class MemoryService {
   }
 
   /** Every memory rule; on a branch, trust labels are compared with the commit the branch forked from. */
-  async check(role: string, branch?: string): Promise<CheckReport & { view: string; commit: string }> {
+  async check(role: string, branch?: string): Promise<MemoryCheckReport> {
     const { snap, files } = await this.files(role, branch);
     return { view: snap.name, commit: snap.commit, ...checkMemory(await this.load(snap, files), snap.config.limits) };
   }
 
   /** Regenerate every index block in a branch (text outside the markers untouched), or with check only report. */
-  async index(role: string, branch: string | undefined, checkOnly: boolean): Promise<object> {
+  async index(role: string, branch: string | undefined, checkOnly: boolean): Promise<IndexReport> {
     if (checkOnly) {
       const report = await this.check(role, branch);
       const findings = report.findings.filter((f) => INDEX_RULES.has(f.rule));
@@ -60,13 +64,13 @@ export class MemoryService {
     return { view: snap.name, written, indexes: memory.indexes.map((i) => i.path), problems, ok: problems.length === 0, head: snap.view!.head };
   }
 
-  async context(role: string, branch?: string): Promise<object> {
+  async context(role: string, branch?: string): Promise<ContextReport> {
     const { snap, files } = await this.files(role, branch);
     const lists = contextLists(await this.load(snap, files));
     return { view: snap.name, root: snap.path, ...lists };
   }
 
-  async briefing(role: string, branch: string | undefined, maxTokens: number): Promise<object> {
+  async briefing(role: string, branch: string | undefined, maxTokens: number): Promise<BriefingReport> {
     if (!Number.isInteger(maxTokens) || maxTokens < 100) throw new UserError('--max-tokens must be a whole number of at least 100');
     const { snap, files } = await this.files(role, branch);
     try {
@@ -77,7 +81,7 @@ export class MemoryService {
     }
   }
 
-  async measure(role: string, branch: string | undefined, tasks: string[]): Promise<object> {
+  async measure(role: string, branch: string | undefined, tasks: string[]): Promise<MeasureReport> {
     const { snap, files } = await this.files(role, branch);
     const memory = await this.load(snap, files);
     try {
@@ -91,7 +95,7 @@ export class MemoryService {
    * Import notes written for another framework into a branch's quarantine, unreviewed. A file whose name is
    * taken in the branch is refused, not overwritten; the others are imported.
    */
-  async import(role: string, branch: string | undefined, items: { name: string; content: string }[]): Promise<object> {
+  async import(role: string, branch: string | undefined, items: FileUpload[]): Promise<ImportReport> {
     if (!branch || branch === 'main') throw new UserError(`main is protected: import into a branch (nas memory import ${role}@<branch> ...)`);
     if (items.length === 0) throw new UserError('name at least one file to import');
     const { snap } = await this.files(role, branch);
@@ -119,7 +123,7 @@ export class MemoryService {
    * out of quarantine), and the indexes regenerated in the same commit so main stays consistent. Refused
    * when MEMORY.md would go over its token cap: nothing is ever truncated.
    */
-  async review(role: string, notePath: string, description: string | undefined, creds: Credentials): Promise<object> {
+  async review(role: string, notePath: string, description: string | undefined, creds: Credentials): Promise<ReviewResult> {
     requireOwner(creds, 'reviewing a note', this.stateDir);
     const { snap, files } = await this.files(role);
     const store = snap.home.store;

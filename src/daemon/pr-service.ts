@@ -1,6 +1,8 @@
 import { validateBranch } from '../util/names.js';
 import { approvePr, cleanIntent, findPr, judgeProposal, mergePr, prStats, prsOf, rejectPr, type PrHome } from '../merge/propose.js';
 import type { PullRequest } from '../merge/pr-store.js';
+import type { PrStats } from '../merge/propose.js';
+import type { PrDetail, PrSummary } from '../api/types.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
 import type { Registry } from './registry.js';
@@ -36,14 +38,14 @@ export class PrService {
     return this.merged(mergePr(home, pr, 'policy'));
   }
 
-  async list(role: string): Promise<object[]> {
+  async list(role: string): Promise<PrSummary[]> {
     return (await this.home(role).prs.list()).map((p) => ({
       id: p.id, branch: p.branch, state: p.state, intent: p.intent, principal: p.provenance.principal,
       checks: p.checks.map((c) => `${c.name}:${c.ok ? 'pass' : 'FAIL'}`).join(' '), created: p.created,
     }));
   }
 
-  async show(role: string, id: number): Promise<object> {
+  async show(role: string, id: number): Promise<PrDetail> {
     const home = this.home(role);
     const pr = await findPr(home, id);
     const [baseTree, headTree] = await Promise.all([pr.base, pr.head].map(async (c) => (await home.store.readCommit(c)).tree));
@@ -60,7 +62,7 @@ export class PrService {
     return rejectPr(this.home(role), id, await this.owner(role), why);
   }
 
-  async stats(role: string): Promise<object> {
+  async stats(role: string): Promise<PrStats> {
     return prStats(await this.home(role).prs.list());
   }
 

@@ -13,6 +13,7 @@ import { BranchView } from '../cow/branch/branch-view.js';
 import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
 import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
+import type { BranchCreated, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashRestored } from '../api/types.js';
 
 export interface RegistryOptions {
   stateDir: string;
@@ -166,14 +167,14 @@ export class Registry {
     return [...this.homes.keys()];
   }
 
-  async createHome(role: string, template: string | undefined, owner: string): Promise<object> {
+  async createHome(role: string, template: string | undefined, owner: string): Promise<HomeSummary> {
     validateRole(role);
     const home = await Home.create(this.opts.stateDir, role, { template, owner, identity: this.opts.identity });
     const m = await this.mount(home);
     return this.describeHome(m);
   }
 
-  listHomes(): object[] {
+  listHomes(): HomeSummary[] {
     return [...this.homes.values()].map((m) => this.describeHome(m));
   }
 
@@ -191,7 +192,7 @@ export class Registry {
     }
   }
 
-  private describeHome(m: Mounted): object {
+  private describeHome(m: Mounted): HomeSummary {
     return {
       role: m.home.role,
       store: m.home.dir,
@@ -201,7 +202,7 @@ export class Registry {
     };
   }
 
-  async createBranch(role: string, branch: string, opts: { from?: string; ttl?: string; run?: string }): Promise<object> {
+  async createBranch(role: string, branch: string, opts: { from?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
     const m = this.need(role);
     const started = process.hrtime.bigint();
     const record = await m.home.createBranch(branch, { ...opts, defaultTtl: m.config.limits.branch_ttl_default });
@@ -210,7 +211,7 @@ export class Registry {
     return { ...record, home: role, view: `${role}@${branch}`, createdInMs: Math.round(ms * 100) / 100 };
   }
 
-  async listBranches(role: string): Promise<object[]> {
+  async listBranches(role: string): Promise<BranchListing[]> {
     const m = this.need(role);
     const records = await m.home.branches();
     return records.map((r) => {
@@ -220,7 +221,7 @@ export class Registry {
   }
 
   /** Commit everything pending in one branch (or all of a Home's) and report the heads. */
-  async sync(role: string, branch?: string): Promise<object> {
+  async sync(role: string, branch?: string): Promise<SyncResult> {
     const m = this.need(role);
     const views = branch ? [this.needBranch(role, branch)] : [...m.branches.values()];
     for (const v of views) await v.sync();
@@ -231,7 +232,7 @@ export class Registry {
    * Discard a branch (a parallel attempt that lost): its work since it forked from main goes to the recycle
    * area, then its view, ref, record and directory go. Scratch (workspace/) goes with it, as documented.
    */
-  async discardBranch(role: string, branch: string): Promise<{ discarded: string; head: string; recycled: string[] }> {
+  async discardBranch(role: string, branch: string): Promise<Omit<Discarded, 'revokedLeases'>> {
     const m = this.need(role);
     const view = this.needBranch(role, branch);
     // Out of the mount first, then commit what is pending: nothing can land after the work is counted.
@@ -280,7 +281,7 @@ export class Registry {
    * Restore a deleted path into a branch: the newest record for the path (from the given branch when named),
    * or the record with the given id. Refuses to overwrite anything that exists unless told where to put it.
    */
-  async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }): Promise<object> {
+  async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }): Promise<TrashRestored> {
     const m = this.need(role);
     const record = await this.findTrash(role, opts);
     const branch = opts.branch ?? record.branch;
@@ -303,7 +304,7 @@ export class Registry {
     };
   }
 
-  status(): object {
+  status(): StatusReport {
     return { homes: this.listHomes() };
   }
 

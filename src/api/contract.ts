@@ -1,0 +1,110 @@
+import type { TrashRecord } from '../trash/trash.js';
+import type { PullRequest } from '../merge/pr-store.js';
+import type { PrStats } from '../merge/propose.js';
+import type { BodyOf, PathParams, Schema } from './schema.js';
+import type {
+  BranchCreated, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
+  LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
+  SyncResult, TrashRestored,
+} from './types.js';
+
+/**
+ * The control API, JSON over HTTP on nasd's unix socket: every route with its method, path pattern and
+ * body fields, in the one table both sides use. The daemon routes and validates by it (control.ts,
+ * validate.ts); the CLI builds its requests from it (client.ts). What each route answers is in Results.
+ */
+
+export type Method = 'GET' | 'POST';
+
+export interface RouteSpec {
+  method: Method;
+  /** `:name` segments are path parameters (URI-encoded on the wire). */
+  path: string;
+  body: Schema;
+}
+
+const none = {} as const;
+
+export const ROUTES = {
+  status: { method: 'GET', path: '/v1/status', body: none },
+
+  listHomes: { method: 'GET', path: '/v1/homes', body: none },
+  createHome: { method: 'POST', path: '/v1/homes', body: { role: 'string', template: 'string?', owner: 'string?' } },
+
+  listBranches: { method: 'GET', path: '/v1/homes/:role/branches', body: none },
+  createBranch: { method: 'POST', path: '/v1/homes/:role/branches', body: { branch: 'string', from: 'string?', ttl: 'string?', run: 'string?' } },
+  discardBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/discard', body: none },
+  sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' } },
+
+  listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none },
+  restoreTrash: { method: 'POST', path: '/v1/homes/:role/trash/restore', body: { path: 'string?', id: 'string?', branch: 'string?', to: 'string?' } },
+
+  listLeases: { method: 'GET', path: '/v1/homes/:role/leases', body: none },
+  issueLease: {
+    method: 'POST',
+    path: '/v1/homes/:role/leases',
+    body: {
+      branch: 'string', principal: 'string?', ttl: 'string?', scopes: 'string?',
+      budget: { kind: 'number?', message: '--budget must be a whole number of bytes (0 or more)' },
+    },
+  },
+  revokeLease: { method: 'POST', path: '/v1/homes/:role/leases/:id/revoke', body: none },
+
+  propose: { method: 'POST', path: '/v1/homes/:role/prs', body: { branch: 'string', intent: 'string?', checks: 'strings?' } },
+  listPrs: { method: 'GET', path: '/v1/homes/:role/prs', body: none },
+  prStats: { method: 'GET', path: '/v1/homes/:role/prs/stats', body: none },
+  showPr: { method: 'GET', path: '/v1/homes/:role/prs/:id', body: none },
+  approvePr: { method: 'POST', path: '/v1/homes/:role/prs/:id/approve', body: none },
+  rejectPr: { method: 'POST', path: '/v1/homes/:role/prs/:id/reject', body: { why: 'string?' } },
+
+  memoryCheck: { method: 'POST', path: '/v1/homes/:role/memory/check', body: { branch: 'string?' } },
+  memoryIndex: { method: 'POST', path: '/v1/homes/:role/memory/index', body: { branch: 'string?', check: 'boolean?' } },
+  memoryMeasure: { method: 'POST', path: '/v1/homes/:role/memory/measure', body: { branch: 'string?', tasks: 'strings?' } },
+  memoryImport: { method: 'POST', path: '/v1/homes/:role/memory/import', body: { branch: 'string?', files: 'files' } },
+  memoryReview: { method: 'POST', path: '/v1/homes/:role/memory/review', body: { path: 'string', description: 'string?' } },
+  context: { method: 'POST', path: '/v1/homes/:role/context', body: { branch: 'string?' } },
+  briefing: { method: 'POST', path: '/v1/homes/:role/briefing', body: { branch: 'string?', maxTokens: 'number?' } },
+} as const satisfies Record<string, RouteSpec>;
+
+export type RouteName = keyof typeof ROUTES;
+
+/** What each route answers (the `result` of `{ ok: true, result }`). */
+export interface Results {
+  status: StatusReport;
+  listHomes: HomeSummary[];
+  createHome: HomeSummary;
+  listBranches: BranchListing[];
+  createBranch: BranchCreated;
+  discardBranch: Discarded;
+  sync: SyncResult;
+  listTrash: TrashRecord[];
+  restoreTrash: TrashRestored;
+  listLeases: LeaseView[];
+  issueLease: LeaseIssued;
+  revokeLease: LeaseView;
+  propose: PullRequest;
+  listPrs: PrSummary[];
+  prStats: PrStats;
+  showPr: PrDetail;
+  approvePr: PullRequest;
+  rejectPr: PullRequest;
+  memoryCheck: MemoryCheckReport;
+  memoryIndex: IndexReport;
+  memoryMeasure: MeasureReport;
+  memoryImport: ImportReport;
+  memoryReview: ReviewResult;
+  context: ContextReport;
+  briefing: BriefingReport;
+}
+
+export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;
+export type Body<K extends RouteName> = BodyOf<(typeof ROUTES)[K]['body']>;
+export type Result<K extends RouteName> = Results[K];
+
+/** Each route's path parameters, body and answer, by name. */
+export type Api = { [K in RouteName]: { params: Params<K>; body: Body<K>; result: Result<K> } };
+
+/** The answer on the wire: the result, or a message that says what is wrong and what to do. */
+export type Reply<K extends RouteName> = { ok: true; result: Result<K> } | { ok: false; error: string };
+
+export const ROUTE_NAMES = Object.keys(ROUTES) as RouteName[];

@@ -1,0 +1,169 @@
+import type { BranchRecord } from '../home/home.js';
+import type { TrashRecord } from '../trash/trash.js';
+import type { Lease } from '../lease/lease.js';
+import type { Owner } from '../util/owner.js';
+import type { PullRequest } from '../merge/pr-store.js';
+import type { CheckReport, Finding } from '../memory/check.js';
+import type { Briefing, ContextLists, measure } from '../memory/context.js';
+
+/**
+ * What the control API answers, route by route (see contract.ts). The domain types are imported, not
+ * copied: these are only the views the daemon builds around them. Type-only imports, so the CLI loads
+ * none of the daemon's modules.
+ */
+
+// ---- Homes, branches, sync ------------------------------------------------------------------------
+
+export interface HomeSummary {
+  role: string;
+  /** The Home's bare repository. */
+  store: string;
+  /** Main's head commit. */
+  main: string;
+  branches: string[];
+  /** What could not be read in its `.nas/` files (defaults stand in). */
+  problems: string[];
+}
+
+export interface StatusReport {
+  homes: HomeSummary[];
+}
+
+export interface BranchCreated extends BranchRecord {
+  home: string;
+  /** Its name under the mount root: `<role>@<branch>`. */
+  view: string;
+  createdInMs: number;
+}
+
+export interface BranchListing extends BranchRecord {
+  /** Absent when the branch has a record but no open view. */
+  head?: string;
+  /** Changes written but not committed yet. */
+  pending: number;
+  quota?: { used: number; limit: number };
+}
+
+/** View name -> its head commit after the sync. */
+export type SyncResult = Record<string, string>;
+
+export interface Discarded {
+  discarded: string;
+  head: string;
+  /** Paths moved to the recycle area. */
+  recycled: string[];
+  /** Ids of the leases revoked with the branch. */
+  revokedLeases: string[];
+}
+
+// ---- recycle area -----------------------------------------------------------------------------
+
+export interface TrashRestored {
+  restored: TrashRecord;
+  /** The path it was restored to. */
+  to: string;
+  view: string;
+  head: string;
+}
+
+// ---- leases -------------------------------------------------------------------------------------
+
+/** A lease as shown: never its token's hash. */
+export type LeaseView = Omit<Lease, 'token_sha256'> & { status: 'active' | 'expired' | 'revoked' };
+
+/** Who owns a branch view's files now, after the leases were applied. */
+export interface BranchAccess {
+  /** The write lease in force, if any. */
+  lease: string | null;
+  owner: Owner;
+  /** Set when the principal is no local account, so the view keeps its owner. */
+  warning?: string;
+}
+
+export interface LeaseIssued {
+  lease: LeaseView;
+  /** Shown once: only its secret's hash is stored. */
+  token: string;
+  access: BranchAccess | undefined;
+}
+
+// ---- Agent PRs ----------------------------------------------------------------------------------
+
+/** One line of `nas pr list`. */
+export interface PrSummary {
+  id: number;
+  branch: string;
+  state: PullRequest['state'];
+  intent: string;
+  principal: string;
+  /** `name:pass name:FAIL ...` */
+  checks: string;
+  created: string;
+}
+
+export interface PrDetail extends PullRequest {
+  diff: string;
+  /** The read manifest: `<oid> <path>` lines. */
+  reads: string;
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+export interface MemoryCheckReport extends CheckReport {
+  view: string;
+  commit: string;
+}
+
+/** `nas memory index --check`: the index rules only, nothing written. */
+export interface IndexCheckReport {
+  view: string;
+  commit: string;
+  ok: boolean;
+  errors: number;
+  warnings: number;
+  findings: Finding[];
+  indexes: string[];
+}
+
+/** `nas memory index`: the index blocks regenerated and committed in the branch. */
+export interface IndexWriteReport {
+  view: string;
+  written: string[];
+  indexes: string[];
+  /** Broken markers: those files are not rewritten. */
+  problems: { path: string; line: number; message: string }[];
+  ok: boolean;
+  head: string;
+}
+
+export type IndexReport = IndexCheckReport | IndexWriteReport;
+
+export const isIndexWrite = (r: IndexReport): r is IndexWriteReport => 'written' in r;
+
+export type MeasureReport = { view: string } & ReturnType<typeof measure>;
+
+export interface ContextReport extends ContextLists {
+  view: string;
+  /** The view's path under the mount: the lists' paths are relative to it. */
+  root: string;
+}
+
+export interface BriefingReport extends Briefing {
+  view: string;
+}
+
+export interface ImportReport {
+  view: string;
+  imported: { from: string; to: string }[];
+  refused: { from: string; reason: string }[];
+  ok: boolean;
+  head: string;
+}
+
+export interface ReviewResult {
+  reviewed: string;
+  to: string;
+  commit: string;
+  /** Index files rewritten in the same commit. */
+  regenerated: string[];
+}

@@ -1,0 +1,52 @@
+import type { Call } from '../api/client.js';
+import type { Body, Params, Result, RouteName } from '../api/contract.js';
+import { printable } from '../util/display.js';
+import type { Args, Flag } from './args.js';
+
+/** One row of the command table: how a command line becomes a request, and the answer becomes output. */
+export interface CommandSpec<K extends RouteName> {
+  /** What follows `nas`: a word (`status`) or a family and a verb (`branch create`). */
+  name: string;
+  /** The control API route it calls. */
+  route: K;
+  /** Options it takes besides --json, --help and --socket. */
+  flags?: readonly Flag[];
+  /** The request, from the arguments; a Usage error when they are wrong. */
+  request(args: Args): { params: Params<K>; body: Body<K> } | Promise<{ params: Params<K>; body: Body<K> }>;
+  /** The answer as text for a person (--json prints the answer itself). */
+  print(result: Result<K>, args: Args): string;
+  /** Said on stderr before the text, so stdout stays what a script captures. */
+  notice?(result: Result<K>, args: Args): string;
+  /** Whether this answer exits 1 (a check failed, a merge conflicted). */
+  failed?(result: Result<K>, args: Args): boolean;
+}
+
+export interface Output {
+  stdout: string;
+  stderr: string;
+  failed: boolean;
+}
+
+/** A command with its route's types closed over, so commands of every route fit in one table. */
+export interface Command {
+  name: string;
+  route: RouteName;
+  flags: readonly Flag[];
+  run(args: Args, call: Call): Promise<Output>;
+}
+
+export function command<K extends RouteName>(spec: CommandSpec<K>): Command {
+  return {
+    name: spec.name,
+    route: spec.route,
+    flags: spec.flags ?? [],
+    async run(args, call) {
+      const { params, body } = await spec.request(args);
+      const result = await call(spec.route, params, body);
+      const failed = spec.failed?.(result, args) ?? false;
+      if (args.json) return { stdout: JSON.stringify(result, null, 2) + '\n', stderr: '', failed };
+      // What a run wrote (intents, diffs, names) cannot move the cursor or forge lines.
+      return { stdout: printable(spec.print(result, args)), stderr: printable(spec.notice?.(result, args) ?? ''), failed };
+    },
+  };
+}

@@ -1,0 +1,39 @@
+import { branchSpec } from '../args.js';
+import { command } from '../command.js';
+import { short, table } from '../format.js';
+
+export const help = {
+  branch:
+    'usage: nas branch create <role>/<branch> [--from <branch>|main] [--ttl 48h] [--run ID]\n' +
+    '       nas branch list <role>\n       nas branch discard <role>/<branch>\n\n' +
+    'The TTL is recorded now; expiry is enforced by a later release. discard (owner, or a lease with write on\n' +
+    'the branch) moves the branch\'s work since it forked from main to the recycle area, then removes it.\n',
+};
+
+export const commands = [
+  command({
+    name: 'branch create',
+    route: 'createBranch',
+    flags: ['from', 'ttl', 'run'],
+    request: (args) => {
+      const [role, branch] = branchSpec(args, 2);
+      return { params: { role }, body: { branch, from: args.value('from'), ttl: args.value('ttl'), run: args.value('run') } };
+    },
+    print: (r) => `created branch ${r.view} from ${r.from} at ${short(r.base)} (ttl ${r.ttl}, expires ${r.expires}) in ${r.createdInMs} ms\n`,
+  }),
+  command({
+    name: 'branch list',
+    route: 'listBranches',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (r) => table([['BRANCH', 'HEAD', 'FROM', 'EXPIRES', 'PENDING'], ...r.map((b) => [b.name, short(b.head), b.from, b.expires, String(b.pending)])]),
+  }),
+  command({
+    name: 'branch discard',
+    route: 'discardBranch',
+    request: (args) => {
+      const [role, branch] = branchSpec(args, 2);
+      return { params: { role, branch }, body: {} };
+    },
+    print: (r) => `discarded ${r.discarded}; ${r.recycled.length} file(s) moved to the recycle area\n`,
+  }),
+];

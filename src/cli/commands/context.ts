@@ -1,0 +1,38 @@
+import { splitTarget, wholeNumber } from '../args.js';
+import { command } from '../command.js';
+import { displayPath } from '../../util/display.js';
+
+export const help = {
+  context:
+    'usage: nas context <role>[@<branch>]\n\nPrints the files to read at session start, then the files to read only when a task needs them\n' +
+    '(paths under the mount, not contents), ready for a session-start hook to print as is.\n',
+  briefing:
+    'usage: nas briefing <role>[@<branch>] [--max-tokens 2000]\n\nAGENTS.md, MEMORY.md, memory/resident.md and an inbox summary within a token cap (o200k_base).\n' +
+    'Whole sections that do not fit are left out and listed at the end; nothing is cut mid-sentence.\n',
+};
+
+export const commands = [
+  command({
+    name: 'context',
+    route: 'context',
+    request: (args) => {
+      const [role, branch] = splitTarget(args.need(1, '<role>[@<branch>]'));
+      return { params: { role }, body: { branch } };
+    },
+    print: (r) =>
+      'READ-ON-START (read these now, in this order):\n' + r.start.map((p) => `${displayPath(`${r.root}/${p}`)}\n`).join('') +
+      "\nREAD-ON-DEMAND (read one only when the task needs it; memory/MEMORY.md's index says when):\n" +
+      r.demand.map((d) => `${displayPath(`${r.root}/${d.path}`)}${d.label ? `  [${d.label}]` : ''}\n`).join(''),
+  }),
+  command({
+    name: 'briefing',
+    route: 'briefing',
+    flags: ['max-tokens'],
+    request: (args) => {
+      const [role, branch] = splitTarget(args.need(1, '<role>[@<branch>]'));
+      const maxTokens = wholeNumber(args, 'max-tokens', '--max-tokens takes a whole number');
+      return { params: { role }, body: { branch, maxTokens } };
+    },
+    print: (r) => r.text,
+  }),
+];

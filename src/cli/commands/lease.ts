@@ -1,0 +1,44 @@
+import { branchSpec, wholeNumber } from '../args.js';
+import { command } from '../command.js';
+import { table } from '../format.js';
+
+export const help = {
+  lease:
+    'usage: nas lease issue <role>/<branch> --principal NAME [--ttl 2h] [--scopes write,propose:main] [--budget BYTES]\n' +
+    '       nas lease list <role>\n       nas lease revoke <role> <id>\n\n' +
+    'issue prints the token on stdout (shown once; only its hash is stored). Without $NAS_LEASE it is an owner\n' +
+    'action; with $NAS_LEASE it issues a sub-lease, which may only narrow: same branch and principal, fewer scopes,\n' +
+    'no later expiry, no bigger budget. The principal (a local user or uid) owns the branch view\'s files while\n' +
+    'the lease is active, so the kernel keeps other users from writing them. Revocation takes effect at once.\n',
+};
+
+export const commands = [
+  command({
+    name: 'lease issue',
+    route: 'issueLease',
+    flags: ['principal', 'ttl', 'scopes', 'budget'],
+    request: (args) => {
+      const [role, branch] = branchSpec(args, 2);
+      const budget = wholeNumber(args, 'budget', '--budget takes a number of bytes');
+      return { params: { role }, body: { branch, principal: args.value('principal'), ttl: args.value('ttl'), scopes: args.value('scopes'), budget } };
+    },
+    // The token alone on stdout, for TOKEN=$(nas lease issue ...); what it grants on stderr.
+    notice: (r, args) =>
+      `lease ${r.lease.id} for ${r.lease.principal} on ${args.positional[2]}: ${r.lease.scopes.join(', ')}, until ${r.lease.expires}\n` +
+      (r.access?.warning ? `warning: ${r.access.warning}\n` : ''),
+    print: (r) => `${r.token}\n`,
+  }),
+  command({
+    name: 'lease list',
+    route: 'listLeases',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (r) => table([['ID', 'BRANCH', 'PRINCIPAL', 'SCOPES', 'EXPIRES', 'STATUS', 'PARENT'],
+      ...r.map((l) => [l.id, l.branch, l.principal, l.scopes.join(','), l.expires, l.status, l.parent ?? '-'])]),
+  }),
+  command({
+    name: 'lease revoke',
+    route: 'revokeLease',
+    request: (args) => ({ params: { role: args.need(2, '<role>'), id: args.need(3, '<lease id>') }, body: {} }),
+    print: (r) => `revoked lease ${r.id} (${r.principal} on ${r.branch}) at ${r.revoked}\n`,
+  }),
+];

@@ -1,0 +1,75 @@
+import { Usage, branchSpec, type Args } from '../args.js';
+import { command } from '../command.js';
+import { prState, table } from '../format.js';
+
+export const help = {
+  propose:
+    'usage: nas propose <role>/<branch> --into main --intent TEXT [--checks links,schema,memory,journal,...]\n\n' +
+    'Needs $NAS_LEASE with propose:main on the branch (or the owner). Commits what is pending, diffs against main,\n' +
+    'runs the checks main\'s .nas/ defines (its policy\'s required ones plus those asked for), and then merges\n' +
+    '(all checks pass, nothing deleted, .nas/ untouched, no note marked reviewed, nothing read from inbox/) or\n' +
+    'waits for nas pr approve. Exit 1 when checks fail or the merge conflicts.\n',
+  pr:
+    'usage: nas pr list <role>\n       nas pr show <role> <id>\n       nas pr approve <role> <id>\n' +
+    '       nas pr reject <role> <id> --why TEXT\n       nas pr stats <role>\n\napprove and reject are owner actions.\n',
+};
+
+/** `<role> <id>` of the pr subcommands; the daemon refuses an id that is not a whole number. */
+const prId = (args: Args) => ({ role: args.need(2, '<role>'), id: args.need(3, '<id>') });
+
+export const commands = [
+  command({
+    name: 'propose',
+    route: 'propose',
+    flags: ['into', 'intent', 'checks'],
+    request: (args) => {
+      const [role, branch] = branchSpec(args, 1);
+      if ((args.value('into') ?? 'main') !== 'main') throw new Usage('--into: the only target is main');
+      const checks = args.value('checks')?.split(',').map((c) => c.trim()).filter(Boolean);
+      return { params: { role }, body: { branch, intent: args.value('intent'), checks } };
+    },
+    print: prState,
+    failed: (r) => r.state === 'failed' || r.state === 'conflict',
+  }),
+  command({
+    name: 'pr list',
+    route: 'listPrs',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (r) => (r.length === 0 ? 'no PRs\n' : table([['ID', 'BRANCH', 'STATE', 'CHECKS', 'INTENT'], ...r.map((p) => [String(p.id), p.branch, p.state, p.checks || '-', p.intent])])),
+  }),
+  command({
+    name: 'pr show',
+    route: 'showPr',
+    request: (args) => ({ params: prId(args), body: {} }),
+    print: (r) =>
+      prState(r) +
+      `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}\n` +
+      `reads: ${r.provenance.reads} path(s), digest ${r.provenance.reads_digest}\n` +
+      `trust: ${r.trust.notes_changed.length} note(s) changed, ${r.trust.unreviewed.length} unreviewed, ${r.trust.reviewed_claims.length} marked reviewed` +
+      `${r.trust.reviewed_claims.length ? ` (${r.trust.reviewed_claims.join(', ')})` : ''}\n` +
+      `changes: ${r.changes.added} added, ${r.changes.modified} modified, ${r.changes.deleted} deleted\n\n${r.diff}`,
+  }),
+  command({
+    name: 'pr approve',
+    route: 'approvePr',
+    request: (args) => ({ params: prId(args), body: {} }),
+    print: (r) => prState(r) + (r.decision?.why ? `why: ${r.decision.why}\n` : ''),
+    failed: (r) => r.state === 'conflict',
+  }),
+  command({
+    name: 'pr reject',
+    route: 'rejectPr',
+    flags: ['why'],
+    request: (args) => ({ params: prId(args), body: { why: args.value('why') } }),
+    print: (r) => prState(r) + (r.decision?.why ? `why: ${r.decision.why}\n` : ''),
+    failed: (r) => r.state === 'conflict',
+  }),
+  command({
+    name: 'pr stats',
+    route: 'prStats',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (r) =>
+      `${r.total} PR(s): ${r.merged_by_policy} merged by policy, ${r.approved} approved, ${r.rejected} rejected, ${r.waiting} waiting, ` +
+      `${r.failed} failed, ${r.conflict} in conflict\napproval rate ${r.approval_rate ?? '-'}%, merged by policy ${r.auto_merge_rate ?? '-'}%\n`,
+  }),
+];

@@ -1,0 +1,46 @@
+import { DEFAULT_SOCKET } from '../daemon/config.js';
+import { DEFAULT_OWNER_TOKEN_FILE } from './credentials.js';
+
+/** `nas --help`: every command on one screen. Each family's own help is next to its commands. */
+export const OVERVIEW = `usage: nas [--socket PATH] [--json] <command> ...
+
+commands:
+  status                                    what nasd serves
+  home create <role> [--template default]   create a Home from a template
+  home list                                 list Homes, their branches and metadata problems
+  branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]
+                                            create a writable branch view <mount>/<role>@<branch>
+  branch list <role>                        list a Home's branches
+  sync <role>[/<branch>]                    commit everything pending now, and wait for it
+  trash list <role>                         the recycle area: what was deleted, where, when
+  trash restore <role> <path> [--branch B] [--to P] [--id ID]
+                                            bring a deleted path back into a branch
+  memory check <role>[@<branch>]            budgets, indexes and trust labels; exit 1 on any error
+  memory index <role>@<branch> [--check]    regenerate the topic index blocks (--check: only report)
+  memory measure <role>[@<branch>] [--task PATH]...
+                                            bytes and o200k_base tokens of the start set and a task
+  memory review <role> <note> [--description TEXT]
+                                            owner: label a note reviewed (quarantine -> notes/) on main
+  memory import <role>@<branch> <file>...   bring notes from another framework into quarantine, unreviewed
+  lease issue <role>/<branch> --principal P [--ttl 2h] [--scopes write,propose:main] [--budget BYTES]
+                                            grant a run its branch; prints the token (with $NAS_LEASE: a sub-lease)
+  lease list <role>                         leases with status; lease revoke <role> <id> (owner)
+  propose <role>/<branch> --into main --intent TEXT [--checks links,schema,memory,journal]
+                                            commit, diff, check, and merge or wait for the owner
+  pr list <role>                            PRs: id, branch, state, checks, intent
+  pr show <role> <id>                       diff, intent, provenance, checks, trust labels, reads
+  pr approve <role> <id>                    owner: merge a waiting PR; pr reject <role> <id> --why TEXT
+  pr stats <role>                           merged by policy, approved, rejected, waiting
+  branch discard <role>/<branch>            move a branch's work to the recycle area and remove it
+  context <role>[@<branch>]                 READ-ON-START and READ-ON-DEMAND paths for a session-start hook
+  briefing <role>[@<branch>] [--max-tokens 2000]
+                                            the token-capped boot view
+
+credentials: $NAS_LEASE (a lease token); the owner's, read from ${DEFAULT_OWNER_TOKEN_FILE} when run as root
+  (or $NAS_OWNER_TOKEN_FILE, $NAS_OWNER_TOKEN): approve, reject, review, revoke and top-level leases need it.
+
+options:
+  --socket PATH   nasd's control socket (default $NAS_SOCKET or ${DEFAULT_SOCKET})
+  --json          print the daemon's answer as JSON
+  --help          this text; "nas <command> --help" for one command
+`;

@@ -1,0 +1,85 @@
+import type { Body, Params, Result, RouteName } from '../api/contract.js';
+import type { Registry } from './registry.js';
+import type { MemoryService } from './memory-service.js';
+import type { LeaseService } from './lease-service.js';
+import type { PrService } from './pr-service.js';
+import { requireOwner, type Credentials } from './auth.js';
+
+/**
+ * What each route of the control API does: who may (requireOwner, leases.authorize), then the service.
+ * Bodies arrive validated against the contract; control.ts is the transport around this table.
+ */
+
+export interface Services {
+  memory: MemoryService;
+  leases: LeaseService;
+  prs: PrService;
+  stateDir: string;
+}
+
+export interface Request<K extends RouteName> {
+  params: Params<K>;
+  body: Body<K>;
+  creds: Credentials;
+}
+
+export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K>> | Result<K>;
+
+/** One handler per route: a route missing here does not compile. */
+export type Handlers = { [K in RouteName]: Handler<K> };
+
+export function handlers(reg: Registry, { memory, leases, prs, stateDir }: Services): Handlers {
+  const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
+  // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
+  const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
+    if (branch && branch !== 'main') await leases.authorize(role, branch, 'write', c, `${action} in ${role}/${branch}`);
+  };
+  return {
+    status: () => reg.status(),
+
+    listHomes: () => reg.listHomes(),
+    createHome: ({ body: b, creds }) => (owner(creds, 'creating a Home'), reg.createHome(b.role, b.template, b.owner ?? 'root')),
+
+    listBranches: ({ params }) => reg.listBranches(params.role),
+    createBranch: ({ params, body: b, creds }) =>
+      (owner(creds, 'creating a branch'), reg.createBranch(params.role, b.branch, { from: b.from, ttl: b.ttl, run: b.run })),
+    discardBranch: async ({ params: { role, branch }, creds }) => {
+      await leases.authorize(role, branch, 'write', creds, `discarding ${role}/${branch}`);
+      const result = await reg.discardBranch(role, branch);
+      return { ...result, revokedLeases: await leases.revokeBranch(role, branch) };
+    },
+    sync: ({ params, body }) => reg.sync(params.role, body.branch),
+
+    listTrash: ({ params }) => reg.trashList(params.role),
+    restoreTrash: async ({ params: { role }, body, creds }) => {
+      await writer(role, await reg.trashTarget(role, body), creds, 'restoring from the recycle area');
+      return reg.trashRestore(role, body);
+    },
+
+    listLeases: ({ params }) => leases.list(params.role),
+    issueLease: ({ params, body: { branch, ...opts }, creds }) => leases.issue(params.role, branch, opts, creds),
+    revokeLease: ({ params, creds }) => leases.revoke(params.role, params.id, creds),
+
+    propose: ({ params, body: b, creds }) => prs.propose(params.role, b.branch, { intent: b.intent, checks: b.checks }, creds),
+    listPrs: ({ params }) => prs.list(params.role),
+    prStats: ({ params }) => prs.stats(params.role),
+    // A PR id that is not a whole number is refused by the service, with what to do.
+    showPr: ({ params }) => prs.show(params.role, Number(params.id)),
+    approvePr: ({ params, creds }) => prs.approve(params.role, Number(params.id), creds),
+    rejectPr: ({ params, body, creds }) => prs.reject(params.role, Number(params.id), body.why, creds),
+
+    memoryCheck: ({ params, body }) => memory.check(params.role, body.branch),
+    memoryIndex: async ({ params: { role }, body: b, creds }) => {
+      if (b.check !== true) await writer(role, b.branch, creds, 'regenerating indexes');
+      return memory.index(role, b.branch, b.check === true);
+    },
+    memoryMeasure: ({ params, body }) => memory.measure(params.role, body.branch, body.tasks ?? []),
+    memoryImport: async ({ params: { role }, body, creds }) => {
+      await writer(role, body.branch, creds, 'importing notes');
+      return memory.import(role, body.branch, body.files);
+    },
+    memoryReview: ({ params, body, creds }) => memory.review(params.role, body.path, body.description, creds),
+    context: ({ params, body }) => memory.context(params.role, body.branch),
+    briefing: ({ params, body }) => memory.briefing(params.role, body.branch, body.maxTokens ?? 2000),
+  };
+}

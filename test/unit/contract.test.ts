@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest';
+import { ROUTES, ROUTE_NAMES, type RouteName } from '../../src/api/contract.js';
+import { fillPath, matchRoute } from '../../src/api/paths.js';
+import { validateBody } from '../../src/api/validate.js';
+import { handlers, type Services } from '../../src/daemon/handlers.js';
+import type { Registry } from '../../src/daemon/registry.js';
+import { COMMANDS } from '../../src/cli/commands/index.js';
+import { parse } from '../../src/cli/args.js';
+import { UserError } from '../../src/util/errors.js';
+
+/** The control API contract without a daemon: validation, routing, and that both sides cover every route. */
+
+const refused = (route: RouteName, body: unknown): string => {
+  try {
+    validateBody(route, body);
+  } catch (e) {
+    expect(e).toBeInstanceOf(UserError);
+    expect((e as UserError).status).toBe(400);
+    return (e as Error).message;
+  }
+  throw new Error(`${route} accepted ${JSON.stringify(body)}`);
+};
+
+describe('request validation', () => {
+  it('names the field of a malformed body', () => {
+    expect(refused('createBranch', {})).toBe('body.branch must be a non-empty string');
+    expect(refused('createBranch', { branch: '' })).toBe('body.branch must be a non-empty string');
+    expect(refused('createBranch', { branch: 'x', ttl: 48 })).toBe('body.ttl must be a string');
+    expect(refused('propose', { branch: 'x', checks: 'links,schema' })).toBe('body.checks must be a list of strings');
+    expect(refused('memoryIndex', { check: 'yes' })).toBe('body.check must be true or false');
+    expect(refused('briefing', { maxTokens: '2000' })).toBe('body.maxTokens must be a number');
+    expect(refused('memoryImport', { files: {} })).toMatch(/^body\.files must be a list of \{name, content\}/);
+    expect(refused('memoryImport', { files: [{ name: 'a.md', content: 'eA==' }, { content: 'eA==' }] })).toBe('body.files[1].name must be a non-empty string');
+    expect(refused('memoryImport', { files: [{ name: 'a.md', content: 7 }] })).toBe('body.files[0].content must be a string (base64)');
+    expect(refused('memoryImport', { files: ['a.md'] })).toBe('body.files[0] must be an object {name, content}');
+  });
+
+  it("keeps the CLI's words where the daemon has always used them", () => {
+    expect(refused('issueLease', { branch: 'leases', budget: 'lots' })).toBe('body.budget: --budget must be a whole number of bytes (0 or more)');
+  });
+
+  it('refuses a body that is not an object, and fields the route does not take', () => {
+    for (const body of [null, [], 'x', 3]) expect(refused('sync', body)).toBe('request body is not a JSON object');
+    expect(refused('sync', { brnach: 'x' })).toBe('body.brnach is not a field of POST /v1/homes/:role/sync (it takes branch)');
+    expect(refused('approvePr', { why: 'x' })).toBe('body.why is not a field of POST /v1/homes/:role/prs/:id/approve (it takes none)');
+  });
+
+  it('passes a good body through, with optional fields not given left out', () => {
+    expect(validateBody('createBranch', { branch: 'draft', from: 'main', ttl: '', run: null })).toEqual({ branch: 'draft', from: 'main' });
+    expect(validateBody('issueLease', { branch: 'b', budget: 0, scopes: 'write' })).toEqual({ branch: 'b', budget: 0, scopes: 'write' });
+    expect(validateBody('memoryIndex', { check: false })).toEqual({ check: false });
+    expect(validateBody('memoryMeasure', { tasks: ['memory/a.md'] })).toEqual({ tasks: ['memory/a.md'] });
+    expect(validateBody('memoryImport', { branch: 'b', files: [{ name: 'a.md', content: 'eA==' }] })).toEqual({ branch: 'b', files: [{ name: 'a.md', content: 'eA==' }] });
+    expect(validateBody('status', {})).toEqual({});
+  });
+});
+
+describe('routing', () => {
+  it('matches every route from the path the client builds, parameters decoded', () => {
+    for (const name of ROUTE_NAMES) {
+      const params = Object.fromEntries([...ROUTES[name].path.matchAll(/:(\w+)/g)].map(([, p]) => [p, `${p} 1/é`]));
+      const path = fillPath(name, params as never);
+      expect(path).not.toMatch(/[: ]/);
+      expect(matchRoute(ROUTES[name].method, path)).toEqual({ name, params });
+    }
+  });
+
+  it('prefers a literal segment to a parameter, and answers nothing for unknown paths or methods', () => {
+    expect(matchRoute('GET', '/v1/homes/demo/prs/stats')).toEqual({ name: 'prStats', params: { role: 'demo' } });
+    expect(matchRoute('GET', '/v1/homes/demo/prs/7')).toEqual({ name: 'showPr', params: { role: 'demo', id: '7' } });
+    expect(matchRoute('DELETE', '/v1/homes/demo/prs/7')).toBeUndefined();
+    expect(matchRoute('GET', '/v1/homes/demo/nothing')).toBeUndefined();
+    expect(matchRoute('GET', '/v1/status/')).toBeUndefined();
+    expect(() => matchRoute('GET', '/v1/homes/%E0%A4%A/branches')).toThrow(/role in the path is not valid URI encoding/);
+  });
+});
+
+describe('coverage of the contract', () => {
+  it('has a handler for every route, and no handler without one', () => {
+    const services = { memory: {}, leases: {}, prs: {}, stateDir: '/nonexistent' } as unknown as Services;
+    expect(Object.keys(handlers({} as Registry, services)).sort()).toEqual([...ROUTE_NAMES].sort());
+  });
+
+  /** Routes no nas command calls, and why. None today. */
+  const NOT_IN_CLI: Partial<Record<RouteName, string>> = {};
+
+  it('has a CLI command for every route (or a stated reason), and every command calls a route', () => {
+    const used = new Set(COMMANDS.map((c) => c.route));
+    for (const name of ROUTE_NAMES) expect([name, used.has(name) || name in NOT_IN_CLI]).toEqual([name, true]);
+    for (const c of COMMANDS) expect(ROUTE_NAMES).toContain(c.route);
+    expect(new Set(COMMANDS.map((c) => c.name)).size).toBe(COMMANDS.length);
+  });
+
+  /** One command line per command, as a person would type it. */
+  const LINES: Record<string, string[]> = {
+    'status': ['status'],
+    'home create': ['home', 'create', 'writer', '--template', 'default', '--owner', 'alice'],
+    'home list': ['home', 'list'],
+    'branch create': ['branch', 'create', 'demo/draft', '--from', 'main', '--ttl', '2h', '--run', 'r1'],
+    'branch list': ['branch', 'list', 'demo'],
+    'branch discard': ['branch', 'discard', 'demo/draft'],
+    'sync': ['sync', 'demo/draft'],
+    'trash list': ['trash', 'list', 'demo'],
+    'trash restore': ['trash', 'restore', 'demo', 'outbox/x.md', '--branch', 'draft', '--to', 'outbox/y.md', '--id', 'abc'],
+    'lease issue': ['lease', 'issue', 'demo/draft', '--principal', 'alice', '--ttl', '2h', '--scopes', 'write', '--budget', '1000'],
+    'lease list': ['lease', 'list', 'demo'],
+    'lease revoke': ['lease', 'revoke', 'demo', 'l-0123456789ab'],
+    'propose': ['propose', 'demo/draft', '--into', 'main', '--intent', 'notes', '--checks', 'links, schema,'],
+    'pr list': ['pr', 'list', 'demo'],
+    'pr show': ['pr', 'show', 'demo', '1'],
+    'pr approve': ['pr', 'approve', 'demo', '1'],
+    'pr reject': ['pr', 'reject', 'demo', '1', '--why', 'no'],
+    'pr stats': ['pr', 'stats', 'demo'],
+    'memory check': ['memory', 'check', 'demo@draft'],
+    'memory index': ['memory', 'index', 'demo@draft', '--check'],
+    'memory measure': ['memory', 'measure', 'demo', '--task', 'memory/a.md', '--task', 'memory/b.md'],
+    'memory review': ['memory', 'review', 'demo', 'memory/quarantine/a.md', '--description', 'When a.'],
+    'memory import': ['memory', 'import', 'demo@draft', import.meta.filename],
+    'context': ['context', 'demo@draft'],
+    'briefing': ['briefing', 'demo', '--max-tokens', '500'],
+  };
+
+  it("builds, for every command, a request the daemon's validation accepts", async () => {
+    expect(Object.keys(LINES).sort()).toEqual(COMMANDS.map((c) => c.name).sort());
+    for (const c of COMMANDS) {
+      const args = parse(LINES[c.name], '/nonexistent.sock');
+      for (const f of args.given()) expect(c.flags).toContain(f);
+      let sent: { route: string; path: string; body: unknown } | undefined;
+      const call = async (route: RouteName, params: never, body: unknown) => {
+        // What goes over the wire, checked as the daemon checks it.
+        const wire = JSON.parse(JSON.stringify(body));
+        sent = { route, path: fillPath(route, params), body: validateBody(route, wire) };
+        throw new Error('sent');
+      };
+      await expect(c.run(args, call as never)).rejects.toThrow('sent');
+      expect(sent?.route).toBe(c.route);
+      expect(matchRoute(ROUTES[c.route].method, sent!.path)?.name).toBe(c.route);
+    }
+  });
+
+  it('sends the lists the daemon takes: checks split on commas, every --task', async () => {
+    const bodies: Record<string, unknown> = {};
+    const call = async (route: RouteName, _params: never, body: unknown) => {
+      bodies[route] = body;
+      throw new Error('sent');
+    };
+    for (const name of ['propose', 'memory measure']) {
+      const c = COMMANDS.find((x) => x.name === name)!;
+      await c.run(parse(LINES[name], '/nonexistent.sock'), call as never).catch(() => undefined);
+    }
+    expect(bodies.propose).toEqual({ branch: 'draft', intent: 'notes', checks: ['links', 'schema'] });
+    expect(bodies.memoryMeasure).toEqual({ branch: undefined, tasks: ['memory/a.md', 'memory/b.md'] });
+  });
+});
