@@ -295,13 +295,21 @@ export class Registry {
     return { restored: record, to: target, view: view.name, head: view.head };
   }
 
-  /** Space on the filesystem that holds the state directory: where every view's writes land. */
-  async statfs(): Promise<FsStats> {
+  /**
+   * Space as `df` should see it: on a branch view, the branch's quota (total, used, free), so df tells the
+   * truth before EDQUOT does, never more than the disk that holds the state directory has; elsewhere that disk.
+   */
+  async statfs(view?: View): Promise<FsStats> {
     const s = await fs.statfs(this.opts.stateDir);
-    return {
+    const disk = {
       bsize: s.bsize, frsize: s.bsize, blocks: s.blocks, bfree: s.bfree, bavail: s.bavail,
       files: s.files, ffree: s.ffree, favail: s.ffree, fsid: 0, flag: 0, namemax: 255,
     };
+    if (!(view instanceof BranchView)) return disk;
+    const { used, limit } = view.quota;
+    const blocks = Math.min(disk.blocks, Math.ceil(limit / s.bsize));
+    const free = Math.max(0, Math.min(disk.bavail, Math.floor((limit - used) / s.bsize), blocks));
+    return { ...disk, blocks, bfree: free, bavail: free };
   }
 
   status(): StatusReport {

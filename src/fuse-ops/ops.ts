@@ -10,7 +10,8 @@ import type { Mutation } from '../policy/policy.js';
 export interface Router {
   rootNames(): string[];
   view(name: string): View | undefined;
-  statfs(): Promise<FsStats>;
+  /** Space for df: the view's (a branch's quota), or the mount's when there is no view. */
+  statfs(view?: View): Promise<FsStats>;
 }
 
 type Cb = (err: number, ...rest: unknown[]) => void;
@@ -109,7 +110,8 @@ export function fuseOps(router: Router, log: Logger) {
     readdir: (path: string, cb: Cb) =>
       answer('readdir', path, cb, async () => {
         const r = route(path);
-        return r ? r.view.readdir(r.rel) : router.rootNames();
+        // Every listing has . and .., as on a disk (libfuse 2 passes the names through as they are).
+        return ['.', '..', ...(r ? await r.view.readdir(r.rel) : router.rootNames())];
       }),
     readlink: (path: string, cb: Cb) => answer('readlink', path, cb, async () => { const r = need(path); return r.view.readlink(r.rel); }),
     access: (path: string, mode: number, cb: Cb) =>
@@ -173,6 +175,6 @@ export function fuseOps(router: Router, log: Logger) {
       answer('chown', path, cb, async () => { const r = mutable(path, 'chmod'); await r.view.chown(r.rel, uid, gid); }),
     utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
       answer('utimens', path, cb, async () => { const r = mutable(path, 'utimens'); await r.view.utimens(r.rel, atime, mtime); }),
-    statfs: (path: string, cb: Cb) => answer('statfs', path, cb, () => router.statfs()),
+    statfs: (path: string, cb: Cb) => answer('statfs', path, cb, async () => router.statfs(route(path)?.view)),
   };
 }
