@@ -63,13 +63,14 @@ const APPEND_ALLOWED: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'open-
 
 /**
  * Decide a mutation. `exists` tells whether the target already exists (matters for rename-to and create in
- * append-only areas). Byte-level checks (append offsets, quota) are `checkAppend` and `checkQuota`.
+ * append-only areas); `ignored` that git ignores the path (a .gitignore rule), which makes it scratch too.
+ * Byte-level checks (append offsets, quota) are `checkAppend` and `checkQuota`.
  */
-export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: string, exists = false): ErrnoCode | null {
+export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: string, exists = false, ignored = false): ErrnoCode | null {
   if (view === 'main') return 'EROFS';
   if (path === '') return 'EPERM';
   if (matchesAny(path, rules.readOnly)) return 'EPERM';
-  const scratch = isScratch(rules, path);
+  const scratch = ignored || isScratch(rules, path);
   if (!scratch && NAMING.has(op) && path.split('/').includes('.git')) return 'EPERM';
   // Git trees hold neither hard links nor special files.
   if ((op === 'link' || op === 'mknod') && !scratch) return 'EPERM';

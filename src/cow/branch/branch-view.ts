@@ -14,7 +14,8 @@ import { Committer } from './committer.js';
 import { CopyUp } from './copy-up.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
-import { isDir, isFuseHidden, Overlay } from './overlay.js';
+import { isDir, Overlay } from './overlay.js';
+import { isFuseHidden } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
 import { Space } from './space.js';
 
@@ -178,7 +179,7 @@ export class BranchView implements WritableView {
       const data = await this.overlay.layer.content(node.entry);
       return { rel, fd: null, data, writable: false, dirty: false, floor: data.length, size: data.length };
     }
-    this.overlay.check('open-write', rel);
+    await this.overlay.check('open-write', rel);
     const truncating = (flags & constants.O_TRUNC) !== 0;
     const refusal = checkOpenForWrite(this.overlay.rules, rel, (flags & constants.O_APPEND) !== 0, truncating);
     if (refusal) throw fsError(refusal, `${rel} is append-only: open it with O_APPEND`);
@@ -211,7 +212,7 @@ export class BranchView implements WritableView {
   // ---- writing files -----------------------------------------------------------------------------
 
   async create(rel: string, mode: number): Promise<Handle> {
-    this.overlay.check('create', rel);
+    await this.overlay.check('create', rel);
     const fd = await this.copy.withParent(rel, () =>
       fsx.open(this.overlay.up(rel), constants.O_CREAT | constants.O_RDWR | constants.O_TRUNC, mode & 0o7777),
     );
@@ -247,7 +248,7 @@ export class BranchView implements WritableView {
   }
 
   async truncate(rel: string, size: number): Promise<void> {
-    this.overlay.check('truncate', rel);
+    await this.overlay.check('truncate', rel);
     const node = await this.overlay.need(rel);
     if (isDir(node)) throw fsError('EISDIR');
     let old = node.stat?.size ?? 0;
@@ -263,7 +264,7 @@ export class BranchView implements WritableView {
   }
 
   async ftruncate(h: Handle, size: number): Promise<void> {
-    this.overlay.check('truncate', h.rel);
+    await this.overlay.check('truncate', h.rel);
     if (!h.writable || h.fd === null) throw fsError('EBADF');
     const refusal = this.space.refusal(size - h.size);
     if (refusal) throw fsError(refusal);
@@ -274,7 +275,7 @@ export class BranchView implements WritableView {
   }
 
   async chmod(rel: string, mode: number): Promise<void> {
-    this.overlay.check('chmod', rel);
+    await this.overlay.check('chmod', rel);
     await this.copy.materialise(rel, await this.overlay.need(rel));
     await fs.chmod(this.overlay.up(rel), mode & 0o7777);
     this.committer.markDirty(rel);
@@ -282,13 +283,13 @@ export class BranchView implements WritableView {
 
   /** Ownership is the view's (git keeps none): accepted so tar and rsync -a work, and not stored. */
   async chown(rel: string): Promise<void> {
-    this.overlay.check('chmod', rel);
+    await this.overlay.check('chmod', rel);
     await this.overlay.need(rel);
   }
 
   /** fuse-native passes the access time for both times, so that is what is stored. */
   async utimens(rel: string, atime: number, mtime: number): Promise<void> {
-    this.overlay.check('utimens', rel);
+    await this.overlay.check('utimens', rel);
     await this.copy.materialise(rel, await this.overlay.need(rel));
     await fs.lutimes(this.overlay.up(rel), new Date(atime), new Date(mtime));
   }
@@ -336,7 +337,7 @@ export class BranchView implements WritableView {
 
   /** Put content back at rel (recycle-area restore) and commit it. The caller checks that rel is free. */
   async restore(rel: string, kind: TrashKind, content: Buffer): Promise<void> {
-    this.overlay.check('create', rel);
+    await this.overlay.check('create', rel);
     await this.realParents(rel);
     if (kind === 'dir') await fs.mkdir(this.overlay.up(rel), { recursive: true, mode: 0o755 });
     else await this.place(rel, kind, content);
@@ -353,7 +354,7 @@ export class BranchView implements WritableView {
     await this.realParents(rel);
     const node = await this.overlay.resolve(rel);
     if (node && isDir(node)) throw fsError('EISDIR', `${rel} is a directory`);
-    this.overlay.check(node ? 'truncate' : 'create', rel, node !== null);
+    await this.overlay.check(node ? 'truncate' : 'create', rel, node !== null);
     if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
     if (expected === null && node) throw fsError('EEXIST', `${rel} exists in ${this.name}`);
     if (expected && node && (node.entry?.oid ?? (await this.committer.hashUpper(rel))?.oid) !== expected) {

@@ -10,7 +10,8 @@ import { GitLayer } from '../git-layer.js';
 import type { Handle } from '../view.js';
 import type { Deletions } from './deletions.js';
 import { Flusher } from './flusher.js';
-import { isFuseHidden, type Overlay } from './overlay.js';
+import type { Overlay } from './overlay.js';
+import { isFuseHidden } from './paths.js';
 
 export interface CommitterContext {
   branch: string;
@@ -34,12 +35,19 @@ export class Committer {
   readonly dirty = new Map<string, number>();
   /** Handles open for writing, so that sync can include what they wrote before their release arrives. */
   readonly writers = new Set<Handle>();
+  /** Paths a commit left out because git ignores them: looked at again when a .gitignore changes. */
+  private readonly ignored = new Set<string>();
   private readonly flusher: Flusher;
 
   constructor(private readonly ctx: CommitterContext, private readonly overlay: Overlay, private readonly deletions: Deletions) {
     this.flusher = new Flusher(() => this.commitPending(), ctx.windowMs, (err) =>
       ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
     );
+    overlay.ignore.onChange = () => {
+      const again = [...this.ignored];
+      this.ignored.clear();
+      for (const p of again) this.markDirty(p);
+    };
   }
 
   get pendingChanges(): number {
@@ -48,6 +56,7 @@ export class Committer {
 
   markDirty(rel: string): void {
     if (this.overlay.scratch(rel) || isFuseHidden(rel)) return;
+    this.overlay.ignore.changed(rel);
     this.dirty.set(rel, this.overlay.next());
     this.flusher.schedule();
   }
@@ -93,11 +102,14 @@ export class Committer {
     const changes = new Map<string, Entry | null>();
     for (const [path] of whiteouts) if (await store.lookupPath(head.tree, path)) changes.set(path, null);
     const deleted = [...changes.keys()];
-    const blobs = await mapLimit(dirty, 16, ([path]) => this.hashUpper(path));
+    // What .gitignore matches and git does not track stays on disk, uncommitted.
+    const blobs = await mapLimit(dirty, 16, async ([path]) => ((await this.overlay.scratchAt(path)) ? 'ignored' as const : this.hashUpper(path)));
     const written: string[] = [];
     dirty.forEach(([path], i) => {
       const entry = blobs[i];
-      if (!entry) return;
+      if (entry === 'ignored') this.ignored.add(path);
+      if (!entry || entry === 'ignored') return;
+      this.ignored.delete(path);
       changes.delete(path);
       changes.set(path, entry);
       written.push(path);

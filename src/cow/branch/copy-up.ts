@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { fsError, hasCode } from '../../util/errors.js';
 import { MODE, type Entry, type Store } from '../../store/store.js';
 import type { TrashKind } from '../../trash/trash.js';
-import { isDir, join, parentOf, type Node, type Overlay } from './overlay.js';
+import { isDir, type Node, type Overlay } from './overlay.js';
+import { join, parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
 

@@ -64,6 +64,7 @@ export class Deletions {
       await act();
       this.waiting.push(entry);
       if (entry.whiteout) this.overlay.hide(entry.record.path);
+      this.overlay.ignore.changed(entry.record.path);
       this.forget(entry.record.path);
     });
   }

@@ -7,7 +7,8 @@ import { checkDirectoryMove, isAppendOnly } from '../../policy/policy.js';
 import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
-import { isDir, isFuseHidden, type Overlay } from './overlay.js';
+import { isDir, type Overlay } from './overlay.js';
+import { isFuseHidden } from './paths.js';
 import type { Space } from './space.js';
 
 /**
@@ -40,18 +41,18 @@ export class Names {
 
   /** Special files cannot live in git (policy: EPERM); in scratch they are not supported yet. */
   async mknod(rel: string, _mode: number, _dev: number): Promise<void> {
-    this.overlay.check('mknod', rel);
+    await this.overlay.check('mknod', rel);
     throw fsError('EPERM', 'device nodes, FIFOs and sockets are not supported in this view yet');
   }
 
   async mkdir(rel: string, mode: number): Promise<void> {
-    this.overlay.check('mkdir', rel);
+    await this.overlay.check('mkdir', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     await this.copy.withParent(rel, () => fs.mkdir(this.overlay.up(rel), mode & 0o7777));
   }
 
   async symlink(target: string, rel: string): Promise<void> {
-    this.overlay.check('symlink', rel);
+    await this.overlay.check('symlink', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     await this.copy.withParent(rel, () => fs.symlink(target, this.overlay.up(rel)));
     this.committer.markDirty(rel);
@@ -59,18 +60,19 @@ export class Names {
 
   /** Hard links exist only in scratch: git cannot represent them. */
   async link(from: string, to: string): Promise<void> {
-    this.overlay.check('link', to);
-    if (!this.overlay.scratch(from)) throw fsError('EPERM', 'hard links are only possible within scratch paths');
+    await this.overlay.check('link', to);
+    if (!(await this.overlay.scratchAt(from))) throw fsError('EPERM', 'hard links are only possible within scratch paths');
     await this.copy.withParent(to, () => fs.link(this.overlay.up(from), this.overlay.up(to)));
   }
 
   async unlink(rel: string): Promise<void> {
-    this.overlay.check('unlink', rel);
-    if (this.overlay.scratch(rel) || isFuseHidden(rel)) {
+    await this.overlay.check('unlink', rel);
+    if (isFuseHidden(rel) || (await this.overlay.scratchAt(rel))) {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       await fs.unlink(this.overlay.up(rel));
       this.space.used -= node.stat?.size ?? 0;
+      this.overlay.ignore.changed(rel);
       return;
     }
     // Looked up under the log lock, so a copy-up racing with the unlink cannot slip between the two.
@@ -99,7 +101,7 @@ export class Names {
    * filed in the recycle area under its own name and stays readable through the open descriptors.
    */
   private async unlinkOpen(rel: string, hidden: string): Promise<void> {
-    this.overlay.check('unlink', rel);
+    await this.overlay.check('unlink', rel);
     await this.deleteLogged(async () => {
       let node = await this.overlay.need(rel);
       if (node.entry) {
@@ -121,8 +123,8 @@ export class Names {
   }
 
   async rmdir(rel: string): Promise<void> {
-    this.overlay.check('rmdir', rel);
-    const scratch = this.overlay.scratch(rel);
+    await this.overlay.check('rmdir', rel);
+    const scratch = await this.overlay.scratchAt(rel, true);
     const remove = async () => {
       const node = await this.overlay.need(rel);
       if (!isDir(node)) throw fsError('ENOTDIR');
@@ -148,19 +150,20 @@ export class Names {
   async rename(from: string, to: string): Promise<void> {
     const src = await this.overlay.need(from);
     const dst = await this.overlay.resolve(to);
-    this.overlay.check('rename-from', from);
-    this.overlay.check('rename-to', to, dst !== null);
+    await this.overlay.check('rename-from', from);
+    await this.overlay.check('rename-to', to, dst !== null);
     if (from === to) return;
     if (to.startsWith(`${from}/`)) throw fsError('EINVAL');
-    if (isFuseHidden(to) && !isDir(src) && !this.overlay.scratch(from)) return this.unlinkOpen(from, to);
     const srcDir = isDir(src);
+    const fromScratch = await this.overlay.scratchAt(from, srcDir);
+    if (isFuseHidden(to) && !srcDir && !fromScratch) return this.unlinkOpen(from, to);
     if (dst) {
       const dstDir = isDir(dst);
       if (srcDir && !dstDir) throw fsError('ENOTDIR');
       if (!srcDir && dstDir) throw fsError('EISDIR');
       if (dstDir && (await this.overlay.names(to)).length > 0) throw fsError('ENOTEMPTY');
     }
-    const toVersioned = !this.overlay.scratch(to);
+    const toVersioned = !(await this.overlay.scratchAt(to, srcDir));
     if (srcDir) await this.copy.tree(from);
     else if (src.entry) await this.copy.file(from, src.entry);
     if (srcDir) {
@@ -175,7 +178,7 @@ export class Names {
     // Hide git's copy of the source (a commit under way may be adding it), and of a directory replaced at
     // the target (its contents were all deleted). Logged before the rename, as deletions are.
     const dstGit = dst ? await this.overlay.gitNode(to) : null;
-    const hide = [this.overlay.scratch(from) ? null : from, dstGit && isDir(dstGit) ? to : null].filter((p): p is string => p !== null);
+    const hide = [fromScratch ? null : from, dstGit && isDir(dstGit) ? to : null].filter((p): p is string => p !== null);
     if (hide.length) await this.deletions.hide(hide);
     try {
       await this.copy.withParent(to, () => fs.rename(this.overlay.up(from), this.overlay.up(to)));
@@ -193,6 +196,8 @@ export class Names {
       }
     }
     for (const p of [...this.committer.dirty.keys()]) if (p === from || p.startsWith(`${from}/`)) this.committer.dirty.delete(p);
+    this.overlay.ignore.changed(from, srcDir);
+    this.overlay.ignore.changed(to, srcDir);
     if (toVersioned) {
       if (srcDir) await this.overlay.walkUpper(to, (rel, st) => !st.isDirectory() && this.committer.markDirty(rel));
       else this.committer.markDirty(to);

@@ -4,20 +4,13 @@ import { fsError, hasCode } from '../../util/errors.js';
 import { MODE, type Entry } from '../../store/store.js';
 import { checkMutation, isScratch, type Mutation, type Rules } from '../../policy/policy.js';
 import type { GitLayer } from '../git-layer.js';
+import { IgnoreRules } from './ignore-rules.js';
+import { join, parentOf } from './paths.js';
 
 /** A path as the view sees it: in the upper directory (stat) or only in git (entry). */
 export type Node = { stat: Stats; entry?: undefined } | { entry: Entry; stat?: undefined };
 
 export const isDir = (n: Node): boolean => (n.stat ? n.stat.isDirectory() : n.entry.mode === MODE.tree);
-export const join = (dir: string, name: string): string => (dir === '' ? name : `${dir}/${name}`);
-export const parentOf = (rel: string): string => rel.slice(0, Math.max(0, rel.lastIndexOf('/')));
-
-/**
- * libfuse 2 keeps an unlinked file that is still open by renaming it to `.fuse_hidden<n>` and unlinks that
- * name at the last close. Such names are the deleted file's last moments: never committed, never filed.
- */
-export const isFuseHidden = (rel: string): boolean => rel.slice(rel.lastIndexOf('/') + 1).startsWith('.fuse_hidden');
-
 /**
  * The layered namespace of a branch: the upper directory wins; git's tree shows through unless a whiteout
  * hides it; scratch paths exist only in the upper directory. Knows nothing of commits or the recycle area.
@@ -26,6 +19,9 @@ export class Overlay {
   /** Paths hidden from git, with the generation that hid them (a commit forgets only what it saw). */
   readonly whiteouts = new Map<string, number>();
   private gen = 0;
+
+  /** The branch's .gitignore files: what they match (and git does not track) is scratch too. */
+  readonly ignore = new IgnoreRules((rel) => this.text(rel));
 
   constructor(readonly upper: string, readonly rules: Rules, public layer: GitLayer) {}
 
@@ -38,13 +34,26 @@ export class Overlay {
     return rel === '' ? this.upper : `${this.upper}/${rel}`;
   }
 
+  /** Scratch by retention class (workspace/): never in git, whatever git holds. */
   scratch(rel: string): boolean {
     return isScratch(this.rules, rel);
   }
 
+  /**
+   * Scratch for this branch: by retention class, or ignored by a .gitignore and not tracked (git keeps
+   * committing a tracked file whatever .gitignore says). Never committed, merged or recycled.
+   */
+  async scratchAt(rel: string, directory = false): Promise<boolean> {
+    if (this.scratch(rel)) return true;
+    if (!(await this.ignore.ignored(rel, directory))) return false;
+    return (await this.layer.lookup(rel)) === null;
+  }
+
   /** Policy's answer for a mutation of rel, as an FsError. */
-  check(op: Mutation, rel: string, exists = false): void {
-    const code = checkMutation('branch', this.rules, op, rel, exists);
+  async check(op: Mutation, rel: string, exists = false): Promise<void> {
+    let code = checkMutation('branch', this.rules, op, rel, exists);
+    // What git cannot hold (.git, hard links, special files) may live where git ignores: ask again only then.
+    if (code === 'EPERM' && !this.scratch(rel) && (await this.scratchAt(rel))) code = checkMutation('branch', this.rules, op, rel, exists, true);
     if (code) throw fsError(code, `${op} ${rel}: refused by policy`);
   }
 
@@ -93,6 +102,15 @@ export class Overlay {
       }
     }
     return [...names];
+  }
+
+  /** A regular file's text as the view shows it, or null. */
+  private async text(rel: string): Promise<string | null> {
+    const node = await this.resolve(rel);
+    if (!node) return null;
+    if (node.stat) return node.stat.isFile() ? fs.readFile(this.up(rel), 'utf8') : null;
+    if (node.entry.mode !== MODE.file && node.entry.mode !== MODE.exec) return null;
+    return (await this.layer.content(node.entry)).toString();
   }
 
   /** Visit everything below rel in the upper directory (rel itself excluded). */
