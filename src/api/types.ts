@@ -42,6 +42,8 @@ export interface BranchListing extends BranchRecord {
   /** Changes written but not committed yet. */
   pending: number;
   quota?: { used: number; limit: number };
+  /** Bytes in the branch's upper directory by class: scratch (workspace/, ignored paths) and versioned. */
+  bytes?: { scratch: number; versioned: number };
 }
 
 /** View name -> its head commit after the sync. */

@@ -14,6 +14,16 @@ export const indent = (text: string, n = 4): string => text.split('\n').map((l) 
 
 export const short = (commit: string | undefined): string => String(commit ?? '').slice(0, 12);
 
+/** Bytes for people: 0 B, 12.3 KiB, 4.0 MiB ... ('-' when unknown). */
+export function size(bytes: number | undefined): string {
+  if (bytes === undefined) return '-';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let n = bytes;
+  let i = 0;
+  for (; n >= 1024 && i < units.length - 1; i++) n /= 1024;
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
 export const findingLines = (r: { findings: Finding[] }): string =>
   r.findings.map((f) => `${f.path}${f.line ? `:${f.line}` : ''}: ${f.level} [${f.rule}] ${f.message}\n`).join('');
 

@@ -214,10 +214,10 @@ export class Registry {
   async listBranches(role: string): Promise<BranchListing[]> {
     const m = this.need(role);
     const records = await m.home.branches();
-    return records.map((r) => {
+    return Promise.all(records.map(async (r) => {
       const view = m.branches.get(r.name);
-      return { ...r, head: view?.head, pending: view?.pendingChanges ?? 0, quota: view?.quota };
-    });
+      return { ...r, head: view?.head, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
+    }));
   }
 
   /** Commit everything pending in one branch (or all of a Home's) and report the heads. */

@@ -39,6 +39,17 @@ describe('ignore rules', () => {
     expect(await fs.readFile(p('outbox/app/node_modules/left-pad/index.js'), 'utf8')).toBe('outbox/app/node_modules/left-pad/index.js\n');
   });
 
+  it('shows scratch bytes beside versioned bytes in nas branch list', async () => {
+    await write('outbox/weights/node_modules/big.bin', 'x'.repeat(100_000));
+    await write('workspace/tmp.bin', 'y'.repeat(50_000));
+    await sync();
+    const branches = await d.nasJson<{ name: string; bytes: { scratch: number; versioned: number } }[]>('branch', 'list', 'demo');
+    const bytes = branches.find((b) => b.name === 'ign')!.bytes;
+    expect(bytes.scratch).toBeGreaterThanOrEqual(150_000);
+    expect(bytes.versioned).toBeLessThan(100_000);
+    expect((await d.nas('branch', 'list', 'demo')).stdout).toMatch(/VERSIONED\s+SCRATCH/);
+  });
+
   it('follows nested .gitignore files and negation, as git does', async () => {
     await write('outbox/logs/.gitignore', '*.log\n!keep.log\n');
     await write('outbox/logs/a.log');

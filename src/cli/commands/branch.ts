@@ -1,6 +1,6 @@
 import { branchSpec } from '../args.js';
 import { command } from '../command.js';
-import { short, table } from '../format.js';
+import { short, size, table } from '../format.js';
 
 export const help = {
   branch:
@@ -25,7 +25,10 @@ export const commands = [
     name: 'branch list',
     route: 'listBranches',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
-    print: (r) => table([['BRANCH', 'HEAD', 'FROM', 'EXPIRES', 'PENDING'], ...r.map((b) => [b.name, short(b.head), b.from, b.expires, String(b.pending)])]),
+    print: (r) => table([
+      ['BRANCH', 'HEAD', 'FROM', 'EXPIRES', 'PENDING', 'VERSIONED', 'SCRATCH'],
+      ...r.map((b) => [b.name, short(b.head), b.from, b.expires, String(b.pending), size(b.bytes?.versioned), size(b.bytes?.scratch)]),
+    ]),
   }),
   command({
     name: 'branch discard',

@@ -113,6 +113,15 @@ export class BranchView implements WritableView {
     return { used: this.space.used, limit: this.space.limit };
   }
 
+  /** Bytes in the upper directory by class: scratch (workspace/, ignored paths) and versioned (not committed yet or copied up). */
+  async bytesByClass(): Promise<{ scratch: number; versioned: number }> {
+    const files: [string, number][] = [];
+    await this.overlay.walkUpper('', (rel, st) => !st.isDirectory() && files.push([rel, st.size]));
+    const out = { scratch: 0, versioned: 0 };
+    for (const [rel, size] of files) out[(await this.overlay.scratchAt(rel)) ? 'scratch' : 'versioned'] += size;
+    return out;
+  }
+
   get pendingChanges(): number {
     return this.committer.pendingChanges;
   }
