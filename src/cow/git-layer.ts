@@ -2,13 +2,12 @@ import type { CommitInfo, Entry, Store } from '../store/store.js';
 import { MODE } from '../store/store.js';
 import { attrFromGit, type Attr, type Owner } from './attr.js';
 
-/** Read access to one commit's tree: the lower layer of every view. Nothing is materialised on disk. */
+/**
+ * Read access to one commit's tree: the lower layer of every view. Nothing is materialised on disk.
+ * `time` is what unchanged files show as their times: by default the commit's.
+ */
 export class GitLayer {
-  readonly time: Date;
-
-  constructor(readonly store: Store, readonly commit: CommitInfo) {
-    this.time = new Date(commit.time * 1000);
-  }
+  constructor(readonly store: Store, readonly commit: CommitInfo, readonly time = new Date(commit.time * 1000)) {}
 
   lookup(rel: string): Promise<Entry | null> {
     return this.store.lookupPath(this.commit.tree, rel);

@@ -90,6 +90,7 @@ export class Registry {
         rules: compileRules(config.policy, config.maintenance),
         quotaBytes: config.limits.branch_quota_bytes,
         runId: record.run,
+        base: record.base,
         dir: m.home.branchDir(record.name),
         windowMs: this.opts.windowMs,
         log: this.opts.log,

@@ -29,6 +29,8 @@ export interface BranchContext {
   rules: Rules;
   quotaBytes: number;
   runId?: string;
+  /** The commit the branch forked from: files the branch has not changed show its time. */
+  base?: string;
   /** The branch's own directory in the Store: upper/, deleted/, tmp/, pending.jsonl, reads.jsonl. */
   dir: string;
   /** Batching window for commits. */
@@ -81,7 +83,9 @@ export class BranchView implements WritableView {
     await fs.mkdir(`${ctx.dir}/tmp`);
     const head = await ctx.store.readRef(branchRef(ctx.branch));
     if (!head) throw new Error(`branch ${ctx.branch} has no ref in ${ctx.store.path}`);
-    const view = new BranchView(ctx, new GitLayer(ctx.store, await ctx.store.readCommit(head)));
+    const headCommit = await ctx.store.readCommit(head);
+    const fork = ctx.base && /^[0-9a-f]{40}$/.test(ctx.base) ? await ctx.store.readCommit(ctx.base).catch(() => headCommit) : headCommit;
+    const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)));
     view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
     await view.recover();
     return view;

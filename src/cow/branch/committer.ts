@@ -116,7 +116,8 @@ export class Committer {
     });
     const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
     const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
-    if (commit) this.overlay.layer = new GitLayer(store, await store.readCommit(commit));
+    // Files the branch did not change keep showing the time they had: their times do not move with every commit.
+    if (commit) this.overlay.layer = new GitLayer(store, await store.readCommit(commit), this.overlay.layer.time);
     await this.ctx.trash.add(this.deletions.items(deletions));
     // Forget what is committed, unless it changed again while the commit was being made.
     for (const [p, g] of dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
