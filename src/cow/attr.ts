@@ -14,6 +14,8 @@ export interface Attr {
   ctime: Date;
   blocks: number;
   blksize: number;
+  /** The device a device node stands for. */
+  rdev?: number;
 }
 
 export type { Owner } from '../util/owner.js';
@@ -37,6 +39,7 @@ export function attrFromStats(st: Stats, owner: Owner): Attr {
     ctime: st.ctime,
     blocks: st.blocks,
     blksize: 4096,
+    ...(st.rdev ? { rdev: st.rdev } : {}),
   };
 }
 

@@ -91,7 +91,8 @@ export async function mountFuse(mountpoint: string, ops: object, log: Logger): P
     entryTimeout: CACHE_SECONDS,
     attrTimeout: CACHE_SECONDS,
     // fuse-native has no option for these; its fsname is passed through verbatim, so they ride along.
-    fsname: 'nasd,big_writes,max_write=131072',
+    // `dev`: device nodes root makes in scratch open as on a disk (only root can make them); setuid stays off.
+    fsname: 'nasd,big_writes,max_write=131072,dev',
     subtype: 'nasd',
     // A safety net: a handler that never answers fails its caller with ETIMEDOUT instead of hanging it.
     // Long enough for a copy-up of a large file; fsync waits for a commit, however long the batch.

@@ -8,8 +8,9 @@ import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
 import { isDir, type Overlay } from './overlay.js';
-import { isFuseHidden } from './paths.js';
+import { isFuseHidden, parentOf } from './paths.js';
 import type { Space } from './space.js';
+import { makeSpecial } from './special-files.js';
 
 /**
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
@@ -39,10 +40,13 @@ export class Names {
     this.committer.schedule();
   }
 
-  /** Special files cannot live in git (policy: EPERM); in scratch they are not supported yet. */
-  async mknod(rel: string, _mode: number, _dev: number): Promise<void> {
+  /** FIFOs, sockets and device nodes live in scratch only: git cannot hold them (policy says EPERM elsewhere). */
+  async mknod(rel: string, mode: number, dev: number): Promise<void> {
     await this.overlay.check('mknod', rel);
-    throw fsError('EPERM', 'device nodes, FIFOs and sockets are not supported in this view yet');
+    if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
+    // The parent may exist only in git: make it real first (the tools that make FIFOs report no errno).
+    await fs.mkdir(this.overlay.up(parentOf(rel)), { recursive: true, mode: 0o755 });
+    await makeSpecial(this.overlay.up(rel), mode, dev);
   }
 
   async mkdir(rel: string, mode: number): Promise<void> {

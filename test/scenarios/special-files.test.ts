@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import { TestDaemon, codeOf, run } from '../helpers.js';
+
+/** FIFOs, unix sockets and device nodes: in scratch they work as on a disk; git cannot hold them elsewhere. */
+describe('special files', () => {
+  let d: TestDaemon;
+  const p = (rel: string) => d.path('demo@sp', rel);
+
+  beforeAll(async () => {
+    d = await TestDaemon.start({ extraArgs: ['--demo'] });
+    const r = await d.nas('branch', 'create', 'demo/sp');
+    expect(r.code, r.stderr).toBe(0);
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('makes a FIFO in workspace/ that carries data between two processes', async () => {
+    await fs.mkdir(p('workspace/run'));
+    const fifo = p('workspace/run/pipe');
+    const made = await run('mkfifo', [fifo]);
+    expect(made.code, made.stderr).toBe(0);
+    expect((await fs.lstat(fifo)).isFIFO()).toBe(true);
+    // A reader and a writer meet in the kernel: the data never passes through nasd.
+    const reader = run('cat', [fifo]);
+    const writer = await run('sh', ['-c', `printf 'through the pipe' > '${fifo}'`]);
+    expect(writer.code, writer.stderr).toBe(0);
+    expect((await reader).stdout).toBe('through the pipe');
+  });
+
+  it('serves a unix socket in workspace/ to a client, as language servers and ssh-agent do', async () => {
+    const sock = p('workspace/agent.sock');
+    const script = [
+      'import socket, sys, os',
+      `path = ${JSON.stringify(sock)}`,
+      's = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(1)',
+      'c = socket.socket(socket.AF_UNIX); c.connect(path); c.sendall(b"hello over unix")',
+      'conn, _ = s.accept(); sys.stdout.write(conn.recv(100).decode())',
+      'sys.stdout.write(" " + str(__import__("stat").S_ISSOCK(os.lstat(path).st_mode)))',
+    ].join('\n');
+    const r = await run('python3', ['-c', script]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe('hello over unix True');
+  });
+
+  it('lets root make a device node in workspace/', async () => {
+    const r = await run('mknod', [p('workspace/null'), 'c', '1', '3']);
+    expect(r.code, r.stderr).toBe(0);
+    const st = await fs.lstat(p('workspace/null'));
+    expect(st.isCharacterDevice()).toBe(true);
+    expect(st.rdev).toBe((await fs.lstat('/dev/null')).rdev);
+    await fs.writeFile(p('workspace/null'), 'swallowed');
+    await fs.unlink(p('workspace/null'));
+  });
+
+  it('refuses special files in versioned folders with EPERM: git cannot hold them', async () => {
+    expect((await run('mkfifo', [p('outbox/pipe')])).stderr).toMatch(/Operation not permitted/);
+    expect(await codeOf(fs.lstat(p('outbox/pipe')))).toBe('ENOENT');
+  });
+
+  it('keeps special files out of every commit', async () => {
+    const r = await d.nas('sync', 'demo/sp');
+    expect(r.code, r.stderr).toBe(0);
+    const tree = (await d.git('ls-tree', '-r', '--name-only', 'sp')).stdout;
+    expect(tree).not.toMatch(/pipe|agent\.sock/);
+  });
+});
