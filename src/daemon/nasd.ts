@@ -11,6 +11,7 @@ import { loadOwnerToken } from './auth.js';
 import { LeaseService } from './lease-service.js';
 import { MemoryService } from './memory-service.js';
 import { PrService } from './pr-service.js';
+import { watchMainRefs } from './ref-watcher.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -46,12 +47,14 @@ async function main(): Promise<void> {
     throw err;
   });
 
-  // Follow main when it moves outside a view; let lease expiry take effect without a request.
-  let ticks = 0;
+  // Follow main at once when it moves outside a view (a merge, an operator's push); the tick lets lease
+  // expiry take effect without a request, and re-reads main in case a change escaped the watcher.
+  const refresh = () => registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
+  const refs = watchMainRefs(config.state_dir, refresh, log);
   const follow = setInterval(() => {
-    registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
-    if (++ticks % 5 === 0) void leases.applyAll();
-  }, 1000);
+    refresh();
+    void leases.applyAll();
+  }, 5000);
   follow.unref();
 
   let stopping = false;
@@ -60,6 +63,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'stopping: committing pending changes, then unmounting');
     clearInterval(follow);
+    await refs.close();
     server.close();
     await registry.close();
     await mount.unmount();
