@@ -2,15 +2,23 @@
 """Agent NAS benchmark: one run, side by side on this machine, a table of ratios.
 
 Targets: a native directory, bindfs (-o big_writes), fuse-overlayfs, and a nasd branch view (both a
-versioned folder, commits included, and workspace/ scratch). Workloads and targets from the issue
-"nasd mounts Homes through FUSE". Not a test: it prints numbers, it asserts nothing.
+versioned folder, commits included, and workspace/ scratch). Not a test: it prints numbers, it asserts nothing.
 
-usage: bench/run.sh [--files N] [--seq-mib N] [--big-home N] [--json FILE]
+Two sections:
+  micro  create/stat/readdir/unlink of many small files, sequential I/O, git, branch creation, daemon memory
+         (workloads and targets from the issue "nasd mounts Homes through FUSE");
+  agent  what agents run on a real ~6,000-entry source tree (a trimmed copy of the project's node_modules):
+         untar, cold find / grep -r / du -s, warm find, git clone, rm -rf
+         (workloads and targets from the issue "Real tools see a real filesystem").
+
+usage: bench/run.sh [--only micro|agent] [--files N] [--seq-mib N] [--big-home N] [--agent-entries N] [--json FILE]
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -142,7 +150,10 @@ class Nasd:
         for _ in range(300):
             if os.path.exists(self.sock) and self._alive():
                 return
+            if self.proc.poll() is not None:
+                break
             time.sleep(0.05)
+        self.stop()
         raise RuntimeError(f'nasd did not start; see {root}/nasd.log')
 
     def _alive(self):
@@ -155,8 +166,14 @@ class Nasd:
             return False
 
     def nas(self, *args):
-        out = sh(NODE, f'{REPO}/dist/src/cli/main.js', '--socket', self.sock, '--json', *args).stdout
-        return json.loads(out)
+        # the owner credential of this daemon (the CLI reads /var/lib/agent-nas/owner.token otherwise)
+        env = {k: v for k, v in os.environ.items() if k not in ('NAS_LEASE', 'NAS_OWNER_TOKEN')}
+        env['NAS_OWNER_TOKEN_FILE'] = f'{self.state}/owner.token'
+        p = subprocess.run([NODE, f'{REPO}/dist/src/cli/main.js', '--socket', self.sock, '--json', *args],
+                           capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            raise RuntimeError(f'nas {" ".join(args)}: exit {p.returncode}: {p.stderr.strip()}')
+        return json.loads(p.stdout)
 
     def store(self, role):
         return f'{self.state}/homes/{role}.git'
@@ -169,25 +186,43 @@ class Nasd:
         return float('nan')
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         subprocess.run(['fusermount', '-uz', self.mnt], capture_output=True)
+        self.log.close()
 
 
 def mount_peers(root):
+    """Mount bindfs and fuse-overlayfs under root; on any failure nothing stays mounted."""
     for d in ('native', 'bind-src', 'bindfs', 'ovl-lower', 'ovl-upper', 'ovl-work', 'overlay'):
         os.makedirs(f'{root}/{d}', exist_ok=True)
-    sh('bindfs', '-o', 'big_writes', f'{root}/bind-src', f'{root}/bindfs')
-    sh('fuse-overlayfs', '-o', f'lowerdir={root}/ovl-lower,upperdir={root}/ovl-upper,workdir={root}/ovl-work', f'{root}/overlay')
+    try:
+        sh('bindfs', '-o', 'big_writes', f'{root}/bind-src', f'{root}/bindfs')
+        sh('fuse-overlayfs', '-o', f'lowerdir={root}/ovl-lower,upperdir={root}/ovl-upper,workdir={root}/ovl-work', f'{root}/overlay')
+    except BaseException:
+        unmount_peers(root)
+        raise
     return {'native': f'{root}/native', 'bindfs': f'{root}/bindfs', 'fuse-overlayfs': f'{root}/overlay'}
 
 
 def unmount_peers(root):
     for m in ('bindfs', 'overlay'):
         subprocess.run(['fusermount', '-uz', f'{root}/{m}'], capture_output=True)
+
+
+def unmount_below(root):
+    """Lazily unmount whatever an earlier, killed run left mounted under the bench directory."""
+    root = os.path.realpath(root)
+    with open('/proc/self/mounts') as f:
+        points = [line.split()[1].encode().decode('unicode_escape') for line in f]
+    for p in sorted((p for p in points if p.startswith(root + '/')), key=len, reverse=True):
+        subprocess.run(['fusermount', '-uz', p], capture_output=True)
+        subprocess.run(['umount', '-l', p], capture_output=True)
 
 
 def fill_home(nasd, role, n):
@@ -242,21 +277,14 @@ def fmt_s(x):
     return '-' if x is None else (f'{x * 1000:.0f} ms' if x < 10 else f'{x:.1f} s')
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument('--files', type=int, default=10_000)
-    ap.add_argument('--seq-mib', type=int, default=256)
-    ap.add_argument('--big-home', type=int, default=100_000)
-    ap.add_argument('--root', default='/var/tmp/agent-nas-bench')
-    ap.add_argument('--json')
-    a = ap.parse_args()
-
-    shutil.rmtree(a.root, ignore_errors=True)
-    os.makedirs(a.root)
-    targets = mount_peers(a.root)
-    nasd = Nasd(f'{a.root}/nasd')
+def run_micro(a):
+    """The micro section: prints its tables and returns what --json writes for it."""
     results = {}
-    try:
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(unmount_peers, a.root)
+        targets = mount_peers(a.root)
+        nasd = Nasd(f'{a.root}/nasd')
+        cleanup.callback(nasd.stop)
         nasd.nas('home', 'create', 'bench')
         nasd.nas('branch', 'create', 'bench/b')
         view = f'{nasd.mnt}/bench@b'
@@ -287,9 +315,6 @@ def main():
         log('close to commit')
         lat = close_to_commit(nasd, f'{view}/outbox', nasd.store('bench'), 'b', 40)
         rss_after_workloads = nasd.rss_mb()
-    finally:
-        nasd.stop()
-        unmount_peers(a.root)
 
     # Branch creation and memory on a daemon of their own, so earlier workloads do not colour them.
     fresh = Nasd(f'{a.root}/fresh')
@@ -354,7 +379,7 @@ def main():
 
     head = ['workload', 'native', 'bindfs', 'fuse-overlayfs', 'nasd', 'ratio', 'target', 'met']
     table = [head] + [[str(c) if not isinstance(c, bool) else ('yes' if c else 'NO') for c in r] for r in rows]
-    print(f'\nAgent NAS benchmark, {time.strftime("%Y-%m-%d")}, {os.cpu_count()} cores (ratio > 1: nasd faster)\n')
+    print(f'\n## micro: small files, sequential I/O, git (ratio > 1: nasd faster)\n')
     print('| ' + ' | '.join(head) + ' |')
     print('|' + '---|' * len(head))
     for r in table[1:]:
@@ -362,11 +387,238 @@ def main():
     print('\n| nasd only | measured | target | met |\n|---|---|---|---|')
     for r in extra:
         print(f'| {r[0]} | {r[1]} | {r[2]} | {"yes" if r[3] else "NO"} |')
-    if a.json:
-        with open(a.json, 'w') as f:
-            json.dump({'results': results, 'branch_ms': branch_ms, 'close_to_commit_s': lat, 'rss_mb': rss,
-                       'rss_after_workloads_mb': rss_after_workloads}, f, indent=2)
+    return {'results': results, 'branch_ms': branch_ms, 'close_to_commit_s': lat, 'rss_mb': rss,
+            'rss_after_workloads_mb': rss_after_workloads}
+
+
+# ---- agent section: real tools on a real source tree ------------------------------------------
+
+# Not part of the tree: nasd's native dependencies (nodegit, fuse-native) and local caches.
+SKIP_TOP = {'nodegit', 'fuse-native', '.vite', '.vite-temp', '.agent-nas-setup'}
+# Native builds and wasm (tiktoken's), whatever package they sit in.
+SKIP_EXT = ('.node', '.wasm', '.so', '.dylib', '.dll')
+GREP_FOR = 'TODO'
+TARGETS = ('native', 'bindfs', 'fuse-overlayfs', 'nasd versioned', 'nasd workspace')
+
+
+def build_source(src_dir, tree, max_entries, max_bytes=100 << 20):
+    """Copy a deterministic part of src_dir into tree: entries in sorted walk order, files over 1 MiB and native
+    builds left out, until max_entries entries (files, directories, symlinks) or max_bytes of file content.
+    Returns (entries, bytes)."""
+    os.makedirs(tree)
+    entries = size = 0
+
+    def walk(rel):
+        nonlocal entries, size
+        for name in sorted(os.listdir(f'{src_dir}/{rel}')):
+            if entries >= max_entries:
+                return
+            r = f'{rel}/{name}'.lstrip('/')
+            if not rel and name in SKIP_TOP:
+                continue
+            src, dst = f'{src_dir}/{r}', f'{tree}/{r}'
+            st = os.lstat(src)
+            if os.path.islink(src):
+                os.symlink(os.readlink(src), dst)
+            elif os.path.isdir(src):
+                os.mkdir(dst)
+                entries += 1
+                walk(r)
+                shutil.copystat(src, dst)
+                continue
+            elif os.path.isfile(src):
+                if st.st_size > 1 << 20 or name.endswith(SKIP_EXT) or '.so.' in name or size + st.st_size > max_bytes:
+                    continue
+                shutil.copy2(src, dst)
+                size += st.st_size
+            else:
+                continue
+            entries += 1
+
+    walk('')
+    return entries, size
+
+
+def build_agent_inputs(root, max_entries):
+    """The source tree, its tarball, and a bare repository holding it (in a native dir, built once, untimed)."""
+    src = f'{root}/src'
+    node_modules = os.path.realpath(f'{REPO}/node_modules')
+    entries, size = build_source(node_modules, f'{src}/tree', max_entries)
+    sh('tar', '-cf', f'{src}/tree.tar', '-C', src, 'tree')
+    env = dict(os.environ, GIT_AUTHOR_NAME='b', GIT_AUTHOR_EMAIL='b@b', GIT_COMMITTER_NAME='b', GIT_COMMITTER_EMAIL='b@b')
+    git = ['git', f'--git-dir={src}/repo.git', f'--work-tree={src}/tree']
+    sh('git', 'init', '-q', '--bare', f'{src}/repo.git')
+    sh(*git, 'add', '-A', env=env)
+    sh(*git, 'commit', '-qm', 'tree', env=env)
+    sh('git', f'--git-dir={src}/repo.git', 'gc', '-q', env=env)
+    tracked = sh('git', f'--git-dir={src}/repo.git', 'ls-tree', '-r', '--name-only', 'HEAD').stdout.count('\n')
+    return {'tar': f'{src}/tree.tar', 'repo': f'{src}/repo.git', 'from': node_modules, 'entries': entries,
+            'bytes': size, 'tar_bytes': os.path.getsize(f'{src}/tree.tar'), 'tracked': tracked}
+
+
+def run_out(args, ok=(0,)):
+    """Run a tool with its output to a pipe (as an agent reading it would); returns stdout."""
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode not in ok:
+        raise RuntimeError(f'{" ".join(args)}: exit {p.returncode}: {p.stderr.decode(errors="replace")[-400:]}')
+    return p.stdout
+
+
+AGENT_ROWS = (
+    ('untar', 'untar (tar -xf)'),
+    ('find_cold', 'find (cold)'),
+    ('grep_cold', f'grep -r {GREP_FOR} (cold)'),
+    ('du_cold', 'du -s (cold)'),
+    ('find_warm', 'find (warm: the second of two)'),
+    ('clone', 'git clone file:// (checkout incl.)'),
+    ('rm', 'rm -rf of the extracted tree'),
+)
+
+
+def run_agent(a):
+    """The agent section: prints its table and returns what --json writes for it."""
+    root = f'{a.root}/agent'
+    log('agent: building the source tree, its tarball and repository')
+    src = build_agent_inputs(root, a.agent_entries)
+    log(f'agent: source tree of {src["entries"]:,} entries, {src["bytes"] / 2**20:.1f} MiB '
+        f'({src["tracked"]:,} files in git) from {src["from"]}')
+    t = {name: {} for name in TARGETS}
+    seen = {name: {} for name in TARGETS}
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(unmount_peers, root)
+        dirs = mount_peers(root)
+        nasd = Nasd(f'{root}/nasd')
+        cleanup.callback(nasd.stop)
+        nasd.nas('home', 'create', 'bench')
+        nasd.nas('branch', 'create', 'bench/b')
+        view = f'{nasd.mnt}/bench@b'
+        dirs['nasd versioned'] = f'{view}/outbox'
+        dirs['nasd workspace'] = f'{view}/workspace'
+
+        def after(name):
+            if name == 'nasd versioned':
+                nasd.nas('sync', 'bench/b')
+
+        # One workload at a time across all targets, so that each peer is measured close in time to nasd.
+        for name in TARGETS:
+            def untar(d=dirs[name], name=name):
+                # --no-same-owner: agents do not run as root, and tar then does not chown
+                run_out(['tar', '-xf', src['tar'], '--no-same-owner', '-C', d])
+                after(name)
+            os.sync()  # start clean: no writeback left over from the previous target
+            t[name]['untar'] = timed(untar)
+        log('agent: untar done')
+        for name in TARGETS:
+            drop_caches()
+            out = []
+            t[name]['find_cold'] = timed(lambda: out.append(run_out(['find', f'{dirs[name]}/tree'])))
+            seen[name]['find'] = out[0].count(b'\n') - 1
+        for name in TARGETS:
+            drop_caches()
+            out = []
+            # not -l: -l stops reading a file at its first match, without it grep reads every byte
+            t[name]['grep_cold'] = timed(lambda: out.append(run_out(['grep', '-r', '-F', GREP_FOR, f'{dirs[name]}/tree'], ok=(0, 1))))
+            seen[name]['grep_files'] = len({line.split(b':', 1)[0] for line in out[0].splitlines()})
+        for name in TARGETS:
+            drop_caches()
+            out = []
+            t[name]['du_cold'] = timed(lambda: out.append(run_out(['du', '-s', f'{dirs[name]}/tree'])))
+            seen[name]['du_kib'] = int(out[0].split()[0])
+        for name in TARGETS:
+            run_out(['find', f'{dirs[name]}/tree'])
+            t[name]['find_warm'] = timed(lambda: run_out(['find', f'{dirs[name]}/tree']))
+        log('agent: reads done')
+        url = f'file://{src["repo"]}'  # file://: the pack protocol, as from a remote (no hard links to the source)
+        for name in TARGETS:
+            def clone(d=dirs[name], name=name):
+                if name == 'nasd versioned':
+                    # A .git in a versioned folder is refused (EPERM, by design: nested repositories belong in
+                    # workspace/), so the repository goes to workspace/ and its checkout to the versioned folder.
+                    gd = f'{dirs["nasd workspace"]}/clone-for-versioned'
+                    run_out(['git', 'clone', '-q', '--no-checkout', url, gd])
+                    os.mkdir(f'{d}/clone')
+                    run_out(['git', f'--git-dir={gd}/.git', f'--work-tree={d}/clone', 'checkout', '-q', '-f'])
+                else:
+                    run_out(['git', 'clone', '-q', url, f'{d}/clone'])
+                after(name)
+            os.sync()
+            t[name]['clone'] = timed(clone)
+            seen[name]['clone_files'] = sum(len(f) for p, _, f in os.walk(f'{dirs[name]}/clone') if '/.git/' not in p + '/')
+        log('agent: clone done')
+        for name in TARGETS:
+            def rm(d=dirs[name], name=name):
+                run_out(['rm', '-rf', f'{d}/tree'])
+                after(name)
+            os.sync()
+            t[name]['rm'] = timed(rm)
+            seen[name]['tree_left_after_rm'] = os.path.exists(f'{dirs[name]}/tree')
+        log('agent: rm done')
+        rss = nasd.rss_mb()
+        commits = int(sh('git', f'--git-dir={nasd.store("bench")}', 'rev-list', '--count', 'b').stdout)
+
+    # ---- report
+    nat, bind = t['native'], t['bindfs']
+    ver, ws = t['nasd versioned'], t['nasd workspace']
+    head = ['workload', *TARGETS, 'versioned / bindfs', 'workspace / native']
+    print(f'\n## agent: real tools on a {src["entries"]:,}-entry source tree ({src["bytes"] / 2**20:.1f} MiB, '
+          f'{src["tracked"]:,} files; a trimmed copy of node_modules)\n')
+    print('Seconds per target; ratios are time over time (< 1: nasd faster). Versioned write workloads include '
+          '`nas sync` (every change committed).\n')
+    print('| ' + ' | '.join(head) + ' |')
+    print('|' + '---|' * len(head))
+    for key, label in AGENT_ROWS:
+        cells = [f'{t[n][key]:.2f}' for n in TARGETS]
+        print(f'| {label} | ' + ' | '.join(cells) + f' | {ver[key] / bind[key]:.2f}x | {ws[key] / nat[key]:.2f}x |')
+    worst_v = max(AGENT_ROWS, key=lambda r: ver[r[0]] / bind[r[0]])
+    worst_w = max(AGENT_ROWS, key=lambda r: ws[r[0]] / nat[r[0]])
+    print(f'\nwarm find / native: versioned {ver["find_warm"] / nat["find_warm"]:.2f}x, '
+          f'workspace {ws["find_warm"] / nat["find_warm"]:.2f}x')
+    print(f'largest ratios: versioned {ver[worst_v[0]] / bind[worst_v[0]]:.2f}x bindfs ({worst_v[1]}), '
+          f'workspace {ws[worst_w[0]] / nat[worst_w[0]]:.2f}x native ({worst_w[1]})')
+    print('targets (issue "Real tools see a real filesystem"): workspace every workload <= 1.2x native; '
+          'versioned every workload <= 1.0x bindfs; warm find <= 1.5x native')
+    print(f'versioned git clone: the repository in workspace/, the checkout in the versioned folder '
+          f'(a .git there is EPERM by design). nasd: {commits} commits on the branch, RSS {rss:.0f} MB after.')
+    # The same work on every target, or a note says where not.
+    for n in TARGETS[1:]:
+        for k in ('find', 'grep_files', 'clone_files', 'tree_left_after_rm'):
+            if seen[n].get(k) != seen['native'].get(k):
+                print(f'note: {n} saw {k} = {seen[n].get(k)}, native {seen["native"].get(k)}')
+    if seen['native']['find'] != src['entries']:
+        print(f'note: find on native saw {seen["native"]["find"]} entries, the tree has {src["entries"]}')
+    return {'source': {k: v for k, v in src.items() if k not in ('tar', 'repo')}, 'seconds': t, 'seen': seen,
+            'commits': commits, 'rss_mb': rss}
+
+
+def main():
+    ap = argparse.ArgumentParser(description='Agent NAS benchmark (as root): prints tables of ratios, asserts nothing.')
+    ap.add_argument('--only', choices=('micro', 'agent'), help='run one section (default: both)')
+    ap.add_argument('--files', type=int, default=10_000, help='micro: small files per target')
+    ap.add_argument('--seq-mib', type=int, default=256, help='micro: size of the sequential file')
+    ap.add_argument('--big-home', type=int, default=100_000, help='micro: files in the big Home')
+    ap.add_argument('--agent-entries', type=int, default=6_000, help='agent: entries in the source tree')
+    ap.add_argument('--root', default='/var/tmp/agent-nas-bench')
+    ap.add_argument('--json')
+    a = ap.parse_args()
+
+    # SIGTERM (a timeout, kill) unwinds like Ctrl-C, so every mount and daemon is cleaned up.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    unmount_below(a.root)
     shutil.rmtree(a.root, ignore_errors=True)
+    os.makedirs(a.root)
+    out = {}
+    try:
+        print(f'Agent NAS benchmark, {time.strftime("%Y-%m-%d")}, {os.cpu_count()} cores', flush=True)
+        if a.only in (None, 'micro'):
+            out.update(run_micro(a))
+        if a.only in (None, 'agent'):
+            out['agent'] = run_agent(a)
+        if a.json:
+            with open(a.json, 'w') as f:
+                json.dump(out, f, indent=2)
+    finally:
+        unmount_below(a.root)
+        shutil.rmtree(a.root, ignore_errors=True)
 
 
 if __name__ == '__main__':
