@@ -12,6 +12,7 @@ import { LeaseService } from './lease-service.js';
 import { MemoryService } from './memory-service.js';
 import { PrService } from './pr-service.js';
 import { watchMainRefs } from './ref-watcher.js';
+import { ScratchBinds } from '../fuse-ops/scratch-binds.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -22,6 +23,7 @@ async function main(): Promise<void> {
   }
   const config = await loadConfig(argv);
   const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() } });
+  const binds = new ScratchBinds(log);
   const registry = new Registry({
     stateDir: config.state_dir,
     mount: config.mount,
@@ -29,6 +31,7 @@ async function main(): Promise<void> {
     owner: config.owner,
     windowMs: config.commit_window_ms,
     log,
+    binds,
   });
   await preflight(config.mount, log);
   await registry.ensureStateDir();
@@ -42,7 +45,9 @@ async function main(): Promise<void> {
   await leases.applyAll();
   const services = { memory: new MemoryService(registry, config.state_dir), leases, prs: new PrService(registry, leases, config.state_dir), stateDir: config.state_dir };
   const mount: FuseMount = await mountFuse(config.mount, fuseOps(registry, log), log);
+  await binds.start(registry.allScratchBinds());
   const server = await serveControl(config.socket, registry, services, ownerToken, config.socket_group, log).catch(async (err) => {
+    await binds.stop();
     await mount.unmount();
     throw err;
   });
@@ -65,6 +70,7 @@ async function main(): Promise<void> {
     clearInterval(follow);
     await refs.close();
     server.close();
+    await binds.stop();
     await registry.close();
     await mount.unmount();
     log.info('stopped');

@@ -6,6 +6,7 @@ import type { Identity } from '../store/store.js';
 import { Home, type BranchRecord } from '../home/home.js';
 import { scratchRoots, type HomeConfig } from '../config/home-config.js';
 import { branchRef } from '../store/refs.js';
+import type { ScratchBinds } from '../fuse-ops/scratch-binds.js';
 import { compileRules } from '../policy/policy.js';
 import { GitLayer } from '../cow/git-layer.js';
 import { MainView } from '../cow/main-view.js';
@@ -23,6 +24,8 @@ export interface RegistryOptions {
   owner: Owner;
   windowMs: number;
   log: Logger;
+  /** Binds each branch's scratch roots over its view once the mount is up (absent: scratch goes through FUSE). */
+  binds?: ScratchBinds;
 }
 
 export interface Snapshot {
@@ -98,7 +101,18 @@ export class Registry {
       scratchRoots(config.maintenance),
     );
     m.branches.set(record.name, view);
+    for (const b of this.scratchBinds(view)) await this.opts.binds?.bind(b.source, b.target);
     return view;
+  }
+
+  /** Where each scratch root of a branch view lives on disk, and where it shows under the mount. */
+  private scratchBinds(view: BranchView): { source: string; target: string }[] {
+    return view.scratchDirs().map(({ name, dir }) => ({ source: dir, target: `${this.opts.mount}/${view.name}/${name}` }));
+  }
+
+  /** Every scratch bind of every open branch view (made once the FUSE mount is up). */
+  allScratchBinds(): { source: string; target: string }[] {
+    return [...this.homes.values()].flatMap((m) => [...m.branches.values()].flatMap((v) => this.scratchBinds(v)));
   }
 
   // ---- routing (FUSE) ----------------------------------------------------------------------------
@@ -237,6 +251,7 @@ export class Registry {
     const m = this.need(role);
     const view = this.needBranch(role, branch);
     // Out of the mount first, then commit what is pending: nothing can land after the work is counted.
+    await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
     m.branches.delete(branch);
     try {
       await view.close();

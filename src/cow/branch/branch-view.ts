@@ -63,7 +63,7 @@ export class BranchView implements WritableView {
   private readonly names: Names;
   private readonly defaults: { owner: Owner; quotaBytes: number };
 
-  private constructor(private readonly ctx: BranchContext, layer: GitLayer) {
+  private constructor(private readonly ctx: BranchContext, layer: GitLayer, private readonly scratchRoots: string[]) {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
     this.overlay = new Overlay(`${ctx.dir}/upper`, ctx.rules, layer);
@@ -78,14 +78,17 @@ export class BranchView implements WritableView {
   static async open(ctx: BranchContext, scratchRoots: string[]): Promise<BranchView> {
     const upper = `${ctx.dir}/upper`;
     for (const d of [upper, `${ctx.dir}/deleted`, `${ctx.dir}/tmp`]) await fs.mkdir(d, { recursive: true });
-    for (const s of scratchRoots) await fs.mkdir(`${upper}/${s}`, { recursive: true });
+    for (const s of scratchRoots) {
+      await fs.mkdir(`${upper}/${s}`, { recursive: true });
+      await fs.chown(`${upper}/${s}`, ctx.owner.uid, ctx.owner.gid);
+    }
     await fs.rm(`${ctx.dir}/tmp`, { recursive: true, force: true });
     await fs.mkdir(`${ctx.dir}/tmp`);
     const head = await ctx.store.readRef(branchRef(ctx.branch));
     if (!head) throw new Error(`branch ${ctx.branch} has no ref in ${ctx.store.path}`);
     const headCommit = await ctx.store.readCommit(head);
     const fork = ctx.base && /^[0-9a-f]{40}$/.test(ctx.base) ? await ctx.store.readCommit(ctx.base).catch(() => headCommit) : headCommit;
-    const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)));
+    const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)), scratchRoots);
     view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
     await view.recover();
     return view;
@@ -99,9 +102,16 @@ export class BranchView implements WritableView {
    * The write lease in force, or none: its principal owns the view's files (the kernel's permission check
    * then keeps other users out) and its budget caps the branch's quota.
    */
-  setLease(lease: { owner: Owner | null; budgetBytes?: number } | null): void {
+  async setLease(lease: { owner: Owner | null; budgetBytes?: number } | null): Promise<void> {
     this.ctx.owner = lease?.owner ?? this.defaults.owner;
     this.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
+    // Scratch roots are served by the kernel straight from disk (bind mounts): their owner is real.
+    for (const { dir } of this.scratchDirs()) await fs.chown(dir, this.ctx.owner.uid, this.ctx.owner.gid);
+  }
+
+  /** Top-level scratch directories (workspace/) and where they live on disk. */
+  scratchDirs(): { name: string; dir: string }[] {
+    return this.scratchRoots.map((name) => ({ name, dir: this.overlay.up(name) }));
   }
 
   get owner(): Owner {

@@ -1,0 +1,59 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { Logger } from 'pino';
+
+const run = promisify(execFile);
+
+/**
+ * Scratch at disk speed: a branch view's scratch roots (workspace/) are its upper directories themselves,
+ * bind-mounted over the view, so scratch I/O never pays a round trip through the daemon. The mounts are
+ * made by child processes: the mount call looks the target up through this daemon's own FUSE mount, which
+ * the daemon's one JavaScript thread must stay free to answer.
+ */
+export class ScratchBinds {
+  /** Target -> source of every bind made. */
+  private readonly binds = new Map<string, string>();
+  private live = false;
+
+  constructor(private readonly log: Logger) {}
+
+  /** The FUSE mount is up: make every bind asked for so far, and from now on each as it is asked for. */
+  async start(pending: { source: string; target: string }[]): Promise<void> {
+    this.live = true;
+    for (const b of pending) await this.bind(b.source, b.target);
+  }
+
+  async bind(source: string, target: string): Promise<void> {
+    if (!this.live || this.binds.has(target)) return;
+    try {
+      await run('mount', ['--bind', source, target]);
+      this.binds.set(target, source);
+    } catch (err) {
+      // The view still works: scratch is then served through FUSE, slower but the same files.
+      this.log.error({ err, source, target }, 'cannot bind-mount scratch over the view; it is served through FUSE instead');
+    }
+  }
+
+  /** Undo the binds at or below a view's path (a discarded branch), before the view goes. */
+  async unbindUnder(viewPath: string): Promise<void> {
+    for (const target of [...this.binds.keys()]) {
+      if (target === viewPath || target.startsWith(`${viewPath}/`)) await this.unbind(target);
+    }
+  }
+
+  /** Undo every bind (shutdown): the FUSE mount cannot be unmounted while mounts sit on it. */
+  async stop(): Promise<void> {
+    this.live = false;
+    for (const target of [...this.binds.keys()]) await this.unbind(target);
+  }
+
+  private async unbind(target: string): Promise<void> {
+    try {
+      await run('umount', [target]);
+    } catch {
+      // Busy (a process works in it): detach it now; it goes when the last user leaves.
+      await run('umount', ['-l', target]).catch((err) => this.log.error({ err, target }, 'cannot unmount a scratch bind'));
+    }
+    this.binds.delete(target);
+  }
+}
