@@ -13,9 +13,9 @@ export class GitLayer {
     return this.store.lookupPath(this.commit.tree, rel);
   }
 
-  async attr(entry: Entry, owner: Owner): Promise<Attr> {
+  async attr(entry: Entry, owner: Owner, ino?: number): Promise<Attr> {
     const size = entry.mode === MODE.tree ? 0 : await this.store.blobSize(entry.oid);
-    return attrFromGit(entry.mode, size, this.time, owner);
+    return attrFromGit(entry.mode, size, this.time, owner, ino);
   }
 
   async names(entry: Entry): Promise<string[]> {

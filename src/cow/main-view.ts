@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { fsError, type FsError } from '../util/errors.js';
 import { MODE } from '../store/store.js';
 import { checkMutation, DEFAULT_RULES, visibleMode, type Mutation } from '../policy/policy.js';
-import { attrFromGit, type Attr, type Owner } from './attr.js';
+import { attrFromGit, gitIno, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
 import type { Handle, View } from './view.js';
 
@@ -42,8 +42,9 @@ export class MainView implements View {
 
   async getattr(rel: string): Promise<Attr> {
     const e = await this.entry(rel);
-    if (e.oid === '') return attrFromGit(MODE.tree, 0, this.layer.time, this.owner);
-    const attr = await this.layer.attr(e, this.owner);
+    const ino = gitIno(this.name, rel);
+    if (e.oid === '') return attrFromGit(MODE.tree, 0, this.layer.time, this.owner, ino);
+    const attr = await this.layer.attr(e, this.owner, ino);
     // Reads through main are no run's: a run reads untrusted input through its branch, where the read
     // manifest records it. On main the inbox is for its owner only (the kernel enforces the mode).
     attr.mode = visibleMode(rel, attr.mode);

@@ -1,4 +1,8 @@
 import type { Attr } from './attr.js';
+import type { Caller } from '../util/owner.js';
+
+/** A time utimens sets: now, left as it is (omit), seconds and nanoseconds, or milliseconds. */
+export type TimeArg = 'now' | 'omit' | { sec: number; nsec: number } | number;
 
 /** An open file: either a descriptor on the upper directory or the content of a git blob (read-only). */
 export interface Handle {
@@ -49,20 +53,21 @@ export interface View {
 /** A view that takes writes: a branch. Main has none of these; policy names the errno it gives instead. */
 export interface WritableView extends View {
   readonly kind: 'branch';
-  create(rel: string, mode: number): Promise<Handle>;
+  /** `caller` (when the kernel said who asks) owns what is created. */
+  create(rel: string, mode: number, caller?: Caller | null): Promise<Handle>;
   write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
   truncate(rel: string, size: number): Promise<void>;
   ftruncate(h: Handle, size: number): Promise<void>;
   unlink(rel: string): Promise<void>;
-  mkdir(rel: string, mode: number): Promise<void>;
+  mkdir(rel: string, mode: number, caller?: Caller | null): Promise<void>;
   rmdir(rel: string): Promise<void>;
   rename(from: string, to: string): Promise<void>;
-  symlink(target: string, rel: string): Promise<void>;
+  symlink(target: string, rel: string, caller?: Caller | null): Promise<void>;
   link(from: string, to: string): Promise<void>;
   chmod(rel: string, mode: number): Promise<void>;
   chown(rel: string, uid: number, gid: number): Promise<void>;
-  utimens(rel: string, atime: number, mtime: number): Promise<void>;
-  mknod(rel: string, mode: number, dev: number): Promise<void>;
+  utimens(rel: string, atime: TimeArg, mtime: TimeArg): Promise<void>;
+  mknod(rel: string, mode: number, dev: number, caller?: Caller | null): Promise<void>;
 }
 
 export const isWritable = (view: View): view is WritableView => view.kind === 'branch';

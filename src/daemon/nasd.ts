@@ -44,7 +44,9 @@ async function main(): Promise<void> {
   const leases = new LeaseService(registry, config.state_dir, log);
   await leases.applyAll();
   const services = { memory: new MemoryService(registry, config.state_dir), leases, prs: new PrService(registry, leases, config.state_dir), stateDir: config.state_dir };
-  const mount: FuseMount = await mountFuse(config.mount, fuseOps(registry, log), log);
+  // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
+  let fuse: FuseMount | undefined;
+  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null), log));
   await binds.start(registry.allScratchBinds());
   const server = await serveControl(config.socket, registry, services, ownerToken, config.socket_group, log).catch(async (err) => {
     await binds.stop();

@@ -2,7 +2,8 @@ import { constants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Logger } from 'pino';
 import { FsError, fsError, toErrno } from '../util/errors.js';
-import { isWritable, type FsStats, type Handle, type View, type WritableView } from '../cow/view.js';
+import { isWritable, type FsStats, type Handle, type TimeArg, type View, type WritableView } from '../cow/view.js';
+import type { Caller } from '../util/owner.js';
 import { mainRefusal } from '../cow/main-view.js';
 import type { Mutation } from '../policy/policy.js';
 
@@ -25,7 +26,11 @@ const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EI
  * There is no flush handler on purpose: the kernel then stops sending FLUSH on every close (one request
  * less per file); written files join a commit at release.
  */
-export function fuseOps(router: Router, log: Logger) {
+/**
+ * `callerOf` says who made the request being handled; it is valid only synchronously at the start of a
+ * handler, so handlers that need it take it as a default parameter of the function `answer` calls at once.
+ */
+export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null) {
   const handles = new Map<number, { view: View; h: Handle }>();
   let nextHandle = 1;
   const started = new Date();
@@ -122,7 +127,10 @@ export function fuseOps(router: Router, log: Logger) {
     open: (path: string, flags: number, cb: Cb) =>
       answer('open', path, cb, async () => { const r = need(path); return register(r.view, await r.view.open(r.rel, flags)); }),
     create: (path: string, mode: number, cb: Cb) =>
-      answer('create', path, cb, async () => { const r = mutable(path, 'create'); return register(r.view, await r.view.create(r.rel, mode)); }),
+      answer('create', path, cb, async (caller = callerOf()) => {
+        const r = mutable(path, 'create');
+        return register(r.view, await r.view.create(r.rel, mode, caller));
+      }),
     read: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
       answerCount('read', path, cb, async () => { const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
     write: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
@@ -151,7 +159,7 @@ export function fuseOps(router: Router, log: Logger) {
       answer('ftruncate', path, cb, async () => { const { view, h } = writableHandle(fd, 'truncate'); await view.ftruncate(h, size); }),
     unlink: (path: string, cb: Cb) => answer('unlink', path, cb, async () => { const r = mutable(path, 'unlink'); await r.view.unlink(r.rel); }),
     mkdir: (path: string, mode: number, cb: Cb) =>
-      answer('mkdir', path, cb, async () => { const r = mutable(path, 'mkdir'); await r.view.mkdir(r.rel, mode); }),
+      answer('mkdir', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'mkdir'); await r.view.mkdir(r.rel, mode, caller); }),
     rmdir: (path: string, cb: Cb) => answer('rmdir', path, cb, async () => { const r = mutable(path, 'rmdir'); await r.view.rmdir(r.rel); }),
     rename: (from: string, to: string, cb: Cb) =>
       answer('rename', from, cb, async () => {
@@ -160,7 +168,7 @@ export function fuseOps(router: Router, log: Logger) {
         await a.view.rename(a.rel, mutable(to, 'rename-to').rel);
       }),
     symlink: (target: string, path: string, cb: Cb) =>
-      answer('symlink', path, cb, async () => { const r = mutable(path, 'symlink'); await r.view.symlink(target, r.rel); }),
+      answer('symlink', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'symlink'); await r.view.symlink(target, r.rel, caller); }),
     link: (from: string, to: string, cb: Cb) =>
       answer('link', to, cb, async () => {
         if (need(from).view !== need(to).view) throw fsError('EXDEV');
@@ -168,12 +176,12 @@ export function fuseOps(router: Router, log: Logger) {
         await b.view.link(need(from).rel, b.rel);
       }),
     mknod: (path: string, mode: number, dev: number, cb: Cb) =>
-      answer('mknod', path, cb, async () => { const r = mutable(path, 'mknod'); await r.view.mknod(r.rel, mode, dev); }),
+      answer('mknod', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'mknod'); await r.view.mknod(r.rel, mode, dev, caller); }),
     chmod: (path: string, mode: number, cb: Cb) =>
       answer('chmod', path, cb, async () => { const r = mutable(path, 'chmod'); await r.view.chmod(r.rel, mode); }),
     chown: (path: string, uid: number, gid: number, cb: Cb) =>
       answer('chown', path, cb, async () => { const r = mutable(path, 'chmod'); await r.view.chown(r.rel, uid, gid); }),
-    utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
+    utimens: (path: string, atime: TimeArg, mtime: TimeArg, cb: Cb) =>
       answer('utimens', path, cb, async () => { const r = mutable(path, 'utimens'); await r.view.utimens(r.rel, atime, mtime); }),
     statfs: (path: string, cb: Cb) => answer('statfs', path, cb, async () => router.statfs(route(path)?.view)),
   };

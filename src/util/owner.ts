@@ -3,3 +3,8 @@ export interface Owner {
   uid: number;
   gid: number;
 }
+
+/** The process behind a filesystem request, as the kernel reports it to the daemon. */
+export interface Caller extends Owner {
+  pid: number;
+}

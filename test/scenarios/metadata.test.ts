@@ -56,3 +56,124 @@ describe('listing, times and space', () => {
     expect(second.avail).toBeLessThan(first.avail);
   });
 });
+
+/** Owners, modes, times and inode numbers as a disk keeps them, checked with the tools that rely on them. */
+describe('metadata that lasts', () => {
+  let d: TestDaemon;
+  const p = (rel: string) => d.path('demo@md', rel);
+  const as = (uid: number, gid: number, script: string) =>
+    run('setpriv', [`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', 'sh', '-c', script]);
+  const statOf = async (path: string, fmt: string) => (await run('stat', ['-c', fmt, path])).stdout.trim();
+
+  beforeAll(async () => {
+    d = await TestDaemon.start({ extraArgs: ['--demo'] });
+    await fs.chmod(d.dir, 0o755); // other users reach the mount through the test's temp dir
+    const r = await d.nas('branch', 'create', 'demo/md');
+    expect(r.code, r.stderr).toBe(0);
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('gives new files to the user who made them, honours chown and setgid directories', async () => {
+    await fs.mkdir(p('outbox/shared'), { mode: 0o777 });
+    await fs.chmod(p('outbox/shared'), 0o777);
+    expect(await statOf(p('outbox/shared'), '%a')).toBe('777');
+    const made = await as(65534, 65534, `echo hi > '${p('outbox/shared/theirs.txt')}' && mkdir '${p('outbox/shared/theirs.d')}'`);
+    expect(made.code, made.stderr).toBe(0);
+    expect(await statOf(p('outbox/shared/theirs.txt'), '%u:%g')).toBe('65534:65534');
+    expect(await statOf(p('outbox/shared/theirs.d'), '%u:%g')).toBe('65534:65534');
+    // root gives a file away; its new owner may then change it, another user may not.
+    await fs.writeFile(p('outbox/given.txt'), 'one\n');
+    await fs.chown(p('outbox/given.txt'), 4242, 4242);
+    expect(await statOf(p('outbox/given.txt'), '%u:%g')).toBe('4242:4242');
+    expect((await as(4242, 4242, `echo two >> '${p('outbox/given.txt')}'`)).code).toBe(0);
+    expect((await as(4343, 4343, `echo three >> '${p('outbox/given.txt')}'`)).stderr).toMatch(/Permission denied/);
+    // A setgid directory gives its group to what is made in it.
+    await fs.mkdir(p('outbox/team'));
+    await fs.chown(p('outbox/team'), 0, 4444);
+    await fs.chmod(p('outbox/team'), 0o2777);
+    expect((await as(65534, 65534, `touch '${p('outbox/team/f')}'`)).code).toBe(0);
+    expect(await statOf(p('outbox/team/f'), '%u:%g')).toBe('65534:4444');
+  });
+
+  it('keeps every mode as set, through a restart', async () => {
+    const modes = [0o600, 0o640, 0o644, 0o700, 0o755, 0o444, 0o4755, 0o1777];
+    for (const m of modes) {
+      await fs.writeFile(p(`outbox/mode-${m.toString(8)}`), 'x');
+      await fs.chmod(p(`outbox/mode-${m.toString(8)}`), m);
+    }
+    const r = await d.nas('sync', 'demo/md');
+    expect(r.code, r.stderr).toBe(0);
+    await d.stop();
+    d = await d.restart();
+    for (const m of modes) expect((await fs.stat(p(`outbox/mode-${m.toString(8)}`))).mode & 0o7777).toBe(m);
+  });
+
+  it('sets modification and access times separately, with now and omit, to the microsecond', async () => {
+    await fs.writeFile(p('outbox/times.txt'), 't');
+    expect((await run('touch', ['-m', '-d', '2001-02-03 04:05:06.123456789', p('outbox/times.txt')])).code).toBe(0);
+    expect((await run('touch', ['-a', '-d', '2002-03-04 05:06:07.5', p('outbox/times.txt')])).code).toBe(0);
+    expect(await statOf(p('outbox/times.txt'), '%y')).toMatch(/^2001-02-03 04:05:06\.123456/);
+    expect(await statOf(p('outbox/times.txt'), '%x')).toMatch(/^2002-03-04 05:06:07\.5/);
+    // touch -m with no date: mtime now, atime left alone.
+    expect((await run('touch', ['-m', p('outbox/times.txt')])).code).toBe(0);
+    expect(await statOf(p('outbox/times.txt'), '%x')).toMatch(/^2002-03-04 05:06:07\.5/);
+    expect(Math.abs((await fs.stat(p('outbox/times.txt'))).mtimeMs - Date.now())).toBeLessThan(60_000);
+  });
+
+  it('round-trips tar -p and rsync -a: a second rsync transfers nothing', async () => {
+    const src = `${d.dir}/src`;
+    await fs.mkdir(`${src}/sub`, { recursive: true });
+    for (const [name, mode] of [['a', 0o600], ['b', 0o755], ['sub/c', 0o640]] as const) {
+      await fs.writeFile(`${src}/${name}`, name);
+      await fs.chmod(`${src}/${name}`, mode);
+    }
+    await fs.utimes(`${src}/a`, new Date('2010-01-01T00:00:00Z'), new Date('2010-01-01T00:00:00Z'));
+    const first = await run('rsync', ['-a', `${src}/`, p('outbox/mirror/')]);
+    expect(first.code, first.stderr).toBe(0);
+    const again = await run('rsync', ['-a', '--itemize-changes', `${src}/`, p('outbox/mirror/')]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toBe('');
+    expect(await statOf(p('outbox/mirror/a'), '%a %Y')).toBe(`600 ${Date.parse('2010-01-01T00:00:00Z') / 1000}`);
+    const tarball = `${d.dir}/src.tar`;
+    expect((await run('tar', ['-cf', tarball, '-C', src, '.'])).code).toBe(0);
+    await fs.mkdir(p('outbox/untar'));
+    const x = await run('tar', ['-xpf', tarball, '-C', p('outbox/untar')]);
+    expect(x.code, x.stderr).toBe(0);
+    expect(await statOf(p('outbox/untar/sub/c'), '%a')).toBe('640');
+    expect(await statOf(p('outbox/untar/a'), '%Y')).toBe(String(Date.parse('2010-01-01T00:00:00Z') / 1000));
+  });
+
+  it('lets make rebuild exactly what changed', async () => {
+    const dir = p('outbox/build');
+    await fs.mkdir(dir);
+    await fs.writeFile(`${dir}/Makefile`, 'all: a.out b.out\n%.out: %.in\n\tcp $< $@\n');
+    await fs.writeFile(`${dir}/a.in`, 'a1');
+    await fs.writeFile(`${dir}/b.in`, 'b1');
+    expect((await run('make', ['-C', dir])).stdout).toMatch(/cp a\.in a\.out[\s\S]*cp b\.in b\.out/);
+    expect((await run('make', ['-C', dir])).stdout).toMatch(/Nothing to be done/);
+    await new Promise((r) => setTimeout(r, 20));
+    await fs.writeFile(`${dir}/b.in`, 'b2');
+    const third = await run('make', ['-C', dir]);
+    expect(third.stdout).toMatch(/cp b\.in b\.out/);
+    expect(third.stdout).not.toMatch(/cp a\.in/);
+  });
+
+  it('keeps one inode number per file across lookups and restarts, and shares it between hard links', async () => {
+    const ino = async (rel: string) => (await fs.stat(p(rel))).ino;
+    const before = await ino('AGENTS.md');
+    await fs.writeFile('/proc/sys/vm/drop_caches', '3');
+    expect(await ino('AGENTS.md')).toBe(before);
+    expect(await ino('memory/MEMORY.md')).not.toBe(before);
+    await d.stop();
+    d = await d.restart();
+    expect(await ino('AGENTS.md')).toBe(before);
+    await fs.writeFile(p('workspace/one'), '1');
+    await fs.link(p('workspace/one'), p('workspace/two'));
+    const [a, b] = await Promise.all([fs.stat(p('workspace/one')), fs.stat(p('workspace/two'))]);
+    expect(a.ino).toBe(b.ino);
+    expect(a.nlink).toBe(2);
+    expect((await run('find', [p('workspace'), '-samefile', p('workspace/one')])).stdout.trim().split('\n').sort()).toEqual([p('workspace/one'), p('workspace/two')]);
+  });
+});

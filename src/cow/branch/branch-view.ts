@@ -6,10 +6,12 @@ import { MODE, type Identity, type Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash, TrashKind } from '../../trash/trash.js';
 import { checkAppend, checkOpenForWrite, visibleMode, type Rules } from '../../policy/policy.js';
-import { attrFromStats, type Attr, type Owner } from '../attr.js';
+import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
+import type { Caller } from '../../util/owner.js';
+import { exactMode, giveToCaller } from './ownership.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
-import type { Handle, WritableView } from '../view.js';
+import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
 import { CopyUp } from './copy-up.js';
 import { Deletions } from './deletions.js';
@@ -68,7 +70,7 @@ export class BranchView implements WritableView {
     this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
     this.overlay = new Overlay(`${ctx.dir}/upper`, ctx.rules, layer);
     this.space = new Space(ctx.quotaBytes);
-    this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.space);
+    this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.space, () => this.ctx.owner);
     this.deletions = new Deletions(this.overlay, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`, (path) => this.committer.dirty.delete(path));
     this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions);
     this.names = new Names({ store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.space);
@@ -78,10 +80,7 @@ export class BranchView implements WritableView {
   static async open(ctx: BranchContext, scratchRoots: string[]): Promise<BranchView> {
     const upper = `${ctx.dir}/upper`;
     for (const d of [upper, `${ctx.dir}/deleted`, `${ctx.dir}/tmp`]) await fs.mkdir(d, { recursive: true });
-    for (const s of scratchRoots) {
-      await fs.mkdir(`${upper}/${s}`, { recursive: true });
-      await fs.chown(`${upper}/${s}`, ctx.owner.uid, ctx.owner.gid);
-    }
+    for (const s of scratchRoots) await fs.mkdir(`${upper}/${s}`, { recursive: true });
     await fs.rm(`${ctx.dir}/tmp`, { recursive: true, force: true });
     await fs.mkdir(`${ctx.dir}/tmp`);
     const head = await ctx.store.readRef(branchRef(ctx.branch));
@@ -90,6 +89,7 @@ export class BranchView implements WritableView {
     const fork = ctx.base && /^[0-9a-f]{40}$/.test(ctx.base) ? await ctx.store.readCommit(ctx.base).catch(() => headCommit) : headCommit;
     const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)), scratchRoots);
     view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
+    await view.giveRootsToOwner();
     await view.recover();
     return view;
   }
@@ -105,8 +105,18 @@ export class BranchView implements WritableView {
   async setLease(lease: { owner: Owner | null; budgetBytes?: number } | null): Promise<void> {
     this.ctx.owner = lease?.owner ?? this.defaults.owner;
     this.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
-    // Scratch roots are served by the kernel straight from disk (bind mounts): their owner is real.
-    for (const { dir } of this.scratchDirs()) await fs.chown(dir, this.ctx.owner.uid, this.ctx.owner.gid);
+    await this.giveRootsToOwner();
+  }
+
+  /**
+   * The view's root and its scratch roots belong to the view's owner, so that account can make files there
+   * (scratch roots are served by the kernel straight from disk). Everything else keeps the owner it has,
+   * as on a disk: what a caller made is the caller's.
+   */
+  private async giveRootsToOwner(): Promise<void> {
+    for (const dir of [this.overlay.up(''), ...this.scratchDirs().map((s) => s.dir)]) {
+      await fs.chown(dir, this.ctx.owner.uid, this.ctx.owner.gid);
+    }
   }
 
   /** Top-level scratch directories (workspace/) and where they live on disk. */
@@ -161,8 +171,15 @@ export class BranchView implements WritableView {
   // ---- reading -----------------------------------------------------------------------------------
 
   async getattr(rel: string): Promise<Attr> {
-    const node = await this.overlay.need(rel);
-    const attr = node.stat ? attrFromStats(node.stat, this.ctx.owner) : await this.overlay.layer.attr(node.entry, this.ctx.owner);
+    const st = await this.overlay.statNs(rel);
+    let attr: Attr;
+    if (st) attr = attrFromStats(st);
+    else {
+      // Git keeps no owners or times: what the branch has not changed shows the view's owner and fork time.
+      const node = await this.overlay.gitNode(rel);
+      if (!node) throw fsError('ENOENT');
+      attr = await this.overlay.layer.attr(node.entry!, this.ctx.owner, gitIno(this.name, rel));
+    }
     // Untrusted input is read by the branch's own principal only, so every read of it lands in this manifest.
     attr.mode = visibleMode(rel, attr.mode);
     return attr;
@@ -234,11 +251,13 @@ export class BranchView implements WritableView {
 
   // ---- writing files -----------------------------------------------------------------------------
 
-  async create(rel: string, mode: number): Promise<Handle> {
+  async create(rel: string, mode: number, caller?: Caller | null): Promise<Handle> {
     await this.overlay.check('create', rel);
     const fd = await this.copy.withParent(rel, () =>
       fsx.open(this.overlay.up(rel), constants.O_CREAT | constants.O_RDWR | constants.O_TRUNC, mode & 0o7777),
     );
+    await exactMode(this.overlay.up(rel), mode);
+    await giveToCaller(this.overlay.up(rel), caller);
     return this.writer({ rel, fd, data: null, writable: true, dirty: true, floor: 0, size: 0 });
   }
 
@@ -304,27 +323,42 @@ export class BranchView implements WritableView {
     this.committer.markDirty(rel);
   }
 
-  /** Ownership is the view's (git keeps none): accepted so tar and rsync -a work, and not stored. */
-  async chown(rel: string): Promise<void> {
+  /** Owner and group are kept on the upper file, as on a disk (the kernel has checked who may change them). */
+  async chown(rel: string, uid: number, gid: number): Promise<void> {
     await this.overlay.check('chmod', rel);
-    await this.overlay.need(rel);
+    await this.copy.materialise(rel, await this.overlay.need(rel));
+    // (uid_t)-1 and (gid_t)-1 mean "leave it".
+    const keep = (id: number) => (id === 0xffffffff || id === -1 ? -1 : id);
+    await fs.lchown(this.overlay.up(rel), keep(uid), keep(gid));
   }
 
-  /** fuse-native passes the access time for both times, so that is what is stored. */
-  async utimens(rel: string, atime: number, mtime: number): Promise<void> {
+  /**
+   * Each time as asked: a given time, now, or left as it is. Node sets times through libuv, which keeps
+   * microseconds (it truncates the rest), so each time is passed as seconds at the middle of its microsecond.
+   */
+  async utimens(rel: string, atime: TimeArg, mtime: TimeArg): Promise<void> {
     await this.overlay.check('utimens', rel);
     await this.copy.materialise(rel, await this.overlay.need(rel));
-    await fs.lutimes(this.overlay.up(rel), new Date(atime), new Date(mtime));
+    const file = this.overlay.up(rel);
+    const current = atime === 'omit' || mtime === 'omit' ? await fs.lstat(file, { bigint: true }) : null;
+    const seconds = (ns: bigint) => Number(ns / 1_000_000_000n) + (Number((ns % 1_000_000_000n) / 1000n) * 1000 + 500) / 1e9;
+    const when = (t: TimeArg, kept: bigint | undefined): number => {
+      if (t === 'now') return Date.now() / 1000;
+      if (t === 'omit') return seconds(kept!);
+      if (typeof t === 'number') return seconds(BigInt(Math.round(t)) * 1_000_000n);
+      return seconds(BigInt(t.sec) * 1_000_000_000n + BigInt(t.nsec));
+    };
+    await fs.lutimes(file, when(atime, current?.atimeNs), when(mtime, current?.mtimeNs));
   }
 
   // ---- names (see names.ts) ----------------------------------------------------------------------
 
-  mkdir(rel: string, mode: number): Promise<void> {
-    return this.names.mkdir(rel, mode);
+  mkdir(rel: string, mode: number, caller?: Caller | null): Promise<void> {
+    return this.names.mkdir(rel, mode, caller);
   }
 
-  symlink(target: string, rel: string): Promise<void> {
-    return this.names.symlink(target, rel);
+  symlink(target: string, rel: string, caller?: Caller | null): Promise<void> {
+    return this.names.symlink(target, rel, caller);
   }
 
   link(from: string, to: string): Promise<void> {
@@ -343,8 +377,8 @@ export class BranchView implements WritableView {
     return this.names.rename(from, to);
   }
 
-  mknod(rel: string, mode: number, dev: number): Promise<void> {
-    return this.names.mknod(rel, mode, dev);
+  mknod(rel: string, mode: number, dev: number, caller?: Caller | null): Promise<void> {
+    return this.names.mknod(rel, mode, dev, caller);
   }
 
   /** Commit everything pending now and wait for it (`nas sync`, shutdown); open files included. */

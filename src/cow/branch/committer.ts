@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import type { Stats } from 'node:fs';
+import { constants, type Stats } from 'node:fs';
 import type { Logger } from 'pino';
 import type { Entry, Identity, Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
@@ -135,8 +135,30 @@ export class Committer {
       return null;
     }
     if (st.isDirectory() || isFuseHidden(path) || path.split('/').includes('.git')) return null;
-    const oid = st.isSymbolicLink() ? await this.ctx.store.writeBlob(await fs.readlink(file)) : await this.ctx.store.writeBlobFromFile(file);
+    const oid = st.isSymbolicLink()
+      ? await this.ctx.store.writeBlob(await fs.readlink(file))
+      : st.size <= READ_IN_FULL
+        ? await this.ctx.store.writeBlob(await readWithoutAtime(file))
+        : await this.ctx.store.writeBlobFromFile(file);
     return { oid, mode: gitModeOf(st) };
+  }
+}
+
+/** Files up to this size are read here without touching their access time; larger ones libgit2 reads itself. */
+const READ_IN_FULL = 64 << 20;
+
+/** A commit is not a read by anyone: the daemon's own reads leave a file's access time as its users left it. */
+async function readWithoutAtime(file: string): Promise<Buffer> {
+  let fh: fs.FileHandle;
+  try {
+    fh = await fs.open(file, constants.O_RDONLY | constants.O_NOATIME);
+  } catch {
+    fh = await fs.open(file, constants.O_RDONLY); // O_NOATIME needs the file's owner or CAP_FOWNER
+  }
+  try {
+    return await fh.readFile();
+  } finally {
+    await fh.close();
   }
 }
 

@@ -7,6 +7,8 @@ import { isDir, type Node, type Overlay } from './overlay.js';
 import { join, parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
+import { giveToOwner, mkdirsFor } from './ownership.js';
+import type { Owner } from '../../util/owner.js';
 
 /**
  * Bringing what exists only in git into the upper directory, and placing new content there: always written
@@ -21,6 +23,8 @@ export class CopyUp {
     private readonly tmp: string,
     private readonly reads: () => ReadManifest,
     private readonly space: Space,
+    /** Who owns what the daemon brings up: the view's owner (git keeps no owners). */
+    private readonly owner: () => Owner,
   ) {}
 
   /** Run fn; if it fails because the parent exists only in git, create the parent in the upper directory and retry. */
@@ -30,18 +34,20 @@ export class CopyUp {
     } catch (e) {
       if (!hasCode(e, 'ENOENT')) throw e;
     }
-    await fs.mkdir(this.overlay.up(parentOf(rel)), { recursive: true, mode: 0o755 });
+    await mkdirsFor(this.overlay.up(parentOf(rel)), this.owner());
     return fn();
   }
 
+  /** An empty upper file where git has one (a truncation to nothing needs no copy). */
   async createEmpty(rel: string): Promise<void> {
     await this.withParent(rel, () => fs.writeFile(this.overlay.up(rel), ''));
+    await giveToOwner(this.overlay.up(rel), this.owner());
   }
 
   /** Bring a file, symlink or directory that exists only in git into the upper directory. */
   async materialise(rel: string, node: Node): Promise<void> {
     if (node.stat) return;
-    if (node.entry.mode === MODE.tree) await fs.mkdir(this.overlay.up(rel), { recursive: true, mode: 0o755 });
+    if (node.entry.mode === MODE.tree) await mkdirsFor(this.overlay.up(rel), this.owner());
     else await this.file(rel, node.entry);
   }
 
@@ -65,6 +71,7 @@ export class CopyUp {
     const tmp = this.tmpName();
     if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
     else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
+    await giveToOwner(tmp, this.owner());
     // link, not rename: if a writer got there first, its file stays and this copy is dropped.
     try {
       await this.withParent(rel, () => fs.link(tmp, this.overlay.up(rel)));
@@ -78,7 +85,7 @@ export class CopyUp {
 
   /** Copy a whole directory up, so that renaming it moves everything it shows. */
   async tree(rel: string): Promise<void> {
-    await fs.mkdir(this.overlay.up(rel), { recursive: true, mode: 0o755 });
+    await mkdirsFor(this.overlay.up(rel), this.owner());
     for (const name of await this.overlay.names(rel)) {
       const child = join(rel, name);
       const node = await this.overlay.resolve(child);
@@ -93,6 +100,7 @@ export class CopyUp {
     const tmp = this.tmpName();
     if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
     else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
+    await giveToOwner(tmp, this.owner());
     await this.withParent(rel, () => fs.rename(tmp, this.overlay.up(rel)));
     this.space.used += content.length;
   }

@@ -11,6 +11,8 @@ import { isDir, type Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import type { Space } from './space.js';
 import { makeSpecial } from './special-files.js';
+import { exactMode, giveToCaller } from './ownership.js';
+import type { Caller } from '../../util/owner.js';
 
 /**
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
@@ -41,24 +43,29 @@ export class Names {
   }
 
   /** FIFOs, sockets and device nodes live in scratch only: git cannot hold them (policy says EPERM elsewhere). */
-  async mknod(rel: string, mode: number, dev: number): Promise<void> {
+  async mknod(rel: string, mode: number, dev: number, caller?: Caller | null): Promise<void> {
     await this.overlay.check('mknod', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     // The parent may exist only in git: make it real first (the tools that make FIFOs report no errno).
     await fs.mkdir(this.overlay.up(parentOf(rel)), { recursive: true, mode: 0o755 });
     await makeSpecial(this.overlay.up(rel), mode, dev);
+    await exactMode(this.overlay.up(rel), mode);
+    await giveToCaller(this.overlay.up(rel), caller);
   }
 
-  async mkdir(rel: string, mode: number): Promise<void> {
+  async mkdir(rel: string, mode: number, caller?: Caller | null): Promise<void> {
     await this.overlay.check('mkdir', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     await this.copy.withParent(rel, () => fs.mkdir(this.overlay.up(rel), mode & 0o7777));
+    await exactMode(this.overlay.up(rel), mode);
+    await giveToCaller(this.overlay.up(rel), caller);
   }
 
-  async symlink(target: string, rel: string): Promise<void> {
+  async symlink(target: string, rel: string, caller?: Caller | null): Promise<void> {
     await this.overlay.check('symlink', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     await this.copy.withParent(rel, () => fs.symlink(target, this.overlay.up(rel)));
+    await giveToCaller(this.overlay.up(rel), caller);
     this.committer.markDirty(rel);
   }
 

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import type { Stats } from 'node:fs';
+import type { BigIntStats, Stats } from 'node:fs';
 import { fsError, hasCode } from '../../util/errors.js';
 import { MODE, type Entry } from '../../store/store.js';
 import { checkMutation, isScratch, type Mutation, type Rules } from '../../policy/policy.js';
@@ -66,6 +66,16 @@ export class Overlay {
     if (this.whiteouts.size === 0) return false;
     for (let p = rel; p !== ''; p = parentOf(p)) if (this.whiteouts.has(p)) return true;
     return false;
+  }
+
+  /** The upper directory's entry for rel with nanosecond times, or null when rel is not there. */
+  async statNs(rel: string): Promise<BigIntStats | null> {
+    try {
+      return await fs.lstat(this.up(rel), { bigint: true });
+    } catch (e) {
+      if (!hasCode(e, 'ENOENT') && !hasCode(e, 'ENOTDIR')) throw e;
+      return null;
+    }
   }
 
   async resolve(rel: string): Promise<Node | null> {

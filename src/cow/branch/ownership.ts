@@ -1,0 +1,45 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Owner } from '../../util/owner.js';
+
+/** The ids this daemon makes files with: what it makes for someone else needs a chown, nothing else does. */
+const S_ISGID = 0o2000;
+const SELF: Owner = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+const isSelf = (o: Owner) => o.uid === SELF.uid && o.gid === SELF.gid;
+
+/**
+ * Give what a caller just made (in the upper directory) to the caller, as a disk would: its uid, and its
+ * gid unless the directory is setgid (the disk already gave the directory's group then).
+ */
+export async function giveToCaller(file: string, caller: Owner | null | undefined): Promise<void> {
+  if (!caller || isSelf(caller)) return;
+  const parent = await fs.stat(path.dirname(file));
+  await fs.lchown(file, caller.uid, parent.mode & S_ISGID ? -1 : caller.gid);
+}
+
+/** The daemon's own umask, read once (setting it is the only way to read it). */
+const UMASK = (() => {
+  const mask = process.umask(0o022);
+  process.umask(mask);
+  return mask;
+})();
+
+/**
+ * The kernel has already applied the caller's umask to `mode`; the daemon's umask must not take more away
+ * (a directory made 0777 is 0777, as on a disk).
+ */
+export async function exactMode(file: string, mode: number): Promise<void> {
+  if (mode & UMASK) await fs.chmod(file, mode & 0o7777);
+}
+
+/** Give what the daemon made on a view's behalf (a copy-up, a materialised directory) to the view's owner. */
+export async function giveToOwner(file: string, owner: Owner): Promise<void> {
+  if (!isSelf(owner)) await fs.lchown(file, owner.uid, owner.gid);
+}
+
+/** mkdir -p, giving every directory it made to owner. */
+export async function mkdirsFor(dir: string, owner: Owner): Promise<void> {
+  const first = await fs.mkdir(dir, { recursive: true, mode: 0o755 });
+  if (!first || isSelf(owner)) return;
+  for (let d = dir; d.length >= first.length; d = path.dirname(d)) await fs.lchown(d, owner.uid, owner.gid);
+}
