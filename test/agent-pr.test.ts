@@ -355,12 +355,17 @@ describe('Agent PRs', () => {
   });
 
   it('runs custom checks from main\'s .nas/checks.yaml with a time limit, keeping their output', async () => {
+    // The leaves.sh check records the pids of what it leaves behind (it runs as nobody, hence a world-writable dir):
+    // the test then looks at and stops exactly those processes, not any `sleep` on the machine.
+    const pids = `${d.dir}/check-pids`;
+    await fs.mkdir(pids);
+    await fs.chmod(pids, 0o777);
     await d.pushToMain({
       '.nas/checks.yaml': 'version: 1\nchecks:\n  - name: no-todo\n    run: .nas/checks/no-todo.sh\n    timeout: 10s\n  - name: slow\n    run: .nas/checks/slow.sh\n    timeout: 1s\n' +
         '  - name: leaves\n    run: .nas/checks/leaves.sh\n',
       '.nas/checks/no-todo.sh': '#!/bin/sh\nif grep -rn TODO .; then echo "found TODO"; exit 1; fi\necho clean\n',
       '.nas/checks/slow.sh': '#!/bin/sh\nsleep 30\n',
-      '.nas/checks/leaves.sh': '#!/bin/sh\n(sleep 301 &)\nsetsid sleep 302 &\nid -u\n',
+      '.nas/checks/leaves.sh': `#!/bin/sh\n(sleep 301 & echo $! > ${pids}/301)\nsetsid sleep 302 & echo $! > ${pids}/302\nid -u\n`,
     }, 'owner: custom checks');
     await eventually(async () => (await fs.readdir(d.path('demo', '.nas'))).includes('checks.yaml'), 'main to show the checks');
     await branch('todo');
@@ -376,10 +381,23 @@ describe('Agent PRs', () => {
     // A check runs as nobody; what it leaves in its process group is killed, and a process that left the
     // group (setsid) does not hold the PR (the propose above returned).
     await fs.writeFile(p('todo', 'outbox/plan.md'), 'done\n');
-    const clean = await proposed(t, 'demo/todo', 'a plan', '--checks', 'leaves');
-    expect(clean.checks.find((c: any) => c.name === 'leaves')).toMatchObject({ ok: true, output: '65534\n' });
-    expect((await run('pgrep', ['-f', 'sleep 301'])).code).toBe(1);
-    await run('pkill', ['-f', 'sleep 302']);
+    const cmdline = (pid: number) => fs.readFile(`/proc/${pid}/cmdline`, 'utf8').then((c) => c.split('\0').join(' ').trim(), () => '');
+    const pidIn = async (name: string) => Number((await fs.readFile(`${pids}/${name}`, 'utf8').catch(() => '')).trim()) || null;
+    try {
+      const clean = await proposed(t, 'demo/todo', 'a plan', '--checks', 'leaves');
+      expect(clean.checks.find((c: any) => c.name === 'leaves')).toMatchObject({ ok: true, output: '65534\n' });
+      const in301 = await pidIn('301');
+      expect(in301).not.toBeNull();
+      expect(await cmdline(in301!)).not.toBe('sleep 301');
+      // The setsid one outlived the check, and yet the PR was decided.
+      const in302 = await pidIn('302');
+      expect(in302).not.toBeNull();
+      await eventually(async () => (await cmdline(in302!)) === 'sleep 302', 'the setsid sleep to run');
+    } finally {
+      // Stop it by its pid, and only if that pid is still the sleep the check started.
+      const in302 = await pidIn('302');
+      if (in302 && (await cmdline(in302)) === 'sleep 302') process.kill(in302, 'SIGKILL');
+    }
   });
 
   it('discards the losing parallel attempt: its work goes to the recycle area, the branch goes', async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { TestDaemon, run } from './helpers.js';
+import { TestDaemon, run, unmountIfMounted } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const nasd = (...args: string[]) => run(process.execPath, [`${ROOT}/dist/src/daemon/main.js`, ...args]);
@@ -90,11 +90,16 @@ describe('nas CLI and bad input', () => {
     expect(busy.code).toBe(1);
     expect(busy.stderr).toMatch(/mount point .* is busy.*fusermount -u/);
     const full = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-full-'));
-    await fs.writeFile(`${full}/keep.txt`, 'mine');
-    const nonEmpty = await nasd('--state-dir', `${d.dir}/state3`, '--mount', full, '--socket', `${d.dir}/s3.sock`);
-    expect(nonEmpty.stderr).toMatch(/is not empty/);
-    expect(await fs.readFile(`${full}/keep.txt`, 'utf8')).toBe('mine');
-    await fs.rm(full, { recursive: true });
+    try {
+      await fs.writeFile(`${full}/keep.txt`, 'mine');
+      const nonEmpty = await nasd('--state-dir', `${d.dir}/state3`, '--mount', full, '--socket', `${d.dir}/s3.sock`);
+      expect(nonEmpty.stderr).toMatch(/is not empty/);
+      expect(await fs.readFile(`${full}/keep.txt`, 'utf8')).toBe('mine');
+    } finally {
+      // Removed even when an expectation above fails; never while something is mounted on it.
+      await unmountIfMounted(full);
+      await fs.rm(full, { recursive: true, force: true });
+    }
     await fs.writeFile(`${d.dir}/bad.yaml`, 'mount: /x\n  state_dir: [\n');
     const badConfig = await nasd('--config', `${d.dir}/bad.yaml`);
     expect(badConfig.code).toBe(1);
