@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { OWNER_FILE, stillRunning, type OwnerRecord } from './helpers.js';
+import { OWNER_FILE, processId, stillRunning, type OwnerRecord } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const DAEMON = `${ROOT}/dist/src/daemon/main.js`;
@@ -50,12 +50,16 @@ function isStale(mount: string): boolean {
 }
 
 /**
- * Before and after the suite: clean up after test processes that are gone. Other runs may be going on at
- * the same time (another checkout's suite): their daemons and mounts are left alone. A dir whose owner
- * record names a dead test process loses its daemon (killed by its recorded pid), its mounts and itself.
+ * Before and after the suite: clean up after test processes that are gone (and, at teardown, after this
+ * run's own). Other runs may be going on at the same time (another checkout's suite): their daemons and
+ * mounts are left alone. A dir whose owner record names a dead test process loses its daemon (killed by
+ * its recorded pid), its mounts and itself.
  * Dirs from before owner records existed: only mounts that are certainly stale are unmounted.
  */
-async function sweep(): Promise<void> {
+async function sweep(when: 'setup' | 'teardown'): Promise<void> {
+  // At teardown every test of this run has finished, though its worker processes may not have exited yet.
+  const self = processId(process.pid);
+  const ours = (o: OwnerRecord) => when === 'teardown' && !!o.runner && !!self && o.runner.pid === self.pid && o.runner.start === self.start;
   const mounts = mountPoints();
   const dirs = new Set<string>();
   for (const name of fs.readdirSync(os.tmpdir())) if (name.startsWith('nas-test-')) dirs.add(path.join(os.tmpdir(), name));
@@ -70,7 +74,7 @@ async function sweep(): Promise<void> {
       for (const m of under(mounts)) if (isStale(m)) lazyUnmount(m);
       continue;
     }
-    if (stillRunning(owner.test)) continue; // a live run's: this one's or a concurrent one's
+    if (stillRunning(owner.test) && !ours(owner)) continue; // a live run's: this one's (still going) or a concurrent one's
     if (stillRunning(owner.daemon)) {
       process.kill(owner.daemon.pid, 'SIGKILL');
       for (let i = 0; i < 100 && stillRunning(owner.daemon); i++) await new Promise((r) => setTimeout(r, 50));
@@ -101,9 +105,9 @@ export async function setup(): Promise<void> {
   if (newest && newest.mtimeMs > built) {
     throw new Error(`dist/ is stale: ${path.relative(ROOT, newest.file)} is newer than dist/src/daemon/main.js; run \`npm run -s build\` (\`npm test\` builds first)`);
   }
-  await sweep();
+  await sweep('setup');
 }
 
 export async function teardown(): Promise<void> {
-  await sweep();
+  await sweep('teardown');
 }

@@ -55,7 +55,13 @@ export class TestDaemon {
   static async start(opts: DaemonOptions = {}): Promise<TestDaemon> {
     const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'nas-test-')));
     const d = new TestDaemon(dir, opts);
-    await d.spawn();
+    try {
+      await d.spawn();
+    } catch (err) {
+      // spawn() left no daemon and no mount; a dir made here goes too (the error carries the log).
+      if (!opts.dir) await fs.rm(dir, { recursive: true, force: true });
+      throw err;
+    }
     return d;
   }
 
@@ -202,6 +208,8 @@ export interface ProcessId {
 
 export interface OwnerRecord {
   test: ProcessId;
+  /** The test process's parent: the vitest run (its global teardown knows its own leftovers by it). */
+  runner: ProcessId | null;
   daemon: ProcessId;
   mnt: string;
 }
@@ -226,7 +234,7 @@ async function writeOwner(dir: string, daemonPid: number, mnt: string): Promise<
   const test = processId(process.pid);
   const daemon = processId(daemonPid);
   if (!test || !daemon) return; // the daemon died at once: there is nothing to sweep
-  const record: OwnerRecord = { test, daemon, mnt };
+  const record: OwnerRecord = { test, runner: processId(process.ppid), daemon, mnt };
   await fs.writeFile(`${dir}/${OWNER_FILE}.tmp`, JSON.stringify(record));
   await fs.rename(`${dir}/${OWNER_FILE}.tmp`, `${dir}/${OWNER_FILE}`);
 }
