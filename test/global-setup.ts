@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { OWNER_FILE, processId, stillRunning, type OwnerRecord } from './helpers.js';
+import { DIR_PREFIX, OWNER_FILE, processId, stillRunning, type OwnerRecord } from './helpers.js';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const DAEMON = `${ROOT}/dist/src/daemon/main.js`;
@@ -17,7 +17,7 @@ function mountPoints(): string[] {
 
 /** The TestDaemon dir a mount point lies in (`<tmp>/nas-test-XXXXXX`), if any. */
 function testDirOf(mount: string): string | null {
-  const i = mount.indexOf('/nas-test-');
+  const i = mount.indexOf(`/${DIR_PREFIX}`);
   if (i < 0) return null;
   const end = mount.indexOf('/', i + 1);
   return end < 0 ? mount : mount.slice(0, end);
@@ -62,7 +62,7 @@ async function sweep(when: 'setup' | 'teardown'): Promise<void> {
   const ours = (o: OwnerRecord) => when === 'teardown' && !!o.runner && !!self && o.runner.pid === self.pid && o.runner.start === self.start;
   const mounts = mountPoints();
   const dirs = new Set<string>();
-  for (const name of fs.readdirSync(os.tmpdir())) if (name.startsWith('nas-test-')) dirs.add(path.join(os.tmpdir(), name));
+  for (const name of fs.readdirSync(os.tmpdir())) if (name.startsWith(DIR_PREFIX)) dirs.add(path.join(os.tmpdir(), name));
   for (const m of mounts) {
     const dir = testDirOf(m);
     if (dir) dirs.add(dir);

@@ -9,6 +9,12 @@ export const exec = promisify(execFile);
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
+/**
+ * Test daemons live in `<tmp>/<prefix>XXXXXX`. $NAS_TEST_PREFIX lets a run keep apart from another
+ * checkout's suite on the same machine whose (older) sweep would unmount everything under the default.
+ */
+export const DIR_PREFIX = process.env.NAS_TEST_PREFIX || 'nas-test-';
+
 export interface RunResult {
   code: number;
   stdout: string;
@@ -53,7 +59,7 @@ export class TestDaemon {
   }
 
   static async start(opts: DaemonOptions = {}): Promise<TestDaemon> {
-    const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'nas-test-')));
+    const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), DIR_PREFIX)));
     const d = new TestDaemon(dir, opts);
     try {
       await d.spawn();
