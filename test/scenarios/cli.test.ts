@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { TestDaemon, run, unmountIfMounted } from './helpers.js';
+import { TestDaemon, run, unmountIfMounted } from '../helpers.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const nasd = (...args: string[]) => run(process.execPath, [`${ROOT}/dist/src/daemon/main.js`, ...args]);
 const nasCli = (...args: string[]) => run(process.execPath, [`${ROOT}/dist/src/cli/main.js`, ...args]);
 

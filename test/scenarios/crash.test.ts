@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { TestDaemon, codeOf, isMounted } from './helpers.js';
+import { TestDaemon, codeOf, isMounted } from '../helpers.js';
 
 /** A daemon killed with SIGKILL loses nothing that was closed: the next start commits it. */
 describe('crash recovery', () => {

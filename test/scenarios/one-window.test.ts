@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { TestDaemon, codeOf, run } from './helpers.js';
+import { TestDaemon, codeOf, run } from '../helpers.js';
 
 /**
  * Sequences that land in one commit window (the window here is a minute: only `nas sync` commits), where

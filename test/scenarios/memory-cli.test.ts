@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { countTokens } from '../src/memory/tokens.js';
-import { TestDaemon, eventually } from './helpers.js';
+import { countTokens } from '../../src/memory/tokens.js';
+import { TestDaemon, eventually } from '../helpers.js';
 
 /** The memory commands end to end: notes written through the mount, checks and indexes through the CLI, git as the record. */
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon, codeOf, eventually, run } from './helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 describe('limits and policy from .nas/', () => {
   let d: TestDaemon;

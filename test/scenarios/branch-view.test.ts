@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { TestDaemon, codeOf, eventually, run } from './helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 /** Branch views: copy-on-write over git, writes become commits, policy at the syscall level, recycle area. */
 describe('branch view', () => {

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { TestDaemon, run } from './helpers.js';
+import { TestDaemon, run } from '../helpers.js';
 
 /** The tools agents actually run, inside a branch view, with what lands in git checked each time. */
 describe('real tools in a branch view', () => {
