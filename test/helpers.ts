@@ -131,6 +131,12 @@ export class TestDaemon {
     return JSON.parse(r.stdout) as T;
   }
 
+  /** `nas sync <spec>`: commit what is pending and wait for it. Throws when it fails: tests rely on the commit. */
+  async sync(spec: string): Promise<void> {
+    const r = await this.nas('sync', spec);
+    if (r.code !== 0) throw new Error(`nas sync ${spec} failed (${r.code}): ${r.stderr}`);
+  }
+
   git(...args: string[]): Promise<RunResult> {
     return run('git', [`--git-dir=${this.state}/homes/demo.git`, ...args]);
   }

@@ -42,7 +42,7 @@ describe('crash recovery', () => {
     const again = await TestDaemon.start({ windowMs: 50, dir: d.dir });
     daemons.push(again);
     expect(again.log).toMatch(/stale FUSE mount/);
-    await again.nas('sync', 'demo/run');
+    await again.sync('demo/run');
     for (const [rel, data] of files) expect((await again.gitBlob(`run:${rel}`)).equals(data), rel).toBe(true);
     expect((await again.git('show', 'run:memory/journal/log.md')).stdout).toBe('before the crash\n');
     expect((await again.git('cat-file', '-e', 'run:inbox/README.md')).code).not.toBe(0);
