@@ -79,8 +79,6 @@ export class TestDaemon {
     this.child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => (this.log += d));
     this.child.stderr!.on('data', (d) => (this.log += d));
-    // Before anything can go wrong: if this test process dies, the global sweep finds the daemon by this record.
-    if (this.child.pid !== undefined) await writeOwner(this.dir, this.child.pid, this.mnt);
     let onExit: (code: number | null) => void = () => undefined;
     const exited = new Promise<never>((_, reject) => {
       onExit = (code) => reject(new Error(`nasd exited with ${code} before it was ready:\n${this.log}`));
@@ -94,11 +92,15 @@ export class TestDaemon {
       }
       throw new Error(`nasd was not ready after 15 s:\n${this.log}`);
     })();
+    // Marked handled: either may settle while the owner record is being written; the race below still sees it.
+    exited.catch(() => undefined);
+    ready.catch(() => undefined);
     try {
+      // First of all: if this test process dies, the global sweep finds the daemon by this record.
+      if (this.child.pid !== undefined) await writeOwner(this.dir, this.child.pid, this.mnt);
       await Promise.race([ready, exited]);
     } catch (err) {
       waiting = false;
-      ready.catch(() => undefined);
       // Not ready in time, or gone: leave no daemon and no mount behind.
       await this.kill();
       await unmountIfMounted(this.mnt);
@@ -108,7 +110,6 @@ export class TestDaemon {
     }
   }
 
-  /** Run the nas CLI against this daemon. */
   /** Run the nas CLI against this daemon as the owner (it reads the daemon's owner.token, as root does). */
   nas(...args: string[]): Promise<RunResult> {
     return this.nasWith({}, ...args);
