@@ -1,4 +1,5 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,6 +8,12 @@ import { promisify } from 'node:util';
 export const exec = promisify(execFile);
 
 const ROOT = path.resolve(import.meta.dirname, '..');
+
+/**
+ * Test daemons live in `<tmp>/<prefix>XXXXXX`. $NAS_TEST_PREFIX lets a run keep apart from another
+ * checkout's suite on the same machine whose (older) sweep would unmount everything under the default.
+ */
+export const DIR_PREFIX = process.env.NAS_TEST_PREFIX || 'nas-test-';
 
 export interface RunResult {
   code: number;
@@ -52,9 +59,15 @@ export class TestDaemon {
   }
 
   static async start(opts: DaemonOptions = {}): Promise<TestDaemon> {
-    const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'nas-test-')));
+    const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), DIR_PREFIX)));
     const d = new TestDaemon(dir, opts);
-    await d.spawn();
+    try {
+      await d.spawn();
+    } catch (err) {
+      // spawn() left no daemon and no mount; a dir made here goes too (the error carries the log).
+      if (!opts.dir) await fs.rm(dir, { recursive: true, force: true });
+      throw err;
+    }
     return d;
   }
 
@@ -66,21 +79,37 @@ export class TestDaemon {
     this.child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => (this.log += d));
     this.child.stderr!.on('data', (d) => (this.log += d));
-    const exited = new Promise<never>((_, reject) =>
-      this.child.once('exit', (code) => reject(new Error(`nasd exited with ${code} before it was ready:\n${this.log}`))),
-    );
+    let onExit: (code: number | null) => void = () => undefined;
+    const exited = new Promise<never>((_, reject) => {
+      onExit = (code) => reject(new Error(`nasd exited with ${code} before it was ready:\n${this.log}`));
+      this.child.once('exit', onExit);
+    });
+    let waiting = true;
     const ready = (async () => {
-      for (let i = 0; i < 300; i++) {
+      for (let i = 0; i < 300 && waiting; i++) {
         if (this.log.includes('"nasd ready"')) return;
         await new Promise((r) => setTimeout(r, 50));
       }
       throw new Error(`nasd was not ready after 15 s:\n${this.log}`);
     })();
-    await Promise.race([ready, exited]);
-    this.child.removeAllListeners('exit');
+    // Marked handled: either may settle while the owner record is being written; the race below still sees it.
+    exited.catch(() => undefined);
+    ready.catch(() => undefined);
+    try {
+      // First of all: if this test process dies, the global sweep finds the daemon by this record.
+      if (this.child.pid !== undefined) await writeOwner(this.dir, this.child.pid, this.mnt);
+      await Promise.race([ready, exited]);
+    } catch (err) {
+      waiting = false;
+      // Not ready in time, or gone: leave no daemon and no mount behind.
+      await this.kill();
+      await unmountIfMounted(this.mnt);
+      throw err;
+    } finally {
+      this.child.off('exit', onExit);
+    }
   }
 
-  /** Run the nas CLI against this daemon. */
   /** Run the nas CLI against this daemon as the owner (it reads the daemon's owner.token, as root does). */
   nas(...args: string[]): Promise<RunResult> {
     return this.nasWith({}, ...args);
@@ -101,6 +130,12 @@ export class TestDaemon {
     const r = await this.nas('--json', ...args);
     if (r.code !== 0) throw new Error(`nas ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
     return JSON.parse(r.stdout) as T;
+  }
+
+  /** `nas sync <spec>`: commit what is pending and wait for it. Throws when it fails: tests rely on the commit. */
+  async sync(spec: string): Promise<void> {
+    const r = await this.nas('sync', spec);
+    if (r.code !== 0) throw new Error(`nas sync ${spec} failed (${r.code}): ${r.stderr}`);
   }
 
   git(...args: string[]): Promise<RunResult> {
@@ -144,17 +179,20 @@ export class TestDaemon {
   async stop(): Promise<void> {
     if (this.child.exitCode === null && this.child.signalCode === null) {
       const gone = new Promise((r) => this.child.once('exit', r));
-      this.child.kill('SIGTERM');
-      await Promise.race([gone, new Promise((r) => setTimeout(r, 20_000))]);
-      if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+      process.kill(this.child.pid!, 'SIGTERM');
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([gone, new Promise((r) => (timer = setTimeout(r, 20_000)))]);
+      clearTimeout(timer);
+      if (this.child.exitCode === null && this.child.signalCode === null) await this.kill();
     }
     await unmountIfMounted(this.mnt);
   }
 
   /** Kill without warning, as a crash would: the mount is left stale. */
   async kill(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     const gone = new Promise((r) => this.child.once('exit', r));
-    this.child.kill('SIGKILL');
+    process.kill(this.child.pid!, 'SIGKILL');
     await gone;
   }
 
@@ -166,6 +204,52 @@ export class TestDaemon {
     await this.stop();
     await fs.rm(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Each test daemon's dir holds this record: the test process that started it and the daemon, each with its
+ * start time (so a reused pid is not mistaken for them). The global sweep cleans up only after test processes
+ * that are gone, whichever run they belonged to, and kills a leftover daemon by its pid, never by name.
+ */
+export const OWNER_FILE = 'test-owner.json';
+
+export interface ProcessId {
+  pid: number;
+  /** Field 22 of /proc/<pid>/stat: the start time, in clock ticks since boot. */
+  start: string;
+}
+
+export interface OwnerRecord {
+  test: ProcessId;
+  /** The test process's parent: the vitest run (its global teardown knows its own leftovers by it). */
+  runner: ProcessId | null;
+  daemon: ProcessId;
+  mnt: string;
+}
+
+export function processId(pid: number): ProcessId | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name may hold spaces and parentheses: count fields after its closing parenthesis.
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return start ? { pid, start } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether this very process (same pid and start time) still runs. */
+export function stillRunning(p: ProcessId): boolean {
+  return processId(p.pid)?.start === p.start;
+}
+
+async function writeOwner(dir: string, daemonPid: number, mnt: string): Promise<void> {
+  const test = processId(process.pid);
+  const daemon = processId(daemonPid);
+  if (!test || !daemon) return; // the daemon died at once: there is nothing to sweep
+  const record: OwnerRecord = { test, runner: processId(process.ppid), daemon, mnt };
+  await fs.writeFile(`${dir}/${OWNER_FILE}.tmp`, JSON.stringify(record));
+  await fs.rename(`${dir}/${OWNER_FILE}.tmp`, `${dir}/${OWNER_FILE}`);
 }
 
 export async function isMounted(mnt: string): Promise<boolean> {

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { TestDaemon, run } from './helpers.js';
+import { TestDaemon, run, unmountIfMounted } from '../helpers.js';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const nasd = (...args: string[]) => run(process.execPath, [`${ROOT}/dist/src/daemon/main.js`, ...args]);
 const nasCli = (...args: string[]) => run(process.execPath, [`${ROOT}/dist/src/cli/main.js`, ...args]);
 
@@ -47,16 +47,21 @@ describe('nas CLI and bad input', () => {
     expect(branches).toEqual([expect.objectContaining({ name: 'try-1', ttl: '2h' })]);
     // the run id is recorded in commits
     await fs.writeFile(d.path('writer@try-1', 'outbox/r.md'), 'r\n');
-    await d.nas('sync', 'writer/try-1');
+    await d.sync('writer/try-1');
     const log = await run('git', [`--git-dir=${d.state}/homes/writer.git`, 'log', '-1', '--format=%B', 'try-1']);
     expect(log.stdout).toContain('Nas-Run: run-42');
     // and in what the run deletes
     await fs.unlink(d.path('writer@try-1', 'outbox/r.md'));
-    await d.nas('sync', 'writer/try-1');
+    await d.sync('writer/try-1');
     expect(await d.nasJson('trash', 'list', 'writer')).toEqual([expect.objectContaining({ path: 'outbox/r.md', run: 'run-42', branch: 'try-1' })]);
   });
 
   it('rejects hostile names with a message, and keeps serving', async () => {
+    // The Home and branch the --json test makes (on its own, this test makes them).
+    if (!(await d.nasJson<any[]>('home', 'list')).some((h) => h.role === 'writer')) {
+      expect((await d.nas('home', 'create', 'writer')).code).toBe(0);
+      expect((await d.nas('branch', 'create', 'writer/try-1')).code).toBe(0);
+    }
     const bad: [string[], RegExp][] = [
       [['home', 'create', '../evil'], /invalid role name/],
       [['home', 'create', 'Demo'], /invalid role name/],
@@ -90,11 +95,16 @@ describe('nas CLI and bad input', () => {
     expect(busy.code).toBe(1);
     expect(busy.stderr).toMatch(/mount point .* is busy.*fusermount -u/);
     const full = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-full-'));
-    await fs.writeFile(`${full}/keep.txt`, 'mine');
-    const nonEmpty = await nasd('--state-dir', `${d.dir}/state3`, '--mount', full, '--socket', `${d.dir}/s3.sock`);
-    expect(nonEmpty.stderr).toMatch(/is not empty/);
-    expect(await fs.readFile(`${full}/keep.txt`, 'utf8')).toBe('mine');
-    await fs.rm(full, { recursive: true });
+    try {
+      await fs.writeFile(`${full}/keep.txt`, 'mine');
+      const nonEmpty = await nasd('--state-dir', `${d.dir}/state3`, '--mount', full, '--socket', `${d.dir}/s3.sock`);
+      expect(nonEmpty.stderr).toMatch(/is not empty/);
+      expect(await fs.readFile(`${full}/keep.txt`, 'utf8')).toBe('mine');
+    } finally {
+      // Removed even when an expectation above fails; never while something is mounted on it.
+      await unmountIfMounted(full);
+      await fs.rm(full, { recursive: true, force: true });
+    }
     await fs.writeFile(`${d.dir}/bad.yaml`, 'mount: /x\n  state_dir: [\n');
     const badConfig = await nasd('--config', `${d.dir}/bad.yaml`);
     expect(badConfig.code).toBe(1);

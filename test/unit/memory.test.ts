@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS, type LimitsConfig } from '../src/home/config.js';
-import { checkMemory, type Finding, type Rule } from '../src/memory/check.js';
-import { briefing, contextLists, measure } from '../src/memory/context.js';
-import { mapFiles } from '../src/memory/files.js';
-import { loadMemory, regenerate, type Trusted } from '../src/memory/model.js';
-import { parseNote, setField } from '../src/memory/note.js';
-import { planReview, ReviewRefused } from '../src/memory/review.js';
-import { importNote, quarantineName } from '../src/memory/import.js';
-import { countTokens } from '../src/memory/tokens.js';
+import { DEFAULT_LIMITS, type LimitsConfig } from '../../src/home/config.js';
+import { checkMemory, type Finding, type Rule } from '../../src/memory/check.js';
+import { briefing, contextLists, measure } from '../../src/memory/context.js';
+import { mapFiles } from '../../src/memory/files.js';
+import { loadMemory, regenerate, type Trusted } from '../../src/memory/model.js';
+import { parseNote, setField } from '../../src/memory/note.js';
+import { planReview, ReviewRefused } from '../../src/memory/review.js';
+import { importNote, quarantineName } from '../../src/memory/import.js';
+import { countTokens } from '../../src/memory/tokens.js';
 
 /** Unit tests of the memory rules: each with a case that fails and one that passes. */
 

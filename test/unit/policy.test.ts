@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, compileRules, DEFAULT_RULES, isScratch } from '../src/policy/policy.js';
-import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../src/home/config.js';
-import { globToRegExp } from '../src/util/glob.js';
+import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, compileRules, DEFAULT_RULES, isScratch } from '../../src/policy/policy.js';
+import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../../src/home/config.js';
+import { globToRegExp } from '../../src/util/glob.js';
 
 describe('policy', () => {
   const r = DEFAULT_RULES;

@@ -2,8 +2,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Store } from '../src/store/store.js';
-import { PrStateConflict, PrStore, type PullRequest } from '../src/merge/pr-store.js';
+import { Store } from '../../src/store/store.js';
+import { PrStateConflict, PrStore, type PullRequest } from '../../src/merge/pr-store.js';
 
 /** PR records in a real Store: ids allocated without collisions, decisions taken one at a time. */
 

@@ -2,13 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { TestDaemon, codeOf, eventually, run } from './helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 /** Branch views: copy-on-write over git, writes become commits, policy at the syscall level, recycle area. */
 describe('branch view', () => {
   let d: TestDaemon;
   const p = (rel: string) => d.path('demo@draft', rel);
   const show = async (rev: string) => (await d.git('show', rev)).stdout;
+  const exists = (path: string) => fs.stat(path).then(() => true, () => false);
   const committed = (rel: string) => eventually(async () => (await d.git('cat-file', '-e', `draft:${rel}`)).code === 0, `${rel} committed`);
 
   beforeAll(async () => {
@@ -64,7 +65,7 @@ describe('branch view', () => {
     await fs.mkdir(p('outbox/reports/2026'), { recursive: true });
     await fs.writeFile(p('outbox/reports/2026/q1.md'), 'q1\n');
     await fs.rename(p('outbox/reports'), p('outbox/archive'));
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     const tree = (await d.git('ls-tree', '-r', 'draft')).stdout;
     expect(tree).toMatch(/100755 blob \S+\tskills\/run.sh/);
     expect(tree).toMatch(/120000 blob \S+\tskills\/latest/);
@@ -74,7 +75,7 @@ describe('branch view', () => {
     // renaming a directory that exists only in git moves everything it holds
     await fs.rename(p('memory/quarantine'), p('memory/held'));
     expect(await fs.readdir(p('memory/held'))).toEqual(['README.md']);
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     const after = (await d.git('ls-tree', '-r', '--name-only', 'draft')).stdout;
     expect(after).toContain('memory/held/README.md');
     expect(after).not.toContain('memory/quarantine');
@@ -86,7 +87,7 @@ describe('branch view', () => {
     await fs.writeFile(p('outbox/.doc.md.swp'), 'v2\n');
     await fs.rename(p('outbox/.doc.md.swp'), p('outbox/doc.md'));
     expect(await fs.readFile(p('outbox/doc.md'), 'utf8')).toBe('v2\n');
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     expect(await show('draft:outbox/doc.md')).toBe('v2\n');
     expect((await d.git('ls-tree', '-r', '--name-only', 'draft')).stdout).not.toContain('.doc.md.swp');
   });
@@ -106,11 +107,13 @@ describe('branch view', () => {
     const sh = await run('sh', ['-c', `echo third >> ${log} && echo nope > ${log}`]);
     expect(sh.stderr).toMatch(/Operation not permitted/);
     expect(await fs.readFile(log, 'utf8')).toBe('first\nsecond\nthird\n');
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     expect(await show('draft:memory/journal/2026-11-30.md')).toBe('first\nsecond\nthird\n');
   });
 
   it('makes .nas/ read-only in branch views', async () => {
+    // A file to move into .nas/ (an earlier test may have made it already).
+    if (!(await exists(p('outbox/doc.md')))) await fs.writeFile(p('outbox/doc.md'), 'v2\n');
     expect(await codeOf(fs.writeFile(p('.nas/policy.yaml'), 'read_only: []\n'))).toBe('EPERM');
     expect(await codeOf(fs.appendFile(p('.nas/limits.yaml'), 'x: 1\n'))).toBe('EPERM');
     expect(await codeOf(fs.writeFile(p('.nas/new.yaml'), 'x\n'))).toBe('EPERM');
@@ -121,6 +124,8 @@ describe('branch view', () => {
   });
 
   it('refuses what git cannot hold in versioned folders, with a clear errno', async () => {
+    // A file to link to and set an xattr on (an earlier test may have made it already).
+    if (!(await exists(p('outbox/x.md')))) await fs.writeFile(p('outbox/x.md'), 'hi\n');
     expect(await codeOf(fs.mkdir(p('outbox/.git')))).toBe('EPERM');
     expect(await codeOf(fs.writeFile(p('outbox/x.md.hard'), 'x').then(() => fs.link(p('outbox/x.md'), p('outbox/hard'))))).toBe('EPERM');
     expect((await run('mkfifo', [p('outbox/fifo')])).code).not.toBe(0);
@@ -138,7 +143,7 @@ describe('branch view', () => {
     // A long batching window: the commit can only come from fsync itself.
     const slow = await TestDaemon.start({ windowMs: 60_000, extraArgs: ['--demo'] });
     try {
-      await slow.nas('branch', 'create', 'demo/draft');
+      expect((await slow.nas('branch', 'create', 'demo/draft')).code).toBe(0);
       const fh = await fs.open(slow.path('demo@draft', 'outbox/synced.md'), 'w');
       await fh.write('durable\n');
       await fh.sync();
@@ -147,7 +152,7 @@ describe('branch view', () => {
       // many closes inside one window become one commit
       for (let i = 0; i < 20; i++) await fs.writeFile(slow.path('demo@draft', `outbox/batch-${i}.md`), `${i}\n`);
       const before = (await slow.git('rev-list', '--count', 'draft')).stdout.trim();
-      await slow.nas('sync', 'demo/draft');
+      await slow.sync('demo/draft');
       expect(Number((await slow.git('rev-list', '--count', 'draft')).stdout)).toBe(Number(before) + 1);
       expect((await slow.git('show', '--stat', '--format=%s', 'draft')).stdout).toContain('20 files changed');
     } finally {
@@ -195,10 +200,10 @@ describe('branch view', () => {
     await fs.mkdir(p('outbox/tree/sub'), { recursive: true });
     await fs.writeFile(p('outbox/tree/sub/a.md'), 'a\n');
     await fs.writeFile(p('outbox/tree/b.md'), 'b\n');
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     expect((await run('rm', ['-r', p('outbox/tree')])).code).toBe(0);
     expect(await codeOf(fs.stat(p('outbox/tree')))).toBe('ENOENT');
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     expect((await d.git('ls-tree', '-r', '--name-only', 'draft')).stdout).not.toContain('outbox/tree');
     const paths = (await d.nasJson<any[]>('trash', 'list', 'demo')).map((t) => `${t.kind}:${t.path}`);
     expect(paths).toEqual(expect.arrayContaining(['file:outbox/tree/sub/a.md', 'file:outbox/tree/b.md', 'dir:outbox/tree/sub', 'dir:outbox/tree']));
@@ -209,7 +214,7 @@ describe('branch view', () => {
     await fs.mkdir(p('outbox/par'));
     const results = await Promise.all([1, 2, 3, 4].map((w) => run('sh', ['-c', script(w)])));
     expect(results.map((r) => r.code)).toEqual([0, 0, 0, 0]);
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     const files = (await d.git('ls-tree', '--name-only', 'draft', 'outbox/par/')).stdout.trim().split('\n');
     expect(files).toHaveLength(400);
     expect((await d.gitBlob('draft:outbox/par/w3-77.md')).toString()).toBe('writer 3 file 77\n');
@@ -220,7 +225,7 @@ describe('branch view', () => {
     await fs.mkdir(p('skills'));
     await fs.writeFile(p('skills/new.md'), 'new\n');
     expect(await fs.readdir(p('skills'))).toEqual(['new.md']);
-    await d.nas('sync', 'demo/draft');
+    await d.sync('demo/draft');
     const files = (await d.git('ls-tree', '-r', '--name-only', 'draft', 'skills')).stdout.trim().split('\n');
     expect(files).toEqual(['skills/new.md']);
   });

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
+import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { TestDaemon, codeOf, run } from './helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 /**
  * Sequences that land in one commit window (the window here is a minute: only `nas sync` commits), where
@@ -65,13 +66,40 @@ describe('changes within one commit window', () => {
   });
 
   it('does not bring back a file renamed while the commit adding it is under way', async () => {
-    // A 64 MiB file keeps the commit busy hashing for a while; the rename lands in the middle of it.
-    await fs.writeFile(p('outbox/big.bin'), randomBytes(64 << 20));
+    // A 64 MiB file keeps the commit busy hashing for a while; the rename lands in the middle of it. The
+    // daemon's open descriptors show when that is: the commit reads big.bin from the upper directory
+    // read-only (the write handle was read-write), so the commit has taken its list of paths, f.tmp included.
+    const upperBig = `${d.state}/homes/demo.git/nas/branches/w/upper/outbox/big.bin`;
+    const daemonFds = async (): Promise<number[]> => {
+      const fdDir = `/proc/${d.child.pid}/fd`;
+      const modes: number[] = [];
+      for (const fd of await fs.readdir(fdDir).catch(() => [])) {
+        if ((await fs.readlink(`${fdDir}/${fd}`).catch(() => '')) !== upperBig) continue;
+        const info = await fs.readFile(`/proc/${d.child.pid}/fdinfo/${fd}`, 'utf8').catch(() => '');
+        const flags = /^flags:\s+([0-7]+)/m.exec(info);
+        if (flags) modes.push(parseInt(flags[1], 8) & 3);
+      }
+      return modes;
+    };
+    const head = async () => (await d.git('rev-parse', 'w')).stdout.trim();
     await fs.writeFile(p('outbox/f.tmp'), 'draft\n');
-    const syncing = d.nas('sync', 'demo/w');
-    await new Promise((r) => setTimeout(r, 400));
+    await fs.writeFile(p('outbox/big.bin'), randomBytes(64 << 20));
+    // The kernel releases a closed file asynchronously: wait until the write handle is gone.
+    await eventually(async () => (await daemonFds()).length === 0, 'the write handle of big.bin to be released');
+    const before = await head();
+    let returned = false;
+    const syncing = d.nas('sync', 'demo/w').then((r) => {
+      returned = true;
+      return r;
+    });
+    await eventually(async () => (await daemonFds()).includes(constants.O_RDONLY), 'the commit to be hashing big.bin', 30_000);
+    expect(returned).toBe(false);
+    expect(await head()).toBe(before); // the commit has not landed
     await fs.rename(p('outbox/f.tmp'), p('outbox/f.md'));
+    expect(returned).toBe(false); // the sync was still waiting for that commit when the rename returned
     expect((await syncing).code).toBe(0);
+    // The commit under way did add the old name: the rename really happened in the middle of it.
+    expect((await d.git('ls-tree', '--name-only', 'w', 'outbox/')).stdout).toContain('outbox/f.tmp');
     await sync();
     const files = await tree();
     expect(files).toContain('outbox/f.md');

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { parseLimits, parseMaintenance, parsePolicy, DEFAULT_LIMITS, DEFAULT_POLICY } from '../src/home/config.js';
-import { defaultTemplate } from '../src/home/template.js';
-import { validateBranch, validateRelPath, validateRole } from '../src/util/names.js';
-import { parseDuration } from '../src/util/duration.js';
+import { parseLimits, parseMaintenance, parsePolicy, DEFAULT_LIMITS, DEFAULT_POLICY } from '../../src/home/config.js';
+import { defaultTemplate } from '../../src/home/template.js';
+import { validateBranch, validateRelPath, validateRole } from '../../src/util/names.js';
+import { parseDuration } from '../../src/util/duration.js';
 
 describe('.nas/ metadata', () => {
   it('parses the template files without problems', () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { checkNarrowing, LeaseRefused, newToken, parseToken, refusal, tokenMatches, validateScopes, type Lease, type LeaseRequest } from '../src/lease/lease.js';
-import { decide, type MergeFacts } from '../src/policy/merge-policy.js';
-import { conflictHunks } from '../src/merge/hunks.js';
-import { parseCheckDefinitions } from '../src/merge/checks.js';
+import { checkNarrowing, LeaseRefused, newToken, parseToken, refusal, tokenMatches, validateScopes, type Lease, type LeaseRequest } from '../../src/lease/lease.js';
+import { decide, type MergeFacts } from '../../src/policy/merge-policy.js';
+import { conflictHunks } from '../../src/merge/hunks.js';
+import { parseCheckDefinitions } from '../../src/merge/checks.js';
 
 /** Unit tests of the pure parts of Agent PRs: lease rules, the merge policy, conflict hunks, check definitions. */
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { countTokens } from '../src/memory/tokens.js';
-import { TestDaemon, eventually } from './helpers.js';
+import { countTokens } from '../../src/memory/tokens.js';
+import { TestDaemon, eventually } from '../helpers.js';
 
 /** The memory commands end to end: notes written through the mount, checks and indexes through the CLI, git as the record. */
 
@@ -11,6 +11,21 @@ const note = (fields: Record<string, string>, body = 'Body.\n') =>
 describe('nas memory, context and briefing', () => {
   let d: TestDaemon;
   const b = (rel: string) => d.path('demo@draft', rel);
+  /** A note main has reviewed, listed in MEMORY.md: the review test makes it; on its own, a test has the owner review it. */
+  const ensureReviewedOnMain = async () => {
+    if ((await d.git('cat-file', '-e', 'main:memory/notes/builds.md')).code === 0) return;
+    const text = note({ description: 'When the build breaks.', updated: '2026-11-25', trust: 'unreviewed' }, '# Builds\n\nRun make clean.\n');
+    await d.pushToMain({ 'memory/quarantine/builds.md': text });
+    expect((await d.nas('memory', 'review', 'demo', 'memory/quarantine/builds.md')).code).toBe(0);
+  };
+  const exists = (path: string) => fs.stat(path).then(() => true, () => false);
+  /** Write a file an earlier test would have written, unless it is there: each test must also pass on its own (-t). */
+  const ensure = async (rel: string, content: string) => {
+    if (!(await exists(b(rel)))) {
+      await fs.mkdir(b(rel.slice(0, rel.lastIndexOf('/'))), { recursive: true });
+      await fs.writeFile(b(rel), content);
+    }
+  };
 
   beforeAll(async () => {
     d = await TestDaemon.start({ extraArgs: ['--demo'] });
@@ -102,6 +117,7 @@ describe('nas memory, context and briefing', () => {
   });
 
   it('prints READ-ON-START then READ-ON-DEMAND paths that exist under the mount', async () => {
+    await ensure('memory/notes/git.md', note({ description: 'When working with git branches.', updated: '2026-11-01', trust: 'unreviewed' }));
     await fs.writeFile(b('memory/quarantine/imported.md'), note({ description: 'Imported from another tool.' }));
     await fs.writeFile(b('inbox/task-1.md'), 'Please summarise the logs.\n');
     const r = await d.nas('context', 'demo@draft');
@@ -116,6 +132,7 @@ describe('nas memory, context and briefing', () => {
   });
 
   it('builds a briefing within --max-tokens, saying what it left out', async () => {
+    await ensure('inbox/task-1.md', 'Please summarise the logs.\n');
     const agents = await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8');
     const whole = await d.nas('briefing', 'demo@draft');
     expect(whole.code).toBe(0);
@@ -138,6 +155,8 @@ describe('nas memory, context and briefing', () => {
   });
 
   it('measures the start set and a task in exact bytes and tokens', async () => {
+    await ensure('memory/team/INDEX.md', '# Team memory\n\n<!-- nas:index:start -->\n<!-- nas:index:end -->\n');
+    await ensure('memory/team/deploy.md', note({ description: 'Before deploying to production.', updated: '2026-11-20' }));
     const r = await d.nasJson('memory', 'measure', 'demo@draft', '--task', 'memory/team/deploy.md');
     const read = (rel: string) => fs.readFile(b(rel), 'utf8');
     const files = ['AGENTS.md', 'memory/MEMORY.md', 'memory/team/INDEX.md', 'memory/team/deploy.md'];
@@ -210,6 +229,7 @@ describe('nas memory, context and briefing', () => {
   });
 
   it("fails a branch that edits a note main has reviewed but keeps the reviewed label", async () => {
+    await ensureReviewedOnMain();
     expect((await d.nas('branch', 'create', 'demo/edit')).code).toBe(0);
     const file = d.path('demo@edit', 'memory/notes/builds.md');
     await fs.writeFile(file, (await fs.readFile(file, 'utf8')) + 'Also run make check.\n');
@@ -235,6 +255,7 @@ describe('nas memory, context and briefing', () => {
   });
 
   it('refuses a review that would put MEMORY.md over its token cap, changing nothing', async () => {
+    await ensureReviewedOnMain(); // MEMORY.md lists it: with the new note, over the cap below
     const limits = (await fs.readFile(d.path('demo', '.nas/limits.yaml'), 'utf8')).replace(/memory_md_max_tokens: \d+/, 'memory_md_max_tokens: 80');
     await d.pushToMain({ '.nas/limits.yaml': limits, 'memory/quarantine/long.md': note({ description: 'When a long description '.repeat(5) }) });
     const head = (await d.git('rev-parse', 'main')).stdout.trim();

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon, codeOf, eventually, run } from './helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 describe('limits and policy from .nas/', () => {
   let d: TestDaemon;
@@ -24,7 +24,7 @@ describe('limits and policy from .nas/', () => {
     await fs.unlink(p('outbox/too-big.bin'));
     await fs.unlink(p('workspace/scratch.bin'));
     await fs.writeFile(p('outbox/small.md'), 'ok\n');
-    await d.nas('sync', 'demo/small');
+    await d.sync('demo/small');
     expect((await d.gitBlob('small:outbox/fits.bin')).equals(Buffer.alloc(40_000, 1))).toBe(true);
     expect((await d.gitBlob('small:outbox/small.md')).toString()).toBe('ok\n');
   });

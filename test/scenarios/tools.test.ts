@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { TestDaemon, run } from './helpers.js';
+import { TestDaemon, run } from '../helpers.js';
 
 /** The tools agents actually run, inside a branch view, with what lands in git checked each time. */
 describe('real tools in a branch view', () => {
@@ -83,6 +83,11 @@ os.rename(tmp, path)
   });
 
   it('cp -r copies a tree out of the view and back in', async () => {
+    // The tree tar unpacked into the view (on its own, this test unpacks it first).
+    if (!(await fs.stat(p('outbox/proj')).catch(() => null))) {
+      expect((await run('tar', ['-cf', `${native}/proj.tar`, '-C', native, 'proj'])).code).toBe(0);
+      expect((await run('tar', ['-xf', `${native}/proj.tar`, '-C', p('outbox')])).code).toBe(0);
+    }
     expect((await run('cp', ['-r', p('outbox/proj'), `${native}/copy`])).code).toBe(0);
     expect((await run('diff', ['-r', `${native}/proj`, `${native}/copy`])).code).toBe(0);
     expect((await run('cp', ['-r', `${native}/copy`, p('outbox/copied')])).code).toBe(0);

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
-import { TestDaemon, codeOf, eventually, run } from './helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 /** Agent PRs end to end: leases, propose, checks, policy, merge into the protected main, through the mount and the CLI. */
 
@@ -26,6 +26,11 @@ describe('Agent PRs', () => {
   const p = (branch: string, rel: string) => d.path(`demo@${branch}`, rel);
   const mainHead = async () => (await d.git('rev-parse', 'main')).stdout.trim();
   const branch = async (name: string) => expect((await d.nas('branch', 'create', `demo/${name}`)).code).toBe(0);
+  /** A branch another test may have made already: each test must also pass on its own (-t). */
+  const ensureBranch = async (name: string) => {
+    const branches = await d.nasJson<any[]>('branch', 'list', 'demo');
+    if (!branches.some((b) => b.name === name)) await branch(name);
+  };
   const lease = async (spec: string, ...flags: string[]) => {
     const r = await d.nas('lease', 'issue', spec, ...flags);
     expect(r.code, r.stderr).toBe(0);
@@ -77,6 +82,7 @@ describe('Agent PRs', () => {
   });
 
   it('merges a clean proposal by itself, with provenance and the read manifest in the merge commit', async () => {
+    await ensureBranch('draft');
     const t = await lease('demo/draft', '--principal', String(AGENT), '--scopes', 'write,propose:main');
     const agentsText = await fs.readFile(p('draft', 'AGENTS.md'), 'utf8');
     await fs.writeFile(p('draft', 'outbox/release.md'), `# Release notes\n\nSee [agents](../AGENTS.md).\n`);
@@ -119,6 +125,7 @@ describe('Agent PRs', () => {
   });
 
   it('refuses expired, revoked and foreign leases, and changes nothing', async () => {
+    await ensureBranch('draft');
     await branch('leases');
     await fs.writeFile(p('leases', 'outbox/l.md'), 'l\n');
     const head = await mainHead();
@@ -150,6 +157,8 @@ describe('Agent PRs', () => {
   });
 
   it('lets a sub-lease only narrow its parent, and revoking the parent revokes it', async () => {
+    await ensureBranch('draft');
+    await ensureBranch('leases');
     const parent = await lease('demo/leases', '--principal', 'alice', '--ttl', '1h', '--scopes', 'write', '--budget', '1000000');
     const sub = (...flags: string[]) => d.nasWith({ NAS_LEASE: parent, owner: false }, 'lease', 'issue', 'demo/leases', ...flags);
     expect((await sub('--scopes', 'write,propose:main')).stderr).toMatch(/can only narrow its parent .*asks for propose:main/);
@@ -176,14 +185,48 @@ describe('Agent PRs', () => {
   });
 
   it('keeps owner actions for the owner credential, which no lease carries', async () => {
-    const t = await lease('demo/draft', '--principal', 'alice');
-    for (const args of [['pr', 'approve', 'demo', '1'], ['pr', 'reject', 'demo', '1', '--why', 'no'], ['memory', 'review', 'demo', 'memory/notes/x.md'],
-      ['lease', 'issue', 'demo/leases', '--principal', 'alice']]) {
+    // What the owner could act on: a PR waiting for a decision (it deletes a file) and a note in quarantine.
+    const note = '---\ndescription: When acting as the owner.\nupdated: 2026-11-30\ntrust: unreviewed\n---\nOwner only.\n';
+    await d.pushToMain({ 'outbox/owned.md': 'owned\n', 'memory/quarantine/owned.md': note }, 'owner: things to decide on');
+    await branch('owned');
+    // The strongest lease there is, for the very branch of the PR: it still carries no owner right.
+    const t = await lease('demo/owned', '--principal', 'alice', '--scopes', 'write,propose:main');
+    await fs.unlink(p('owned', 'outbox/owned.md'));
+    const waiting = await proposed(t, 'demo/owned', 'remove owned.md');
+    expect(waiting).toMatchObject({ state: 'waiting', reasons: ['deletes outbox/owned.md'] });
+    const other = await lease('demo/owned', '--principal', 'bob');
+    const otherId = other.split('.')[1];
+    const id = String(waiting.id);
+    const head = await mainHead();
+    const leaseCount = (await d.nasJson<any[]>('lease', 'list', 'demo')).length;
+
+    const ownerOnly = [['pr', 'approve', 'demo', id], ['pr', 'reject', 'demo', id, '--why', 'no'], ['memory', 'review', 'demo', 'memory/quarantine/owned.md'],
+      ['lease', 'revoke', 'demo', otherId]];
+    for (const args of [...ownerOnly, ['lease', 'issue', 'demo/owned', '--principal', 'alice']]) {
       const r = await d.nasWith({ owner: false }, ...args);
       expect(r.code, args.join(' ')).toBe(1);
       expect(r.stderr).toMatch(/is an owner action: it needs the owner credential/);
-      expect((await d.nasWith({ NAS_LEASE: t, owner: false }, ...args)).code).toBe(1);
     }
+    // With the lease: the same refusal, naming the owner credential. (`lease issue` with a lease is a
+    // sub-lease, which only narrows it: see the sub-lease test.)
+    for (const args of ownerOnly) {
+      const r = await d.nasWith({ NAS_LEASE: t, owner: false }, ...args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toMatch(/is an owner action: it needs the owner credential/);
+    }
+    // Nothing changed: the PR waits, the note is unreviewed, main and the leases are as they were.
+    expect((await d.nasJson('pr', 'show', 'demo', id)).state).toBe('waiting');
+    expect(await mainHead()).toBe(head);
+    expect((await d.gitBlob('main:memory/quarantine/owned.md')).toString()).toBe(note);
+    expect((await d.git('cat-file', '-e', 'main:memory/notes/owned.md')).code).not.toBe(0);
+    const leases = await d.nasJson<any[]>('lease', 'list', 'demo');
+    expect(leases.length).toBe(leaseCount);
+    expect(leases.find((l) => l.id === otherId).status).toBe('active');
+
+    // The owner can: decide the PR, review the note, revoke the lease.
+    expect(await d.nasJson('pr', 'reject', 'demo', id, '--why', 'keep it')).toMatchObject({ state: 'rejected' });
+    expect((await d.nasJson('memory', 'review', 'demo', 'memory/quarantine/owned.md')).to).toBe('memory/notes/owned.md');
+    expect((await d.nasJson('lease', 'revoke', 'demo', otherId)).status).toBe('revoked');
   });
 
   it('refuses writes into a branch through the control socket without a write lease or the owner', async () => {
@@ -328,6 +371,12 @@ describe('Agent PRs', () => {
   });
 
   it('holds deletions for the owner; approval merges and files them in the recycle area; rejection records why', async () => {
+    // The files it deletes come from earlier tests; on its own, the owner puts them on main first.
+    const missing: Record<string, string> = {};
+    if ((await d.git('cat-file', '-e', 'main:outbox/release.md')).code !== 0) missing['outbox/release.md'] = '# Release notes\n\nSee [agents](../AGENTS.md).\n';
+    if ((await d.git('cat-file', '-e', 'main:outbox/race-1.md')).code !== 0) missing['outbox/race-1.md'] = 'race-1\n';
+    if (Object.keys(missing).length) await d.pushToMain(missing, 'owner: files to delete');
+    const statsBefore = await d.nasJson('pr', 'stats', 'demo');
     await branch('cleanup');
     const t = await lease('demo/cleanup', '--principal', 'alice');
     await fs.unlink(p('cleanup', 'outbox/release.md'));
@@ -349,18 +398,24 @@ describe('Agent PRs', () => {
     const rejected = await d.nasJson('pr', 'reject', 'demo', String(waiting.id), '--why', 'keep it');
     expect(rejected).toMatchObject({ state: 'rejected', decision: { action: 'reject', why: 'keep it', by: 'root' } });
     expect((await d.gitBlob('main:outbox/race-1.md')).toString()).toBe('race-1\n');
+    // Counted by what this test did, whatever ran before it.
     const stats = await d.nasJson('pr', 'stats', 'demo');
-    expect(stats).toMatchObject({ rejected: 1, approved: 2, conflict: 1, failed: 2 });
-    expect(stats.merged_by_policy).toBeGreaterThanOrEqual(4);
+    const change = Object.fromEntries(['rejected', 'approved', 'conflict', 'failed', 'merged_by_policy'].map((k) => [k, stats[k] - statsBefore[k]]));
+    expect(change).toEqual({ rejected: 1, approved: 1, conflict: 0, failed: 0, merged_by_policy: 0 });
   });
 
   it('runs custom checks from main\'s .nas/checks.yaml with a time limit, keeping their output', async () => {
+    // The leaves.sh check records the pids of what it leaves behind (it runs as nobody, hence a world-writable dir):
+    // the test then looks at and stops exactly those processes, not any `sleep` on the machine.
+    const pids = `${d.dir}/check-pids`;
+    await fs.mkdir(pids);
+    await fs.chmod(pids, 0o777);
     await d.pushToMain({
       '.nas/checks.yaml': 'version: 1\nchecks:\n  - name: no-todo\n    run: .nas/checks/no-todo.sh\n    timeout: 10s\n  - name: slow\n    run: .nas/checks/slow.sh\n    timeout: 1s\n' +
         '  - name: leaves\n    run: .nas/checks/leaves.sh\n',
       '.nas/checks/no-todo.sh': '#!/bin/sh\nif grep -rn TODO .; then echo "found TODO"; exit 1; fi\necho clean\n',
       '.nas/checks/slow.sh': '#!/bin/sh\nsleep 30\n',
-      '.nas/checks/leaves.sh': '#!/bin/sh\n(sleep 301 &)\nsetsid sleep 302 &\nid -u\n',
+      '.nas/checks/leaves.sh': `#!/bin/sh\n(sleep 301 & echo $! > ${pids}/301)\nsetsid sleep 302 & echo $! > ${pids}/302\nid -u\n`,
     }, 'owner: custom checks');
     await eventually(async () => (await fs.readdir(d.path('demo', '.nas'))).includes('checks.yaml'), 'main to show the checks');
     await branch('todo');
@@ -376,10 +431,23 @@ describe('Agent PRs', () => {
     // A check runs as nobody; what it leaves in its process group is killed, and a process that left the
     // group (setsid) does not hold the PR (the propose above returned).
     await fs.writeFile(p('todo', 'outbox/plan.md'), 'done\n');
-    const clean = await proposed(t, 'demo/todo', 'a plan', '--checks', 'leaves');
-    expect(clean.checks.find((c: any) => c.name === 'leaves')).toMatchObject({ ok: true, output: '65534\n' });
-    expect((await run('pgrep', ['-f', 'sleep 301'])).code).toBe(1);
-    await run('pkill', ['-f', 'sleep 302']);
+    const cmdline = (pid: number) => fs.readFile(`/proc/${pid}/cmdline`, 'utf8').then((c) => c.split('\0').join(' ').trim(), () => '');
+    const pidIn = async (name: string) => Number((await fs.readFile(`${pids}/${name}`, 'utf8').catch(() => '')).trim()) || null;
+    try {
+      const clean = await proposed(t, 'demo/todo', 'a plan', '--checks', 'leaves');
+      expect(clean.checks.find((c: any) => c.name === 'leaves')).toMatchObject({ ok: true, output: '65534\n' });
+      const in301 = await pidIn('301');
+      expect(in301).not.toBeNull();
+      expect(await cmdline(in301!)).not.toBe('sleep 301');
+      // The setsid one outlived the check, and yet the PR was decided.
+      const in302 = await pidIn('302');
+      expect(in302).not.toBeNull();
+      await eventually(async () => (await cmdline(in302!)) === 'sleep 302', 'the setsid sleep to run');
+    } finally {
+      // Stop it by its pid, and only if that pid is still the sleep the check started.
+      const in302 = await pidIn('302');
+      if (in302 && (await cmdline(in302)) === 'sleep 302') process.kill(in302, 'SIGKILL');
+    }
   });
 
   it('discards the losing parallel attempt: its work goes to the recycle area, the branch goes', async () => {

@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { MODE, RefConflict, Store, type Entry } from '../src/store/store.js';
-import { run } from './helpers.js';
+import { MODE, RefConflict, Store, type Entry } from '../../src/store/store.js';
+import { run } from '../helpers.js';
 
 describe('store (a real bare repository through nodegit)', () => {
   let dir: string;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon, codeOf, run } from './helpers.js';
+import { TestDaemon, codeOf, run } from '../helpers.js';
 
 /** Main is protected: readable by everyone, every mutation EROFS, also for root. */
 describe('main view', () => {

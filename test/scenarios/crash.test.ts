@@ -1,13 +1,16 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
-import { TestDaemon, codeOf, isMounted } from './helpers.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { TestDaemon, codeOf, isMounted } from '../helpers.js';
 
 /** A daemon killed with SIGKILL loses nothing that was closed: the next start commits it. */
 describe('crash recovery', () => {
   const daemons: TestDaemon[] = [];
+  let writer: ChildProcess | undefined;
   afterAll(async () => {
+    // Stopped by its pid whatever happened in the test (it is killed there too, with the daemon).
+    if (writer && writer.exitCode === null && writer.signalCode === null) writer.kill('SIGKILL');
     for (const d of daemons.reverse()) await d.stop();
     if (daemons[0]) await fs.rm(daemons[0].dir, { recursive: true, force: true });
   });
@@ -27,7 +30,7 @@ describe('crash recovery', () => {
     await fs.appendFile(p('memory/journal/log.md'), 'before the crash\n');
     await fs.unlink(p('inbox/README.md'));
     // A writer still busy when the daemon dies.
-    const writer = spawn('dd', ['if=/dev/zero', `of=${p('outbox/busy.bin')}`, 'bs=4k', 'count=1000000'], { stdio: 'ignore' });
+    writer = spawn('dd', ['if=/dev/zero', `of=${p('outbox/busy.bin')}`, 'bs=4k', 'count=1000000'], { stdio: 'ignore' });
     await new Promise((r) => setTimeout(r, 300));
     expect((await d.git('rev-list', '--count', 'run')).stdout.trim()).toBe('1');
 
@@ -39,7 +42,7 @@ describe('crash recovery', () => {
     const again = await TestDaemon.start({ windowMs: 50, dir: d.dir });
     daemons.push(again);
     expect(again.log).toMatch(/stale FUSE mount/);
-    await again.nas('sync', 'demo/run');
+    await again.sync('demo/run');
     for (const [rel, data] of files) expect((await again.gitBlob(`run:${rel}`)).equals(data), rel).toBe(true);
     expect((await again.git('show', 'run:memory/journal/log.md')).stdout).toBe('before the crash\n');
     expect((await again.git('cat-file', '-e', 'run:inbox/README.md')).code).not.toBe(0);
