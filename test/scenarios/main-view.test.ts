@@ -15,7 +15,7 @@ describe('main view', () => {
   it('lists one entry per Home and shows the template layout', async () => {
     expect(await fs.readdir(d.mnt)).toEqual(['demo']);
     const names = (await fs.readdir(d.path('demo'))).sort();
-    expect(names).toEqual(['.nas', 'AGENTS.md', 'CLAUDE.md', 'inbox', 'memory', 'outbox', 'skills', 'workspace']);
+    expect(names).toEqual(['.gitignore', '.nas', 'AGENTS.md', 'CLAUDE.md', 'inbox', 'memory', 'outbox', 'skills', 'workspace']);
     expect((await fs.readdir(d.path('demo', 'memory'))).sort()).toEqual(['MEMORY.md', 'journal', 'notes', 'quarantine']);
     expect((await fs.readdir(d.path('demo', '.nas'))).sort()).toEqual(['limits.yaml', 'maintenance.yaml', 'policy.yaml', 'role.yaml']);
     expect(await fs.readlink(d.path('demo', 'CLAUDE.md'))).toBe('AGENTS.md');

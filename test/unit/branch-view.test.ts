@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 // The one place that names BranchView's module (it is moving to src/cow/branch/branch-view.ts).
-import { BranchView, type BranchContext } from '../../src/cow/branch-view.js';
+import { BranchView, type BranchContext } from '../../src/cow/branch/branch-view.js';
 import type { Handle } from '../../src/cow/view.js';
 import { MODE, Store, type Entry } from '../../src/store/store.js';
 import { Trash } from '../../src/trash/trash.js';
@@ -29,22 +29,22 @@ const HEAD_FILES: Record<string, string> = {
 const { O_RDONLY, O_WRONLY, O_APPEND, O_TRUNC } = constants;
 
 /**
- * A Store whose writeCommit can be held: `hold()` makes the next writeCommit announce itself and wait until
- * released, which puts a test in the middle of a commit for certain.
+ * A Store whose commitChanges (a branch commit: tree, commit object, ref) can be held: `hold()` makes the
+ * next one announce itself and wait until released, which puts a test in the middle of a commit for certain.
  */
 function holdableStore(store: Store) {
   let held: { entered: () => void; released: Promise<void> } | null = null;
   const proxy = new Proxy(store, {
     get(target, prop) {
-      if (prop === 'writeCommit') {
-        return async (...args: Parameters<Store['writeCommit']>) => {
+      if (prop === 'commitChanges') {
+        return async (...args: Parameters<Store['commitChanges']>) => {
           const h = held;
           held = null;
           if (h) {
             h.entered();
             await h.released;
           }
-          return target.writeCommit(...args);
+          return target.commitChanges(...args);
         };
       }
       const v = Reflect.get(target, prop, target);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseLimits, parseMaintenance, parsePolicy, DEFAULT_LIMITS, DEFAULT_POLICY } from '../../src/home/config.js';
+import { parseLimits, parseMaintenance, parsePolicy, DEFAULT_LIMITS, DEFAULT_POLICY } from '../../src/config/home-config.js';
 import { defaultTemplate } from '../../src/home/template.js';
 import { validateBranch, validateRelPath, validateRole } from '../../src/util/names.js';
 import { parseDuration } from '../../src/util/duration.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Flusher } from '../../src/cow/flusher.js';
+import { Flusher } from '../../src/cow/branch/flusher.js';
 
 /**
  * The Flusher alone, with a fake commit and real (short) timers. What it promises: changes within a window

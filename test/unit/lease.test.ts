@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkNarrowing, LeaseRefused, newToken, parseToken, refusal, tokenMatches, validateScopes, type Lease, type LeaseRequest } from '../../src/lease/lease.js';
-import { decide, type MergeFacts } from '../../src/policy/merge-policy.js';
+import { decide, type MergeFacts } from '../../src/merge/merge-policy.js';
 import { conflictHunks } from '../../src/merge/hunks.js';
 import { parseCheckDefinitions } from '../../src/merge/checks.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_LIMITS, type LimitsConfig } from '../../src/home/config.js';
+import { DEFAULT_LIMITS, type LimitsConfig } from '../../src/config/home-config.js';
 import { checkMemory, type Finding, type Rule } from '../../src/memory/check.js';
 import { briefing, contextLists, measure } from '../../src/memory/context.js';
 import { mapFiles } from '../../src/memory/files.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, compileRules, DEFAULT_RULES, isScratch } from '../../src/policy/policy.js';
-import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../../src/home/config.js';
+import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../../src/config/home-config.js';
 import { globToRegExp } from '../../src/util/glob.js';
 
 describe('policy', () => {
