@@ -32,6 +32,22 @@ describe('store (a real bare repository through nodegit)', () => {
     expect((await store.readBlob(oid)).toString()).toBe('hello\n');
   });
 
+  it('writes a large file as the same blob git would, readable by libgit2 and git', async () => {
+    const big = `${dir}.big`;
+    const data = Buffer.alloc(70 << 20);
+    for (let i = 0; i < data.length; i += 4096) data.writeUInt32LE(i, i);
+    await fs.writeFile(big, data);
+    try {
+      const oid = await store.writeBlobFromFile(big);
+      expect(oid).toBe((await run('git', ['hash-object', '--no-filters', big])).stdout.trim());
+      expect(await store.blobSize(oid)).toBe(data.length);
+      expect((await store.readBlob(oid)).equals(data)).toBe(true);
+      expect((await git('cat-file', '-s', oid)).stdout.trim()).toBe(String(data.length));
+    } finally {
+      await fs.rm(big, { force: true });
+    }
+  });
+
   it('edits trees touching only changed paths, and drops directories left empty', async () => {
     const t1 = await store.editTree(null, new Map([
       ['a/b/c.md', await file('c')],
