@@ -164,6 +164,12 @@ describe('fuse-native patch: caller, times, options', () => {
     expect(stdout.trim().split('\n')).toEqual(['1969-12-31 23:59:59.000000005 +0000', '2020-01-02 03:04:05.678000000 +0000']);
   });
 
+  it("a Node bigint stat result returned as it is shows as the file's own stat, nanoseconds included", async () => {
+    const fmt = ['-c', '%s %a %i %x %y %z'];
+    const want = (await exec('stat', [...fmt, FIXTURE])).stdout;
+    expect((await exec('stat', [...fmt, `${t.mnt}/bigint`])).stdout).toBe(want);
+  });
+
   it("use_ino: stat shows getattr's 64-bit ino", async () => {
     const { stdout } = await exec('stat', ['-c', '%i', `${t.mnt}/f`]);
     expect(stdout.trim()).toBe(String(2 ** 40 + 5));
