@@ -30,7 +30,10 @@ fi
 if [ -n "$nodedir" ]; then
   [ -f "$nodedir/include/node/node_api.h" ] || missing+=("Node's headers ($nodedir/include/node/node_api.h; Debian: the nodejs package installs them)")
 fi
-[ ${#missing[@]} -eq 0 ] || fail "cannot compile fuse-native: missing $(IFS=';'; echo "${missing[*]}" | sed 's/;/, /g')"
+if [ ${#missing[@]} -gt 0 ]; then
+  list=$(printf '%s, ' "${missing[@]}")
+  fail "cannot compile fuse-native: missing ${list%, }"
+fi
 
 # npm runs scripts with npm_config_node_gyp set to its own node-gyp; otherwise use the one npm ships.
 gyp=${npm_config_node_gyp:-}
