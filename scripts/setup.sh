@@ -9,6 +9,8 @@ fail() { echo "setup: $*" >&2; exit 1; }
 
 # fuse3 provides fusermount (and is what bindfs and fuse-overlayfs need); fuse-native links libfuse.so.2.
 # nodegit 0.27 builds from source: it needs a compiler, python3, and the Kerberos and OpenSSL headers.
+# fuse-native is compiled from source too, with our patch (patches/, scripts/build-fuse-native.sh): a compiler,
+# make, python3 and Node's headers (libfuse's headers come with the npm package fuse-shared-library-linux).
 # rsync is used by the test suite (real tools in branch views).
 packages=(fuse3 libfuse2 git ca-certificates python3 make g++ pkg-config libkrb5-dev libssl-dev rsync)
 missing=()
@@ -27,12 +29,19 @@ command -v node >/dev/null || fail "Node.js is not installed: install Node.js 20
 major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$major" -ge 20 ] || fail "Node.js $(node -v) is too old: Agent NAS needs Node.js 20 or newer"
 
-# npm packages: reinstall only when the lockfile changed since the last successful install.
+# npm packages: reinstall only when the lockfile or a patch of a package changed since the last successful
+# install. npm ci's postinstall applies patches/ (patch-package) and compiles the patched fuse-native.
 stamp=node_modules/.agent-nas-setup
-want=$(sha256sum package-lock.json | cut -d' ' -f1)
+want=$(cat package-lock.json patches/*.patch | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing npm packages (nodegit builds from source: about 6-9 minutes on 2 cores)"
-  npm ci --no-audit --no-fund >/tmp/agent-nas-npm.log 2>&1 || { tail -40 /tmp/agent-nas-npm.log >&2; fail "npm ci failed; full log in /tmp/agent-nas-npm.log"; }
+  if ! npm ci --no-audit --no-fund >/tmp/agent-nas-npm.log 2>&1; then
+    tail -40 /tmp/agent-nas-npm.log >&2
+    # The fuse-native build names what it is missing in its own lines: repeat them last, where they are seen.
+    why=$(grep -E '^(build-fuse-native|\*\*ERROR\*\* Failed to apply patch)' /tmp/agent-nas-npm.log || true)
+    [ -z "$why" ] || fail "$why"
+    fail "npm ci failed; full log in /tmp/agent-nas-npm.log"
+  fi
   node -e "require('nodegit'); require('fuse-native')" || fail "nodegit or fuse-native does not load after npm ci; see /tmp/agent-nas-npm.log"
   echo "$want" > "$stamp"
 fi
