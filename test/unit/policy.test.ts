@@ -59,10 +59,10 @@ describe('policy', () => {
   });
 
   it('keeps the built-in rules whatever policy.yaml says', () => {
-    const loose = compileRules({ version: 1, read_only: [], append_only: [] });
+    const loose = compileRules({ ...DEFAULT_POLICY, read_only: [], append_only: [] });
     expect(checkMutation('branch', loose, 'open-write', '.nas/policy.yaml')).toBe('EPERM');
     expect(checkMutation('branch', loose, 'unlink', 'memory/journal/a.md')).toBe('EPERM');
-    const extra = compileRules({ version: 1, read_only: ['skills/**'], append_only: ['outbox/ledger.md'] });
+    const extra = compileRules({ ...DEFAULT_POLICY, read_only: ['skills/**'], append_only: ['outbox/ledger.md'] });
     expect(checkMutation('branch', extra, 'create', 'skills/x/SKILL.md')).toBe('EPERM');
     expect(checkMutation('branch', extra, 'unlink', 'outbox/ledger.md')).toBe('EPERM');
   });
