@@ -1,5 +1,6 @@
 import type { CommitInfo, Entry, Store } from '../store/store.js';
 import { MODE } from '../store/store.js';
+import { isMetaPath, META_ROOT, type FileMeta } from '../store/file-meta.js';
 import { attrFromGit, type Attr, type Owner } from './attr.js';
 
 /**
@@ -9,17 +10,33 @@ import { attrFromGit, type Attr, type Owner } from './attr.js';
 export class GitLayer {
   constructor(readonly store: Store, readonly commit: CommitInfo, readonly time = new Date(commit.time * 1000)) {}
 
-  lookup(rel: string): Promise<Entry | null> {
+  /** The entry at rel; metadata records are the Store's, never a view's. */
+  async lookup(rel: string): Promise<Entry | null> {
+    if (isMetaPath(rel)) return null;
     return this.store.lookupPath(this.commit.tree, rel);
   }
 
-  async attr(entry: Entry, owner: Owner, ino?: number): Promise<Attr> {
+  /** A path's attributes: git's mode, the view's owner and time, unless the path's metadata record says more. */
+  async attr(rel: string, entry: Entry, owner: Owner, ino?: number): Promise<Attr> {
     const size = entry.mode === MODE.tree ? 0 : await this.store.blobSize(entry.oid);
-    return attrFromGit(entry.mode, size, this.time, owner, ino);
+    const attr = attrFromGit(entry.mode, size, this.time, owner, ino);
+    const meta = entry.mode === MODE.file || entry.mode === MODE.exec ? await this.meta(rel) : null;
+    if (meta) {
+      // The record's permissions, owner and times; the type stays git's (a record never turns a file into anything else).
+      attr.mode = (attr.mode & ~0o7777) | (meta.mode & 0o7777);
+      Object.assign(attr, { uid: meta.uid, gid: meta.gid, atimeNs: meta.atimeNs, mtimeNs: meta.mtimeNs, ctimeNs: meta.mtimeNs });
+    }
+    return attr;
+  }
+
+  /** The metadata record kept for rel in this commit, if any. */
+  meta(rel: string): Promise<FileMeta | null> {
+    return this.store.fileMeta(this.commit.tree, rel);
   }
 
   async names(entry: Entry): Promise<string[]> {
-    return [...(await this.store.readTree(entry.oid)).keys()];
+    const names = [...(await this.store.readTree(entry.oid)).keys()];
+    return entry.oid === this.commit.tree ? names.filter((n) => n !== META_ROOT) : names;
   }
 
   async content(entry: Entry): Promise<Buffer> {

@@ -44,7 +44,7 @@ export class MainView implements View {
     const e = await this.entry(rel);
     const ino = gitIno(this.name, rel);
     if (e.oid === '') return attrFromGit(MODE.tree, 0, this.layer.time, this.owner, ino);
-    const attr = await this.layer.attr(e, this.owner, ino);
+    const attr = await this.layer.attr(rel, e, this.owner, ino);
     // Reads through main are no run's: a run reads untrusted input through its branch, where the read
     // manifest records it. On main the inbox is for its owner only (the kernel enforces the mode).
     attr.mode = visibleMode(rel, attr.mode);

@@ -263,7 +263,7 @@ export class Registry {
     const head = view.head;
     const fork = await store.mergeBase(head, await m.home.mainHead());
     const tree = async (c: string | null) => (c ? (await store.readCommit(c)).tree : null);
-    const work = (await store.changes(await tree(fork), await tree(head))).filter((c) => c.after);
+    const work = (await store.fileChanges(await tree(fork), await tree(head))).filter((c) => c.after);
     await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run));
     await m.home.removeBranch(branch);
     return { discarded: view.name, head, recycled: work.map((c) => c.path) };

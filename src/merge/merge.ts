@@ -1,5 +1,6 @@
 import { MAIN_REF } from '../store/refs.js';
-import { RefConflict, type Identity, type MergeConflict, type Store } from '../store/store.js';
+import { MODE, RefConflict, type Entry, type Identity, type MergeConflict, type Store } from '../store/store.js';
+import { META_ROOT, metaPath } from '../store/file-meta.js';
 import { itemsFromGit, type Trash } from '../trash/trash.js';
 import { decodeText } from '../util/text.js';
 import { conflictHunks } from './hunks.js';
@@ -32,9 +33,9 @@ export async function mergeIntoMain(
     const [baseTree, mainTree, headTree] = await Promise.all(
       [base, main, opts.head].map(async (c) => (c ? (await store.readCommit(c)).tree : null)),
     );
-    const merged = baseTree === mainTree ? { tree: headTree! } : await store.mergeTrees(baseTree ?? (await store.writeTree(new Map())), mainTree!, headTree!);
+    const merged = baseTree === mainTree ? { tree: headTree! } : await mergeContent(store, baseTree, mainTree!, headTree!);
     if ('conflicts' in merged) return { kind: 'conflict', conflicts: await describe(store, merged.conflicts) };
-    const deleted = (await store.changes(mainTree, merged.tree)).filter((c) => c.status === 'deleted');
+    const deleted = (await store.fileChanges(mainTree, merged.tree)).filter((c) => c.status === 'deleted');
     let commit: string;
     try {
       commit = await store.commitTree(MAIN_REF, { head: main, tree: merged.tree, otherParents: [opts.head], message: opts.message, author: opts.author });
@@ -46,6 +47,23 @@ export async function mergeIntoMain(
     return { kind: 'merged', commit, deleted: deleted.map((c) => c.path) };
   }
   throw new Error(`main kept moving: ${ATTEMPTS} merge attempts lost the race; try again`);
+}
+
+/**
+ * The three-way merge of the files, then of their metadata records (file-meta.ts) path by path: the branch's
+ * record wins where the branch changed it, main's stays elsewhere, so records never conflict on their own.
+ */
+async function mergeContent(store: Store, baseTree: string | null, mainTree: string, headTree: string): Promise<{ tree: string } | { conflicts: MergeConflict[] }> {
+  const empty = await store.writeTree(new Map());
+  const [base, main, head] = await Promise.all([baseTree ?? empty, mainTree, headTree].map((t) => store.withoutMeta(t)));
+  const files = await store.mergeTrees(base, main, head);
+  if ('conflicts' in files) return files;
+  const records = async (tree: string | null) => (tree ? ((await store.lookupPath(tree, META_ROOT))?.oid ?? null) : null);
+  const mainRecords = await records(mainTree);
+  const withMain = mainRecords ? await store.editTree(files.tree, new Map([[META_ROOT, { oid: mainRecords, mode: MODE.tree }]])) : files.tree;
+  const edits = new Map<string, Entry | null>();
+  for (const c of await store.changes(await records(baseTree), await records(headTree))) edits.set(metaPath(c.path), c.after ?? null);
+  return { tree: edits.size > 0 ? await store.editTree(withMain, edits) : withMain };
 }
 
 /** Each conflict with its kind, and for text the hunks where both sides changed the same lines. */

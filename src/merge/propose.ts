@@ -81,7 +81,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     ...p.mainConfig.problems.filter((x) => x.startsWith('.nas/policy.yaml')),
     ...(missing.length > 0 ? [`.nas/policy.yaml: merge.required_checks names unknown check(s) ${missing.join(', ')}`] : []),
   ];
-  const changes = await store.changes(baseTree, headTree);
+  const changes = await store.fileChanges(baseTree, headTree);
   if (changes.length === 0) throw new UserError(`nothing to propose: ${name} has no changes against main (no PR was created)`, 409);
 
   const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);

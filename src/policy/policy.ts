@@ -1,5 +1,6 @@
 import type { ErrnoCode } from '../util/errors.js';
 import { globToRegExp, matchesAny } from '../util/glob.js';
+import { isMetaPath } from '../store/file-meta.js';
 import { DEFAULT_MAINTENANCE, DEFAULT_POLICY, type MaintenanceConfig, type PolicyConfig } from '../config/home-config.js';
 
 /**
@@ -69,6 +70,8 @@ const APPEND_ALLOWED: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'open-
 export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: string, exists = false, ignored = false): ErrnoCode | null {
   if (view === 'main') return 'EROFS';
   if (path === '') return 'EPERM';
+  // The Store's metadata records live under this name at the root: no view may make or change it.
+  if (isMetaPath(path)) return 'EPERM';
   if (matchesAny(path, rules.readOnly)) return 'EPERM';
   const scratch = ignored || isScratch(rules, path);
   if (!scratch && NAMING.has(op) && path.split('/').includes('.git')) return 'EPERM';

@@ -4,6 +4,7 @@ import { promisify } from 'node:util';
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
 import { applyEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
+import { isMetaPath, META_ROOT, metaPath, metaSubject, parseMeta, type FileMeta } from './file-meta.js';
 import { MODE, type Change, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
@@ -32,6 +33,7 @@ const TREE_CACHE_ENTRIES = 400_000;
 export class Store {
   private readonly trees = new TreeCache(TREE_CACHE_ENTRIES);
   private readonly sizes = new Map<string, number>();
+  private readonly metas = new Map<string, FileMeta | null>();
   private readonly refLocks = new Map<string, Promise<unknown>>();
 
   private constructor(readonly path: string, private readonly repo: any, private readonly odb: any) {}
@@ -156,6 +158,25 @@ export class Store {
     const content: Buffer = Buffer.from(blob.content());
     this.sizes.set(oid, content.length);
     return content;
+  }
+
+  /** The metadata record kept for rel in a tree (see file-meta.ts), or null when there is none or it is damaged. */
+  async fileMeta(tree: string, rel: string): Promise<FileMeta | null> {
+    const entry = await this.lookupPath(tree, metaPath(rel));
+    if (!entry || entry.mode === MODE.tree) return null;
+    let meta = this.metas.get(entry.oid);
+    if (meta === undefined) {
+      meta = parseMeta((await this.readBlob(entry.oid)).toString());
+      // Records are tiny and immutable by id; forget them all now and then rather than track use.
+      if (this.metas.size > 200_000) this.metas.clear();
+      this.metas.set(entry.oid, meta);
+    }
+    return meta;
+  }
+
+  /** A tree without its metadata records (for diffs and content merges). */
+  async withoutMeta(tree: string): Promise<string> {
+    return (await this.lookupPath(tree, META_ROOT)) ? this.editTree(tree, new Map([[META_ROOT, null]])) : tree;
   }
 
   async blobSize(oid: string): Promise<number> {
@@ -294,9 +315,28 @@ export class Store {
     return out;
   }
 
+  /**
+   * The files that differ between two trees as a person sees them: a change of a file's metadata record
+   * (file-meta.ts) is a change of that file, and records never show as files of their own.
+   */
+  async fileChanges(before: string | null, after: string | null): Promise<Change[]> {
+    const all = await this.changes(before, after);
+    const files = all.filter((c) => !isMetaPath(c.path));
+    const listed = new Set(files.map((c) => c.path));
+    for (const c of all) {
+      const path = isMetaPath(c.path) ? metaSubject(c.path) : null;
+      if (path === null || listed.has(path)) continue;
+      const [was, now] = await Promise.all([before, after].map((t) => (t ? this.lookupPath(t, path) : null)));
+      if (!was || !now) continue; // the file itself came or went: listed already, or gone with its record
+      files.push({ path, status: 'modified', before: was, after: now });
+      listed.add(path);
+    }
+    return files;
+  }
+
   /** A unified diff between two trees, as git prints it (binary files are named, not shown). */
   async diffText(before: string, after: string): Promise<string> {
-    const [a, b] = await Promise.all([this.repo.getTree(before), this.repo.getTree(after)]);
+    const [a, b] = await Promise.all([before, after].map(async (t) => this.repo.getTree(await this.withoutMeta(t))));
     const diff = await NodeGit.Diff.treeToTree(this.repo, a, b, null);
     return String(await diff.toBuf(NodeGit.Diff.FORMAT.PATCH));
   }

@@ -154,7 +154,8 @@ describe('branch view', () => {
       const before = (await slow.git('rev-list', '--count', 'draft')).stdout.trim();
       await slow.sync('demo/draft');
       expect(Number((await slow.git('rev-list', '--count', 'draft')).stdout)).toBe(Number(before) + 1);
-      expect((await slow.git('show', '--stat', '--format=%s', 'draft')).stdout).toContain('20 files changed');
+      // (outbox/ only: each file's metadata record under .nas-meta/ is in the same commit)
+      expect((await slow.git('show', '--stat', '--format=%s', 'draft', '--', 'outbox')).stdout).toContain('20 files changed');
     } finally {
       await slow.cleanup();
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon, run } from '../helpers.js';
+import { TestDaemon, codeOf, run } from '../helpers.js';
 
 /** What `ls -a`, `ls -lt` and `df` see in a branch view, checked with the real tools. */
 describe('listing, times and space', () => {
@@ -175,5 +175,36 @@ describe('metadata that lasts', () => {
     expect(a.ino).toBe(b.ino);
     expect(a.nlink).toBe(2);
     expect((await run('find', [p('workspace'), '-samefile', p('workspace/one')])).stdout.trim().split('\n').sort()).toEqual([p('workspace/one'), p('workspace/two')]);
+  });
+
+  it('carries mode, owner and times through a merge into main, into new branches and into a git clone', async () => {
+    const r = await d.nas('branch', 'create', 'demo/secret');
+    expect(r.code, r.stderr).toBe(0);
+    const file = d.path('demo@secret', 'outbox/secret.txt');
+    await fs.writeFile(file, 'key\n');
+    await fs.chmod(file, 0o600);
+    await fs.chown(file, 4242, 4343);
+    expect((await run('touch', ['-m', '-d', '2001-02-03 04:05:06.123456', file])).code).toBe(0);
+    const proposed = await d.nas('propose', 'demo/secret', '--into', 'main', '--intent', 'a secret kept secret');
+    expect(proposed.code, proposed.stderr).toBe(0);
+    expect(proposed.stdout).toMatch(/merged/);
+    const onMain = d.path('demo', 'outbox/secret.txt');
+    const expected = '600 4242:4343 2001-02-03 04:05:06.123456';
+    const shown = async (path: string) => (await statOf(path, '%a %u:%g %y')).slice(0, expected.length);
+    expect(await shown(onMain)).toBe(expected);
+    // A branch made after the merge shows the file as main does, and keeps it so when the file is copied up.
+    expect((await d.nas('branch', 'create', 'demo/later')).code).toBe(0);
+    expect(await shown(d.path('demo@later', 'outbox/secret.txt'))).toBe(expected);
+    expect((await run('chmod', ['640', d.path('demo@later', 'outbox/secret.txt')])).code).toBe(0);
+    expect(await statOf(d.path('demo@later', 'outbox/secret.txt'), '%a %u:%g')).toBe('640 4242:4343');
+    // The record is plain text in the Store, beside the tree, and a clone has it; views never show it.
+    const record = await d.gitBlob('main:.nas-meta/outbox/secret.txt');
+    expect(record.toString()).toMatch(/^mode=100600 uid=4242 gid=4343 atime=\d+\.\d{9} mtime=981173106\.123456\d{3}\n$/);
+    const clone = `${d.dir}/clone`;
+    expect((await run('git', ['clone', '-q', `${d.state}/homes/demo.git`, clone])).code).toBe(0);
+    expect(await fs.readFile(`${clone}/.nas-meta/outbox/secret.txt`, 'utf8')).toBe(record.toString());
+    expect(await fs.readdir(d.path('demo'))).not.toContain('.nas-meta');
+    expect((await run('ls', ['-a', d.path('demo@later')])).stdout).not.toContain('.nas-meta');
+    expect(await codeOf(fs.mkdir(d.path('demo@later', '.nas-meta')))).toBe('EPERM');
   });
 });

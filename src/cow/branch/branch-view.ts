@@ -13,7 +13,7 @@ import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
-import { CopyUp } from './copy-up.js';
+import { CopyUp, seconds } from './copy-up.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
 import { isDir, Overlay } from './overlay.js';
@@ -178,7 +178,7 @@ export class BranchView implements WritableView {
       // Git keeps no owners or times: what the branch has not changed shows the view's owner and fork time.
       const node = await this.overlay.gitNode(rel);
       if (!node) throw fsError('ENOENT');
-      attr = await this.overlay.layer.attr(node.entry!, this.ctx.owner, gitIno(this.name, rel));
+      attr = await this.overlay.layer.attr(rel, node.entry!, this.ctx.owner, gitIno(this.name, rel));
     }
     // Untrusted input is read by the branch's own principal only, so every read of it lands in this manifest.
     attr.mode = visibleMode(rel, attr.mode);
@@ -341,7 +341,6 @@ export class BranchView implements WritableView {
     await this.copy.materialise(rel, await this.overlay.need(rel));
     const file = this.overlay.up(rel);
     const current = atime === 'omit' || mtime === 'omit' ? await fs.lstat(file, { bigint: true }) : null;
-    const seconds = (ns: bigint) => Number(ns / 1_000_000_000n) + (Number((ns % 1_000_000_000n) / 1000n) * 1000 + 500) / 1e9;
     const when = (t: TimeArg, kept: bigint | undefined): number => {
       if (t === 'now') return Date.now() / 1000;
       if (t === 'omit') return seconds(kept!);

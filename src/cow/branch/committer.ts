@@ -1,7 +1,8 @@
 import fs from 'node:fs/promises';
-import { constants, type Stats } from 'node:fs';
+import { constants, type BigIntStats, type Stats } from 'node:fs';
 import type { Logger } from 'pino';
-import type { Entry, Identity, Store } from '../../store/store.js';
+import { MODE, type Entry, type Identity, type Store } from '../../store/store.js';
+import { formatMeta, metaPath } from '../../store/file-meta.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash } from '../../trash/trash.js';
 import { mapLimit } from '../../util/concurrency.js';
@@ -102,6 +103,8 @@ export class Committer {
     const changes = new Map<string, Entry | null>();
     for (const [path] of whiteouts) if (await store.lookupPath(head.tree, path)) changes.set(path, null);
     const deleted = [...changes.keys()];
+    // A deleted path's metadata records go with it.
+    for (const path of deleted) if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
     // What .gitignore matches and git does not track stays on disk, uncommitted.
     const blobs = await mapLimit(dirty, 16, async ([path]) => ((await this.overlay.scratchAt(path)) ? 'ignored' as const : this.hashUpper(path)));
     const written: string[] = [];
@@ -114,6 +117,12 @@ export class Committer {
       changes.set(path, entry);
       written.push(path);
     });
+    // What git does not keep of each written file goes into its record beside the tree (file-meta.ts).
+    const records = await mapLimit(written, 16, (path) => this.record(path));
+    written.forEach((path, i) => {
+      const record = records[i];
+      if (record) changes.set(metaPath(path), record);
+    });
     const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
     const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
     // Files the branch did not change keep showing the time they had: their times do not move with every commit.
@@ -123,6 +132,19 @@ export class Committer {
     for (const [p, g] of dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
     for (const [p, g] of whiteouts) if (this.overlay.whiteouts.get(p) === g) this.overlay.whiteouts.delete(p);
     await this.deletions.settle(deletions);
+  }
+
+  /** The metadata record of an upper file (not of symlinks: git keeps what they have), or null. */
+  private async record(path: string): Promise<Entry | null> {
+    let st: BigIntStats;
+    try {
+      st = await fs.lstat(this.overlay.up(path), { bigint: true });
+    } catch {
+      return null;
+    }
+    if (!st.isFile()) return null;
+    const text = formatMeta({ mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs });
+    return { oid: await this.ctx.store.writeBlob(text), mode: MODE.file };
   }
 
   /** The git entry for an upper file, or null if it is gone (renamed or deleted since: that change is pending too). */

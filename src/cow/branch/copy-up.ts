@@ -10,6 +10,10 @@ import type { Space } from './space.js';
 import { giveToOwner, mkdirsFor } from './ownership.js';
 import type { Owner } from '../../util/owner.js';
 
+/** Seconds for libuv, which keeps microseconds: the middle of the microsecond, so truncation keeps it. */
+export const seconds = (ns: bigint): number =>
+  Number(ns / 1_000_000_000n) + (Number((ns % 1_000_000_000n) / 1000n) * 1000 + 500) / 1e9;
+
 /**
  * Bringing what exists only in git into the upper directory, and placing new content there: always written
  * beside (in tmp/) and then linked or renamed into place, so a crash never leaves half a file.
@@ -71,7 +75,13 @@ export class CopyUp {
     const tmp = this.tmpName();
     if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
     else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
-    await giveToOwner(tmp, this.owner());
+    // The copy is the file as the view showed it: its recorded mode, owner and times, else the view's owner.
+    const meta = entry.mode === MODE.link ? null : await this.overlay.layer.meta(rel);
+    if (meta) {
+      await fs.chmod(tmp, meta.mode & 0o7777);
+      await fs.lchown(tmp, meta.uid, meta.gid);
+      await fs.utimes(tmp, seconds(meta.atimeNs), seconds(meta.mtimeNs));
+    } else await giveToOwner(tmp, this.owner());
     // link, not rename: if a writer got there first, its file stays and this copy is dropped.
     try {
       await this.withParent(rel, () => fs.link(tmp, this.overlay.up(rel)));
