@@ -330,6 +330,7 @@ export class BranchView implements WritableView {
     // (uid_t)-1 and (gid_t)-1 mean "leave it".
     const keep = (id: number) => (id === 0xffffffff || id === -1 ? -1 : id);
     await fs.lchown(this.overlay.up(rel), keep(uid), keep(gid));
+    this.committer.markDirty(rel); // the file's metadata record follows
   }
 
   /**
@@ -348,6 +349,7 @@ export class BranchView implements WritableView {
       return seconds(BigInt(t.sec) * 1_000_000_000n + BigInt(t.nsec));
     };
     await fs.lutimes(file, when(atime, current?.atimeNs), when(mtime, current?.mtimeNs));
+    this.committer.markDirty(rel); // the file's metadata record follows
   }
 
   // ---- names (see names.ts) ----------------------------------------------------------------------
