@@ -202,7 +202,7 @@ export class TestDaemon {
 
   async cleanup(): Promise<void> {
     await this.stop();
-    await fs.rm(this.dir, { recursive: true, force: true });
+    await removeTree(this.dir);
   }
 }
 
@@ -259,6 +259,12 @@ export async function isMounted(mnt: string): Promise<boolean> {
 
 export async function unmountIfMounted(mnt: string): Promise<void> {
   if (await isMounted(mnt)) await run('fusermount', ['-uz', mnt]);
+}
+
+/** rm -rf: coreutils walks a tree by directory descriptors, so paths near PATH_MAX go too (fs.rm fails on them). */
+export async function removeTree(dir: string): Promise<void> {
+  const r = await run('rm', ['-rf', '--', dir]);
+  if (r.code !== 0) throw new Error(`rm -rf ${dir}: ${r.stderr}`);
 }
 
 /** Wait until check() holds (commits are batched, so tests poll instead of sleeping a fixed time). */

@@ -340,6 +340,27 @@ export const CASES: PosixCase[] = [
     },
   },
   {
+    name: 'names of 255 bytes, and paths near PATH_MAX',
+    run: async (d) => {
+      const long = 'n'.repeat(255);
+      await fs.writeFile(`${d}/${long}`, 'long name\n');
+      same(await text(`${d}/${long}`), 'long name\n', 'content');
+      await fails(fs.writeFile(`${d}/${long}x`, 'x'), 'ENAMETOOLONG');
+      // Directories of 200-byte names until the path is a few bytes short of PATH_MAX (4096 with its NUL).
+      let dir = d;
+      while (dir.length + 201 + 10 < 4095) {
+        dir = `${dir}/${'d'.repeat(200)}`;
+        await fs.mkdir(dir);
+      }
+      const file = `${dir}/${'f'.repeat(4094 - dir.length - 1)}`;
+      same(file.length, 4094, 'length');
+      await fs.writeFile(file, 'at the limit\n');
+      same(await text(file), 'at the limit\n', 'content');
+      await fs.rename(file, `${file.slice(0, -1)}g`);
+      same(await text(`${file.slice(0, -1)}g`), 'at the limit\n', 'content');
+    },
+  },
+  {
     name: 'deep paths (mkdir -p a/b/c/d)',
     run: async (d) => {
       await tool('mkdir', '-p', `${d}/a/b/c/d`);

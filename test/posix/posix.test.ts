@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { TestDaemon, eventually, run } from '../helpers.js';
+import { TestDaemon, eventually, removeTree, run } from '../helpers.js';
 import { CASES, Differs, type PosixCase, type Target } from './cases.js';
 
 /**
@@ -70,7 +70,7 @@ describe('POSIX cases: native directory, versioned folder, workspace/, main', ()
   });
   afterAll(async () => {
     await d?.cleanup();
-    if (native) await fs.rm(native, { recursive: true, force: true });
+    if (native) await removeTree(native);
   });
 
   for (const target of TARGETS) {

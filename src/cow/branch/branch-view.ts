@@ -65,10 +65,16 @@ export class BranchView implements WritableView {
   private readonly names: Names;
   private readonly defaults: { owner: Owner; quotaBytes: number };
 
-  private constructor(private readonly ctx: BranchContext, layer: GitLayer, private readonly scratchRoots: string[]) {
+  private constructor(
+    private readonly ctx: BranchContext,
+    layer: GitLayer,
+    private readonly scratchRoots: string[],
+    /** The upper directory, held open: its paths go through this descriptor (see open). */
+    private readonly upperRoot: fs.FileHandle,
+  ) {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
-    this.overlay = new Overlay(`${ctx.dir}/upper`, ctx.rules, layer);
+    this.overlay = new Overlay(`${ctx.dir}/upper`, `/proc/${process.pid}/fd/${upperRoot.fd}`, ctx.rules, layer);
     this.space = new Space(ctx.quotaBytes);
     this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.space, () => this.ctx.owner);
     this.deletions = new Deletions(this.overlay, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`, (path) => this.committer.dirty.delete(path));
@@ -87,7 +93,7 @@ export class BranchView implements WritableView {
     if (!head) throw new Error(`branch ${ctx.branch} has no ref in ${ctx.store.path}`);
     const headCommit = await ctx.store.readCommit(head);
     const fork = ctx.base && /^[0-9a-f]{40}$/.test(ctx.base) ? await ctx.store.readCommit(ctx.base).catch(() => headCommit) : headCommit;
-    const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)), scratchRoots);
+    const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)), scratchRoots, await fs.open(upper, 'r'));
     view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
     await view.giveRootsToOwner();
     await view.recover();
@@ -121,7 +127,7 @@ export class BranchView implements WritableView {
 
   /** Top-level scratch directories (workspace/) and where they live on disk. */
   scratchDirs(): { name: string; dir: string }[] {
-    return this.scratchRoots.map((name) => ({ name, dir: this.overlay.up(name) }));
+    return this.scratchRoots.map((name) => ({ name, dir: `${this.ctx.dir}/upper/${name}` }));
   }
 
   get owner(): Owner {
@@ -448,6 +454,7 @@ export class BranchView implements WritableView {
     this.committer.stop();
     await this.deletions.close();
     await this.reads.close();
+    await this.upperRoot.close();
   }
 }
 

@@ -7,6 +7,9 @@ import type { GitLayer } from '../git-layer.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { join, parentOf } from './paths.js';
 
+/** Linux's limit on a path given to a syscall, its final NUL included. */
+const PATH_MAX = 4096;
+
 /** A path as the view sees it: in the upper directory (stat) or only in git (entry). */
 export type Node = { stat: Stats; entry?: undefined } | { entry: Entry; stat?: undefined };
 
@@ -23,7 +26,13 @@ export class Overlay {
   /** The branch's .gitignore files: what they match (and git does not track) is scratch too. */
   readonly ignore = new IgnoreRules((rel) => this.text(rel));
 
-  constructor(readonly upper: string, readonly rules: Rules, public layer: GitLayer) {}
+  /**
+   * `upper` is the upper directory; `short` names the same directory through a descriptor held open on it
+   * (/proc/<pid>/fd/<n>), for paths that would pass PATH_MAX behind the Store's own location: the
+   * daemon's prefix then costs a few bytes, so paths near PATH_MAX work as on the disk underneath.
+   * Children (git, mknod) can use such a path too: it names this process, not themselves.
+   */
+  constructor(readonly upper: string, private readonly short: string, readonly rules: Rules, public layer: GitLayer) {}
 
   /** A fresh generation number: changes are forgotten after a commit only if none came after. */
   next(): number {
@@ -31,7 +40,8 @@ export class Overlay {
   }
 
   up(rel: string): string {
-    return rel === '' ? this.upper : `${this.upper}/${rel}`;
+    if (rel === '') return this.upper;
+    return this.upper.length + rel.length + 1 < PATH_MAX ? `${this.upper}/${rel}` : `${this.short}/${rel}`;
   }
 
   /** Scratch by retention class (workspace/): never in git, whatever git holds. */
