@@ -52,6 +52,11 @@ export function visibleMode(path: string, mode: number): number {
   return isInbox(path) ? mode & ~0o077 : mode;
 }
 
+/** Read-only or append-only: such paths stay versioned whatever a .gitignore says (a branch cannot hide them). */
+export function isProtected(rules: Rules, path: string): boolean {
+  return matchesAny(path, rules.readOnly) || matchesAny(path, rules.appendOnly);
+}
+
 export function isAppendOnly(rules: Rules, path: string): boolean {
   return matchesAny(path, rules.appendOnly);
 }

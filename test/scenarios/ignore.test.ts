@@ -104,4 +104,13 @@ describe('ignore rules', () => {
     await sync();
     expect((await d.gitBlob('ign:outbox/later/x.txt')).toString()).toBe('kept aside\n');
   });
+
+  it('never lets a .gitignore hide a protected path: the journal stays versioned', async () => {
+    await write('memory/.gitignore', 'journal/\n');
+    const fh = await fs.open(p('memory/journal/run.md'), 'a');
+    await fh.write('appended\n');
+    await fh.close();
+    await sync();
+    expect(await tree()).toContain('memory/journal/run.md');
+  });
 });

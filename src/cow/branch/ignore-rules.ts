@@ -6,6 +6,7 @@ import { join, parentOf } from './paths.js';
 const ignore = createRequire(import.meta.url)('ignore') as (options?: Options) => Ignore;
 
 const GITIGNORE = '.gitignore';
+const MAX_ANSWERS = 100_000;
 
 /**
  * The `.gitignore` files of a branch, with git's semantics: each file's patterns apply below its directory,
@@ -37,6 +38,8 @@ export class IgnoreRules {
     const key = directory ? `${rel}/` : rel;
     let answer = this.answers.get(key);
     if (!answer) {
+      // Answers are cheap to recompute from cached rules: keep at most this many, not one per path ever seen.
+      if (this.answers.size >= MAX_ANSWERS) this.answers.clear();
       answer = this.decide(rel.split('/'), directory);
       this.answers.set(key, answer);
       answer.catch(() => this.answers.delete(key));

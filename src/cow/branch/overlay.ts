@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import type { BigIntStats, Stats } from 'node:fs';
 import { fsError, hasCode } from '../../util/errors.js';
 import { MODE, type Entry } from '../../store/store.js';
-import { checkMutation, isScratch, type Mutation, type Rules } from '../../policy/policy.js';
+import { checkMutation, isProtected, isScratch, type Mutation, type Rules } from '../../policy/policy.js';
 import type { GitLayer } from '../git-layer.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { join, parentOf } from './paths.js';
@@ -55,6 +55,7 @@ export class Overlay {
    */
   async scratchAt(rel: string, directory = false): Promise<boolean> {
     if (this.scratch(rel)) return true;
+    if (isProtected(this.rules, rel)) return false;
     if (!(await this.ignore.ignored(rel, directory))) return false;
     return (await this.layer.lookup(rel)) === null;
   }
