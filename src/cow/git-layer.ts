@@ -1,6 +1,6 @@
 import type { CommitInfo, Entry, Store } from '../store/store.js';
 import { MODE } from '../store/store.js';
-import { isMetaPath, META_ROOT, type FileMeta } from '../store/file-meta.js';
+import { isMetaPath, META_ROOT, permsOf, type FileMeta } from '../store/file-meta.js';
 import { attrFromGit, type Attr, type Owner } from './attr.js';
 
 /**
@@ -23,7 +23,7 @@ export class GitLayer {
     const meta = entry.mode === MODE.file || entry.mode === MODE.exec ? await this.meta(rel) : null;
     if (meta) {
       // The record's permissions, owner and times; the type stays git's (a record never turns a file into anything else).
-      attr.mode = (attr.mode & ~0o7777) | (meta.mode & 0o7777);
+      attr.mode = (attr.mode & ~0o7777) | permsOf(meta, entry.mode === MODE.exec);
       Object.assign(attr, { uid: meta.uid, gid: meta.gid, atimeNs: meta.atimeNs, mtimeNs: meta.mtimeNs, ctimeNs: meta.mtimeNs });
     }
     return attr;

@@ -53,6 +53,7 @@ interface Mounted {
  */
 export class Registry {
   private readonly homes = new Map<string, Mounted>();
+  private refreshing: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: RegistryOptions) {}
 
@@ -197,7 +198,14 @@ export class Registry {
    * Follow main when it moves outside a view (a merge, or an operator pushing to the Store): the main view
    * and the Home's metadata are re-read. Cheap: one ref read per Home.
    */
-  async refreshMains(): Promise<void> {
+  refreshMains(): Promise<void> {
+    // One pass at a time (the watcher and the tick may both ask): an older pass never lands after a newer one.
+    const pass = this.refreshing.then(() => this.refreshMainsNow());
+    this.refreshing = pass.catch(() => undefined);
+    return pass;
+  }
+
+  private async refreshMainsNow(): Promise<void> {
     for (const m of this.homes.values()) {
       const head = await m.home.mainHead();
       if (head === m.main.head) continue;

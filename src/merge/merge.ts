@@ -62,7 +62,11 @@ async function mergeContent(store: Store, baseTree: string | null, mainTree: str
   const mainRecords = await records(mainTree);
   const withMain = mainRecords ? await store.editTree(files.tree, new Map([[META_ROOT, { oid: mainRecords, mode: MODE.tree }]])) : files.tree;
   const edits = new Map<string, Entry | null>();
-  for (const c of await store.changes(await records(baseTree), await records(headTree))) edits.set(metaPath(c.path), c.after ?? null);
+  for (const c of await store.changes(await records(baseTree), await records(headTree))) {
+    // A record whose file the merge does not keep (main deleted it; it became a symlink) is not kept either.
+    const file = c.after ? await store.lookupPath(files.tree, c.path) : null;
+    edits.set(metaPath(c.path), file && (file.mode === MODE.file || file.mode === MODE.exec) ? c.after! : null);
+  }
   return { tree: edits.size > 0 ? await store.editTree(withMain, edits) : withMain };
 }
 

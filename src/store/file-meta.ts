@@ -21,6 +21,16 @@ export interface FileMeta {
   mtimeNs: bigint;
 }
 
+/**
+ * The permission bits to show for a file: the record's, except that git's exec bit wins where they disagree
+ * (a merge can take the content and mode of one side and the record of the other).
+ */
+export function permsOf(meta: FileMeta, gitExec: boolean): number {
+  const perms = meta.mode & 0o7777;
+  if (gitExec === ((perms & 0o100) !== 0)) return perms;
+  return gitExec ? perms | ((perms & 0o044) >> 2) | 0o100 : perms & ~0o111;
+}
+
 export const metaPath = (rel: string): string => `${META_ROOT}/${rel}`;
 export const isMetaPath = (path: string): boolean => path === META_ROOT || path.startsWith(`${META_ROOT}/`);
 /** The file a record describes. */
@@ -44,8 +54,9 @@ export function parseMeta(text: string): FileMeta | null {
     return m ? BigInt(m[1]) * 1_000_000_000n + BigInt(m[2]) : null;
   };
   const mode = /^[0-7]+$/.test(fields.get('mode') ?? '') ? parseInt(fields.get('mode')!, 8) : NaN;
-  const uid = Number(fields.get('uid'));
-  const gid = Number(fields.get('gid'));
+  const id = (v: string | undefined) => (/^\d+$/.test(v ?? '') ? Number(v) : NaN);
+  const uid = id(fields.get('uid'));
+  const gid = id(fields.get('gid'));
   const atimeNs = ns(fields.get('atime'));
   const mtimeNs = ns(fields.get('mtime'));
   if (!Number.isInteger(mode) || !Number.isInteger(uid) || !Number.isInteger(gid) || atimeNs === null || mtimeNs === null) return null;

@@ -1,6 +1,5 @@
 import fs from 'node:fs/promises';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
+import { spawn } from 'node:child_process';
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
 import { applyEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
@@ -14,7 +13,6 @@ import { MODE, type Change, type CommitInfo, type Entry, type Identity, type Mer
 
 export * from './types.js';
 
-const run = promisify(execFile);
 
 /** A ref did not hold the value a writer expected: someone else moved it first. */
 export class RefConflict extends Error {
@@ -205,16 +203,42 @@ export class Store {
    */
   async writeBlobFromFile(path: string): Promise<string> {
     if ((await fs.stat(path)).size >= STREAM_FROM_BYTES) {
+      const fh = await fs.open(path, 'r');
       try {
-        const { stdout } = await run('git', ['--git-dir', this.path, '-c', 'core.looseCompression=0', 'hash-object', '-w', '--no-filters', '--', path]);
-        const oid = stdout.trim();
-        if (/^[0-9a-f]{40}$/.test(oid)) return oid;
-      } catch {
-        // No git on the PATH (or it failed): libgit2 does it, slower.
+        return await this.writeBlobFromFd(fh.fd);
+      } finally {
+        await fh.close();
       }
     }
     const oid = await NodeGit.Blob.createFromDisk(this.repo, path);
     return oid.tostrS();
+  }
+
+  /**
+   * Hash the file an open descriptor refers to into the object database: by git's own command (see
+   * writeBlobFromFile), or by libgit2 through /proc when git is not there.
+   */
+  async writeBlobFromFd(fd: number): Promise<string> {
+    try {
+      return await this.gitHashObject(fd);
+    } catch {
+      return (await NodeGit.Blob.createFromDisk(this.repo, `/proc/self/fd/${fd}`)).tostrS();
+    }
+  }
+
+  private async gitHashObject(fd: number): Promise<string> {
+    const args = ['--git-dir', this.path, '-c', 'core.looseCompression=0', 'hash-object', '-w', '--no-filters', '--stdin'];
+    const oid = await new Promise<string>((resolve, reject) => {
+      const child = spawn('git', args, { stdio: [fd, 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout!.on('data', (d) => (out += d));
+      child.stderr!.on('data', (d) => (err += d));
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`git hash-object: ${err.trim() || `exit ${code}`}`))));
+    });
+    if (!/^[0-9a-f]{40}$/.test(oid)) throw new Error(`git hash-object printed ${JSON.stringify(oid)}`);
+    return oid;
   }
 
   async writeTree(entries: Tree): Promise<string> {

@@ -65,4 +65,19 @@ describe('special files', () => {
     const tree = (await d.git('ls-tree', '-r', '--name-only', 'sp')).stdout;
     expect(tree).not.toMatch(/pipe|agent\.sock/);
   });
+
+  it('never lets a special file reach a commit: a move into a versioned folder is refused, an unignored one is skipped', async () => {
+    expect((await run('mkfifo', [p('outbox/.cache/pipe')])).code).toBe(1); // no such directory yet
+    await fs.mkdir(p('outbox/.cache'), { recursive: true });
+    // .cache/ is ignored by the template's .gitignore: scratch, where a FIFO may live.
+    expect((await run('mkfifo', [p('outbox/.cache/pipe')])).code).toBe(0);
+    expect(await codeOf(fs.rename(p('outbox/.cache/pipe'), p('outbox/pipe')))).toBe('EPERM');
+    // Un-ignoring the folder asks for the FIFO to be committed: the commit passes it over instead of hanging.
+    await fs.writeFile(p('outbox/.gitignore'), '!.cache/\n');
+    const r = await d.nas('sync', 'demo/sp');
+    expect(r.code, r.stderr).toBe(0);
+    const tree = (await d.git('ls-tree', '-r', '--name-only', 'sp')).stdout;
+    expect(tree).toContain('outbox/.gitignore');
+    expect(tree).not.toContain('pipe');
+  });
 });

@@ -8,7 +8,7 @@ import type { Trash, TrashKind } from '../../trash/trash.js';
 import { checkAppend, checkOpenForWrite, visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
 import type { Caller } from '../../util/owner.js';
-import { exactMode, giveToCaller } from './ownership.js';
+import { exactMode, giveToCaller, mkdirsFor } from './ownership.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
@@ -79,24 +79,32 @@ export class BranchView implements WritableView {
     this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.space, () => this.ctx.owner);
     this.deletions = new Deletions(this.overlay, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`, (path) => this.committer.dirty.delete(path));
     this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions);
-    this.names = new Names({ store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.space);
+    this.names = new Names(
+      { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.space, () => this.ctx.owner,
+    );
   }
 
   /** Open a branch view, recovering what a crash left: uncommitted upper files and pending deletions. */
   static async open(ctx: BranchContext, scratchRoots: string[]): Promise<BranchView> {
     const upper = `${ctx.dir}/upper`;
     for (const d of [upper, `${ctx.dir}/deleted`, `${ctx.dir}/tmp`]) await fs.mkdir(d, { recursive: true });
-    for (const s of scratchRoots) await fs.mkdir(`${upper}/${s}`, { recursive: true });
+    for (const s of scratchRoots) await realDirectory(`${upper}/${s}`);
     await fs.rm(`${ctx.dir}/tmp`, { recursive: true, force: true });
     await fs.mkdir(`${ctx.dir}/tmp`);
     const head = await ctx.store.readRef(branchRef(ctx.branch));
     if (!head) throw new Error(`branch ${ctx.branch} has no ref in ${ctx.store.path}`);
     const headCommit = await ctx.store.readCommit(head);
     const fork = ctx.base && /^[0-9a-f]{40}$/.test(ctx.base) ? await ctx.store.readCommit(ctx.base).catch(() => headCommit) : headCommit;
-    const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)), scratchRoots, await fs.open(upper, 'r'));
-    view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
-    await view.giveRootsToOwner();
-    await view.recover();
+    const root = await fs.open(upper, constants.O_RDONLY | constants.O_DIRECTORY);
+    const view = new BranchView(ctx, new GitLayer(ctx.store, headCommit, new Date(fork.time * 1000)), scratchRoots, root);
+    try {
+      view.reads = await ReadManifest.open(`${ctx.dir}/reads.jsonl`);
+      await view.giveRootsToOwner();
+      await view.recover();
+    } catch (err) {
+      await root.close();
+      throw err;
+    }
     return view;
   }
 
@@ -121,7 +129,7 @@ export class BranchView implements WritableView {
    */
   private async giveRootsToOwner(): Promise<void> {
     for (const dir of [this.overlay.up(''), ...this.scratchDirs().map((s) => s.dir)]) {
-      await fs.chown(dir, this.ctx.owner.uid, this.ctx.owner.gid);
+      await fs.lchown(dir, this.ctx.owner.uid, this.ctx.owner.gid);
     }
   }
 
@@ -159,14 +167,15 @@ export class BranchView implements WritableView {
   private async recover(): Promise<void> {
     await this.deletions.recover();
     const leftovers: string[] = [];
+    // Scratch roots are skipped: nothing there is committed, and workspace/ may be large (node_modules...).
     await this.overlay.walkUpper('', (rel, st) => {
       // Files unlinked while open are gone once the mount that kept them open is gone.
       if (isFuseHidden(rel)) leftovers.push(rel);
       else {
         this.space.used += st.isDirectory() ? 0 : st.size;
-        if (!st.isDirectory() && !this.overlay.scratch(rel)) this.committer.dirty.set(rel, this.overlay.next());
+        if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.committer.dirty.set(rel, this.overlay.next());
       }
-    });
+    }, (rel) => !this.scratchRoots.includes(rel));
     for (const rel of leftovers) await fs.rm(this.overlay.up(rel), { force: true });
     if (this.pendingChanges > 0) {
       this.ctx.log.info({ view: this.name, paths: this.committer.dirty.size, deletions: this.deletions.waiting.length }, 'recovering uncommitted changes');
@@ -262,8 +271,9 @@ export class BranchView implements WritableView {
     const fd = await this.copy.withParent(rel, () =>
       fsx.open(this.overlay.up(rel), constants.O_CREAT | constants.O_RDWR | constants.O_TRUNC, mode & 0o7777),
     );
-    await exactMode(this.overlay.up(rel), mode);
+    // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
     await giveToCaller(this.overlay.up(rel), caller);
+    await exactMode(this.overlay.up(rel), mode);
     return this.writer({ rel, fd, data: null, writable: true, dirty: true, floor: 0, size: 0 });
   }
 
@@ -403,7 +413,7 @@ export class BranchView implements WritableView {
   async restore(rel: string, kind: TrashKind, content: Buffer): Promise<void> {
     await this.overlay.check('create', rel);
     await this.realParents(rel);
-    if (kind === 'dir') await fs.mkdir(this.overlay.up(rel), { recursive: true, mode: 0o755 });
+    if (kind === 'dir') await mkdirsFor(this.overlay.up(rel), this.ctx.owner);
     else await this.place(rel, kind, content);
     await this.sync();
   }
@@ -458,3 +468,9 @@ export class BranchView implements WritableView {
   }
 }
 
+/** A scratch root must be a real directory: whatever else stands there (a symlink swapped in) is replaced. */
+async function realDirectory(dir: string): Promise<void> {
+  const st = await fs.lstat(dir).catch(() => null);
+  if (st && !st.isDirectory()) await fs.rm(dir, { force: true });
+  await fs.mkdir(dir, { recursive: true });
+}

@@ -6,6 +6,7 @@ import { formatMeta, metaPath } from '../../store/file-meta.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash } from '../../trash/trash.js';
 import { mapLimit } from '../../util/concurrency.js';
+import { hasCode } from '../../util/errors.js';
 import { gitModeOf } from '../attr.js';
 import { GitLayer } from '../git-layer.js';
 import type { Handle } from '../view.js';
@@ -39,6 +40,8 @@ export class Committer {
   /** Paths a commit left out because git ignores them: looked at again when a .gitignore changes. */
   private readonly ignored = new Set<string>();
   private readonly flusher: Flusher;
+  /** Closed (shut down, or the branch discarded): late releases from still-open files commit nothing. */
+  private closed = false;
 
   constructor(private readonly ctx: CommitterContext, private readonly overlay: Overlay, private readonly deletions: Deletions) {
     this.flusher = new Flusher(() => this.commitPending(), ctx.windowMs, (err) =>
@@ -56,7 +59,7 @@ export class Committer {
   }
 
   markDirty(rel: string): void {
-    if (this.overlay.scratch(rel) || isFuseHidden(rel)) return;
+    if (this.closed || this.overlay.scratch(rel) || isFuseHidden(rel)) return;
     this.overlay.ignore.changed(rel);
     this.dirty.set(rel, this.overlay.next());
     this.flusher.schedule();
@@ -70,7 +73,7 @@ export class Committer {
   }
 
   schedule(delayMs?: number): void {
-    this.flusher.schedule(delayMs);
+    if (!this.closed) this.flusher.schedule(delayMs);
   }
 
   flushNow(): Promise<void> {
@@ -88,6 +91,7 @@ export class Committer {
 
   /** Stop the batching timer (shutdown); pending changes stay on disk for the next start. */
   stop(): void {
+    this.closed = true;
     this.flusher.stop();
   }
 
@@ -119,10 +123,11 @@ export class Committer {
     });
     // What git does not keep of each written file goes into its record beside the tree (file-meta.ts).
     const records = await mapLimit(written, 16, (path) => this.record(path));
-    written.forEach((path, i) => {
+    for (const [i, path] of written.entries()) {
       const record = records[i];
       if (record) changes.set(metaPath(path), record);
-    });
+      else if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
+    }
     const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
     const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
     // Files the branch did not change keep showing the time they had: their times do not move with every commit.
@@ -156,36 +161,45 @@ export class Committer {
     } catch {
       return null;
     }
-    if (st.isDirectory() || isFuseHidden(path) || path.split('/').includes('.git')) return null;
-    const oid = st.isSymbolicLink()
-      ? await this.ctx.store.writeBlob(await fs.readlink(file))
-      : st.size <= READ_IN_FULL
-        ? await this.ctx.store.writeBlob(await readWithoutAtime(file))
-        : await this.ctx.store.writeBlobFromFile(file);
-    return { oid, mode: gitModeOf(st) };
+    // Only files and symlinks go into git: a FIFO or socket moved here from scratch is never opened.
+    if (!(st.isFile() || st.isSymbolicLink()) || isFuseHidden(path) || path.split('/').includes('.git')) return null;
+    if (st.isSymbolicLink()) return { oid: await this.ctx.store.writeBlob(await fs.readlink(file)), mode: MODE.link };
+    const fh = await openForCommit(file);
+    if (!fh) return null;
+    try {
+      const now = await fh.stat();
+      if (!now.isFile()) return null;
+      const oid = now.size <= READ_IN_FULL ? await this.ctx.store.writeBlob(await fh.readFile()) : await this.ctx.store.writeBlobFromFd(fh.fd);
+      return { oid, mode: gitModeOf(now) };
+    } finally {
+      await fh.close();
+    }
   }
 }
 
 /** Files up to this size are read here without touching their access time; larger ones libgit2 reads itself. */
 const READ_IN_FULL = 64 << 20;
 
-/** A commit is not a read by anyone: the daemon's own reads leave a file's access time as its users left it. */
-async function readWithoutAtime(file: string): Promise<Buffer> {
-  let fh: fs.FileHandle;
+/**
+ * Open an upper file to commit it: never through a symlink swapped in since it was looked at, never blocking
+ * on a FIFO, and leaving its access time as its users left it (a commit is no one's read). Null: it is gone.
+ */
+async function openForCommit(file: string): Promise<fs.FileHandle | null> {
+  const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
   try {
-    fh = await fs.open(file, constants.O_RDONLY | constants.O_NOATIME);
-  } catch {
-    fh = await fs.open(file, constants.O_RDONLY); // O_NOATIME needs the file's owner or CAP_FOWNER
-  }
-  try {
-    return await fh.readFile();
-  } finally {
-    await fh.close();
+    return await fs.open(file, flags | constants.O_NOATIME);
+  } catch (e) {
+    if (hasCode(e, 'ENOENT') || hasCode(e, 'ELOOP')) return null;
+    return fs.open(file, flags); // O_NOATIME needs the file's owner or CAP_FOWNER
   }
 }
 
 /** A subject naming the changed paths, a body listing all of them, and trailers for branch and run. */
 export function commitMessage(written: string[], deleted: string[], branch: string, runId?: string): string {
+  // A path with a newline or other control character is quoted, so it cannot add lines (or trailers).
+  const q = (p: string) => (/[\x00-\x1f\x7f]/.test(p) ? JSON.stringify(p) : p);
+  written = written.map(q);
+  deleted = deleted.map(q);
   const all = [...written, ...deleted];
   const shown = all.slice(0, 3).join(', ');
   const subject = all.length === 1 ? `nasd: ${written.length ? 'write' : 'delete'} ${shown}` : `nasd: ${all.length} paths: ${shown}${all.length > 3 ? ', ...' : ''}`;

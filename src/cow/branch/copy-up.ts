@@ -8,6 +8,7 @@ import { join, parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
 import { giveToOwner, mkdirsFor } from './ownership.js';
+import { permsOf } from '../../store/file-meta.js';
 import type { Owner } from '../../util/owner.js';
 
 /** Seconds for libuv, which keeps microseconds: the middle of the microsecond, so truncation keeps it. */
@@ -78,8 +79,9 @@ export class CopyUp {
     // The copy is the file as the view showed it: its recorded mode, owner and times, else the view's owner.
     const meta = entry.mode === MODE.link ? null : await this.overlay.layer.meta(rel);
     if (meta) {
-      await fs.chmod(tmp, meta.mode & 0o7777);
+      // Owner first: a chown clears setuid and setgid bits.
       await fs.lchown(tmp, meta.uid, meta.gid);
+      await fs.chmod(tmp, permsOf(meta, entry.mode === MODE.exec));
       await fs.utimes(tmp, seconds(meta.atimeNs), seconds(meta.mtimeNs));
     } else await giveToOwner(tmp, this.owner());
     // link, not rename: if a writer got there first, its file stays and this copy is dropped.

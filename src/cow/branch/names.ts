@@ -11,8 +11,8 @@ import { isDir, type Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import type { Space } from './space.js';
 import { makeSpecial } from './special-files.js';
-import { exactMode, giveToCaller } from './ownership.js';
-import type { Caller } from '../../util/owner.js';
+import { exactMode, giveToCaller, mkdirsFor } from './ownership.js';
+import type { Caller, Owner } from '../../util/owner.js';
 
 /**
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
@@ -26,6 +26,8 @@ export class Names {
     private readonly deletions: Deletions,
     private readonly committer: Committer,
     private readonly space: Space,
+    /** Who owns what the daemon makes on the view's behalf. */
+    private readonly owner: () => Owner,
   ) {}
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
@@ -46,10 +48,9 @@ export class Names {
   async mknod(rel: string, mode: number, dev: number, caller?: Caller | null): Promise<void> {
     await this.overlay.check('mknod', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
-    // The parent may exist only in git: make it real first (the tools that make FIFOs report no errno).
-    await fs.mkdir(this.overlay.up(parentOf(rel)), { recursive: true, mode: 0o755 });
+    // The parent may exist only in git: make it real first (the tool that makes the node reports no errno for it).
+    await mkdirsFor(this.overlay.up(parentOf(rel)), this.owner());
     await makeSpecial(this.overlay.up(rel), mode, dev);
-    await exactMode(this.overlay.up(rel), mode);
     await giveToCaller(this.overlay.up(rel), caller);
   }
 
@@ -57,8 +58,9 @@ export class Names {
     await this.overlay.check('mkdir', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     await this.copy.withParent(rel, () => fs.mkdir(this.overlay.up(rel), mode & 0o7777));
-    await exactMode(this.overlay.up(rel), mode);
+    // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
     await giveToCaller(this.overlay.up(rel), caller);
+    await exactMode(this.overlay.up(rel), mode);
   }
 
   async symlink(target: string, rel: string, caller?: Caller | null): Promise<void> {
@@ -175,6 +177,10 @@ export class Names {
       if (dstDir && (await this.overlay.names(to)).length > 0) throw fsError('ENOTEMPTY');
     }
     const toVersioned = !(await this.overlay.scratchAt(to, srcDir));
+    // A FIFO, socket or device node may live in scratch only: git cannot hold one.
+    if (toVersioned && src.stat && !srcDir && !src.stat.isFile() && !src.stat.isSymbolicLink()) {
+      throw fsError('EPERM', `${from} is a special file, which cannot live in a versioned area`);
+    }
     if (srcDir) await this.copy.tree(from);
     else if (src.entry) await this.copy.file(from, src.entry);
     if (srcDir) {

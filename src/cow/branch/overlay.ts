@@ -41,7 +41,7 @@ export class Overlay {
 
   up(rel: string): string {
     if (rel === '') return this.upper;
-    return this.upper.length + rel.length + 1 < PATH_MAX ? `${this.upper}/${rel}` : `${this.short}/${rel}`;
+    return Buffer.byteLength(this.upper) + Buffer.byteLength(rel) + 1 < PATH_MAX ? `${this.upper}/${rel}` : `${this.short}/${rel}`;
   }
 
   /** Scratch by retention class (workspace/): never in git, whatever git holds. */
@@ -134,8 +134,12 @@ export class Overlay {
     return (await this.layer.content(node.entry)).toString();
   }
 
-  /** Visit everything below rel in the upper directory (rel itself excluded). */
-  async walkUpper(rel: string, visit: (rel: string, st: Stats) => unknown): Promise<void> {
+  /**
+   * Visit everything below rel in the upper directory (rel itself excluded), descending into the directories
+   * `descend` allows. A name that is gone by the time it is looked at (or that Node cannot name: not UTF-8) is
+   * passed over.
+   */
+  async walkUpper(rel: string, visit: (rel: string, st: Stats) => unknown, descend: (rel: string) => boolean = () => true): Promise<void> {
     let names: string[];
     try {
       names = await fs.readdir(this.up(rel));
@@ -145,9 +149,15 @@ export class Overlay {
     }
     for (const name of names) {
       const child = join(rel, name);
-      const st = await fs.lstat(this.up(child));
+      let st: Stats;
+      try {
+        st = await fs.lstat(this.up(child));
+      } catch (e) {
+        if (hasCode(e, 'ENOENT')) continue;
+        throw e;
+      }
       visit(child, st);
-      if (st.isDirectory()) await this.walkUpper(child, visit);
+      if (st.isDirectory() && descend(child)) await this.walkUpper(child, visit, descend);
     }
   }
 }

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { constants } from 'node:fs';
 import type { Owner } from '../../util/owner.js';
 
 /** The ids this daemon makes files with: what it makes for someone else needs a chown, nothing else does. */
@@ -29,7 +30,17 @@ const UMASK = (() => {
  * (a directory made 0777 is 0777, as on a disk).
  */
 export async function exactMode(file: string, mode: number): Promise<void> {
-  if (mode & UMASK) await fs.chmod(file, mode & 0o7777);
+  if (!(mode & UMASK)) return;
+  // Through a descriptor that never follows a symlink swapped in meanwhile; a directory keeps the setgid bit
+  // its parent gave it (the kernel's mode never carries it).
+  const fh = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => null);
+  if (!fh) return;
+  try {
+    const st = await fh.stat();
+    await fh.chmod((mode & 0o7777) | (st.isDirectory() ? st.mode & S_ISGID : 0));
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Give what the daemon made on a view's behalf (a copy-up, a materialised directory) to the view's owner. */

@@ -7,8 +7,8 @@ const run = promisify(execFile);
 const { S_IFMT, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK, S_IFREG } = constants;
 const KINDS = new Set([S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK, S_IFREG]);
 
-/** os.mknod, reporting failure as the errno name on stderr. */
-const MKNOD = 'import os, sys\ntry:\n  os.mknod(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))\n' +
+/** os.mknod with no umask (the kernel applied the caller's), reporting failure as the errno name on stderr. */
+const MKNOD = 'import os, sys\nos.umask(0)\ntry:\n  os.mknod(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))\n' +
   'except OSError as e:\n  sys.stderr.write(__import__("errno").errorcode.get(e.errno, "EIO")); sys.exit(1)\n';
 
 /**
