@@ -58,6 +58,23 @@ export class TestDaemon {
     this.socket = `${dir}/nasd.sock`;
   }
 
+  /**
+   * A daemon serving the demo Home with one branch, ready at `<mnt>/demo@<branch>`. Its temp dir is opened
+   * to every user (0755), so tests can act as other users through the mount.
+   */
+  static async withBranch(branch: string, opts: DaemonOptions = {}): Promise<TestDaemon> {
+    const d = await TestDaemon.start({ ...opts, extraArgs: ['--demo', ...(opts.extraArgs ?? [])] });
+    try {
+      await fs.chmod(d.dir, 0o755);
+      const r = await d.nas('branch', 'create', `demo/${branch}`);
+      if (r.code !== 0) throw new Error(`nas branch create demo/${branch}: ${r.stderr}`);
+    } catch (err) {
+      await d.cleanup();
+      throw err;
+    }
+    return d;
+  }
+
   static async start(opts: DaemonOptions = {}): Promise<TestDaemon> {
     const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), DIR_PREFIX)));
     const d = new TestDaemon(dir, opts);

@@ -17,9 +17,7 @@ describe('ignore rules', () => {
   };
 
   beforeAll(async () => {
-    d = await TestDaemon.start({ extraArgs: ['--demo'] });
-    const r = await d.nas('branch', 'create', 'demo/ign');
-    expect(r.code, r.stderr).toBe(0);
+    d = await TestDaemon.withBranch('ign');
   });
   afterAll(async () => {
     await d?.cleanup();

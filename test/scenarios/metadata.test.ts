@@ -18,9 +18,7 @@ describe('listing, times and space', () => {
   };
 
   beforeAll(async () => {
-    d = await TestDaemon.start({ extraArgs: ['--demo'] });
-    const r = await d.nas('branch', 'create', 'demo/meta');
-    expect(r.code, r.stderr).toBe(0);
+    d = await TestDaemon.withBranch('meta');
   });
   afterAll(async () => {
     await d?.cleanup();
@@ -66,10 +64,7 @@ describe('metadata that lasts', () => {
   const statOf = async (path: string, fmt: string) => (await run('stat', ['-c', fmt, path])).stdout.trim();
 
   beforeAll(async () => {
-    d = await TestDaemon.start({ extraArgs: ['--demo'] });
-    await fs.chmod(d.dir, 0o755); // other users reach the mount through the test's temp dir
-    const r = await d.nas('branch', 'create', 'demo/md');
-    expect(r.code, r.stderr).toBe(0);
+    d = await TestDaemon.withBranch('md');
   });
   afterAll(async () => {
     await d?.cleanup();

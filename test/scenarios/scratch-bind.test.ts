@@ -9,10 +9,7 @@ describe('scratch at disk speed', () => {
   const upper = (rel: string) => `${d.state}/homes/demo.git/nas/branches/fast/upper/${rel}`;
 
   beforeAll(async () => {
-    d = await TestDaemon.start({ extraArgs: ['--demo'] });
-    await fs.chmod(d.dir, 0o755); // other users reach the mount through the test's temp dir
-    const r = await d.nas('branch', 'create', 'demo/fast');
-    expect(r.code, r.stderr).toBe(0);
+    d = await TestDaemon.withBranch('fast');
   });
   afterAll(async () => {
     await d?.cleanup();

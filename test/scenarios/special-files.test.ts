@@ -8,9 +8,7 @@ describe('special files', () => {
   const p = (rel: string) => d.path('demo@sp', rel);
 
   beforeAll(async () => {
-    d = await TestDaemon.start({ extraArgs: ['--demo'] });
-    const r = await d.nas('branch', 'create', 'demo/sp');
-    expect(r.code, r.stderr).toBe(0);
+    d = await TestDaemon.withBranch('sp');
   });
   afterAll(async () => {
     await d?.cleanup();
