@@ -33,29 +33,31 @@ const { O_RDONLY, O_WRONLY, O_APPEND, O_TRUNC } = constants;
  * next one announce itself and wait until released, which puts a test in the middle of a commit for certain.
  */
 function holdableStore(store: Store) {
-  let held: { entered: () => void; released: Promise<void> } | null = null;
+  type Held = 'commitChanges' | 'readBlob';
+  let held: { method: Held; entered: () => void; released: Promise<void> } | null = null;
   const proxy = new Proxy(store, {
     get(target, prop) {
-      if (prop === 'commitChanges') {
-        return async (...args: Parameters<Store['commitChanges']>) => {
-          const h = held;
-          held = null;
+      const v = Reflect.get(target, prop, target);
+      if (typeof v !== 'function') return v;
+      if (prop === 'commitChanges' || prop === 'readBlob') {
+        return async (...args: unknown[]) => {
+          const h = held?.method === prop ? held : null;
           if (h) {
+            held = null;
             h.entered();
             await h.released;
           }
-          return target.commitChanges(...args);
+          return v.apply(target, args);
         };
       }
-      const v = Reflect.get(target, prop, target);
-      return typeof v === 'function' ? v.bind(target) : v;
+      return v.bind(target);
     },
   });
-  const hold = () => {
+  const hold = (method: Held = 'commitChanges') => {
     let entered!: () => void;
     let release!: () => void;
     const inCommit = new Promise<void>((r) => (entered = r));
-    held = { entered, released: new Promise<void>((r) => (release = r)) };
+    held = { method, entered, released: new Promise<void>((r) => (release = r)) };
     return { inCommit, release };
   };
   return { store: proxy, hold };
@@ -279,5 +281,24 @@ describe('BranchView (no mount)', () => {
     expect(files).not.toContain('outbox/f.tmp');
     expect(await blob('draft:outbox/f.md')).toBe('draft\n');
     await expect(view.getattr('outbox/f.tmp')).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('does not bring back a file deleted while a write was copying it up', async () => {
+    const view = await openView();
+    const held = holdCommit('readBlob');
+    const opening = view.open('outbox/keep.md', O_WRONLY | O_APPEND).then(
+      (h) => ({ ok: true as const, h }),
+      (err: { code?: string }) => ({ ok: false as const, code: err.code }),
+    );
+    await held.inCommit; // the copy-up is reading git's copy
+    await view.unlink('outbox/keep.md');
+    held.release();
+    const opened = await opening;
+    if (opened.ok) await view.release(opened.h);
+    expect(opened).toMatchObject({ ok: false, code: 'ENOENT' });
+    await expect(view.getattr('outbox/keep.md')).rejects.toMatchObject({ code: 'ENOENT' });
+    await view.sync();
+    expect(await tree()).not.toContain('outbox/keep.md');
+    expect(await upperHas('draft', 'outbox/keep.md')).toBe(false);
   });
 });

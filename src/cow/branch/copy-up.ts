@@ -93,6 +93,12 @@ export class CopyUp {
     } finally {
       await fs.unlink(tmp);
     }
+    // An unlink of rel that ran while this copy was made has hidden git's copy: the copy must not bring it back.
+    if (this.overlay.hidden(rel)) {
+      await fs.unlink(this.overlay.up(rel)).catch(() => undefined);
+      this.space.used -= data.length;
+      throw fsError('ENOENT', `${rel} was deleted while it was being copied up`);
+    }
   }
 
   /** Copy a whole directory up, so that renaming it moves everything it shows. */

@@ -101,7 +101,12 @@ export class Names {
       return {
         entry: { type: 'delete', record, whiteout: true, parked: !!node.stat },
         act: async () => {
-          if (!node.stat) return;
+          if (!node.stat) {
+            // A copy-up that raced this unlink may have put the file in the upper directory since it was
+            // looked up: the name goes (the copy-up itself checks again once it is in place).
+            await fs.unlink(this.overlay.up(rel)).catch(() => undefined);
+            return;
+          }
           await fs.rename(this.overlay.up(rel), this.parkedAt(record.id));
           this.space.used -= node.stat.size;
         },
