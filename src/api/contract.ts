@@ -101,9 +101,6 @@ export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>
 export type Body<K extends RouteName> = BodyOf<(typeof ROUTES)[K]['body']>;
 export type Result<K extends RouteName> = Results[K];
 
-/** Each route's path parameters, body and answer, by name. */
-export type Api = { [K in RouteName]: { params: Params<K>; body: Body<K>; result: Result<K> } };
-
 /** The answer on the wire: the result, or a message that says what is wrong and what to do. */
 export type Reply<K extends RouteName> = { ok: true; result: Result<K> } | { ok: false; error: string };
 

@@ -25,8 +25,6 @@ const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EI
  * in one place (toErrno); anything unexpected becomes EIO and a log line, never a hung caller.
  * There is no flush handler on purpose: the kernel then stops sending FLUSH on every close (one request
  * less per file); written files join a commit at release.
- */
-/**
  * `callerOf` says who made the request being handled; it is valid only synchronously at the start of a
  * handler, so handlers that need it take it as a default parameter of the function `answer` calls at once.
  */
@@ -64,6 +62,15 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     const entry = handles.get(fd);
     if (!entry) throw fsError('EBADF');
     return entry;
+  }
+
+  /** Both ends of a rename or link: one view (else EXDEV, as between two filesystems), and a writable one. */
+  function pair(from: string, to: string, op: Mutation): { view: WritableView; a: string; b: string } {
+    const a = need(from);
+    const b = need(to);
+    if (a.view !== b.view) throw fsError('EXDEV', 'a rename or hard link across views');
+    if (!isWritable(a.view)) throw mainRefusal(a.view, op, a.rel);
+    return { view: a.view, a: a.rel, b: b.rel };
   }
 
   function writableHandle(fd: number, op: Mutation): { view: WritableView; h: Handle } {
@@ -163,17 +170,15 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     rmdir: (path: string, cb: Cb) => answer('rmdir', path, cb, async () => { const r = mutable(path, 'rmdir'); await r.view.rmdir(r.rel); }),
     rename: (from: string, to: string, cb: Cb) =>
       answer('rename', from, cb, async () => {
-        if (need(from).view !== need(to).view) throw fsError('EXDEV', 'rename across views');
-        const a = mutable(from, 'rename-from');
-        await a.view.rename(a.rel, mutable(to, 'rename-to').rel);
+        const p = pair(from, to, 'rename-from');
+        await p.view.rename(p.a, p.b);
       }),
     symlink: (target: string, path: string, cb: Cb) =>
       answer('symlink', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'symlink'); await r.view.symlink(target, r.rel, caller); }),
     link: (from: string, to: string, cb: Cb) =>
       answer('link', to, cb, async () => {
-        if (need(from).view !== need(to).view) throw fsError('EXDEV');
-        const b = mutable(to, 'link');
-        await b.view.link(need(from).rel, b.rel);
+        const p = pair(from, to, 'link');
+        await p.view.link(p.a, p.b);
       }),
     mknod: (path: string, mode: number, dev: number, cb: Cb) =>
       answer('mknod', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'mknod'); await r.view.mknod(r.rel, mode, dev, caller); }),

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { constants, type BigIntStats, type Stats } from 'node:fs';
+import { constants, type Stats } from 'node:fs';
 import type { Logger } from 'pino';
 import { MODE, type Entry, type Identity, type Store } from '../../store/store.js';
 import { formatMeta, metaPath } from '../../store/file-meta.js';
@@ -110,22 +110,19 @@ export class Committer {
     // A deleted path's metadata records go with it.
     for (const path of deleted) if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
     // What .gitignore matches and git does not track stays on disk, uncommitted.
-    const blobs = await mapLimit(dirty, 16, async ([path]) => ((await this.overlay.scratchAt(path)) ? 'ignored' as const : this.hashUpper(path)));
+    const snapshots = await mapLimit(dirty, 16, async ([path]) => ((await this.overlay.scratchAt(path)) ? 'ignored' as const : this.snapshot(path)));
     const written: string[] = [];
-    dirty.forEach(([path], i) => {
-      const entry = blobs[i];
-      if (entry === 'ignored') this.ignored.add(path);
-      if (!entry || entry === 'ignored') return;
+    for (const [i, [path]] of dirty.entries()) {
+      const snap = snapshots[i];
+      if (snap === 'ignored') this.ignored.add(path);
+      if (!snap || snap === 'ignored') continue;
       this.ignored.delete(path);
       changes.delete(path);
-      changes.set(path, entry);
+      changes.set(path, snap.entry);
       written.push(path);
-    });
-    // What git does not keep of each written file goes into its record beside the tree (file-meta.ts).
-    const records = await mapLimit(written, 16, (path) => this.record(path));
-    for (const [i, path] of written.entries()) {
-      const record = records[i];
-      if (record) changes.set(metaPath(path), record);
+      // What git does not keep of the file goes into its record beside the tree (file-meta.ts); a path that is
+      // no longer a regular file (now a symlink) loses its record.
+      if (snap.record) changes.set(metaPath(path), snap.record);
       else if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
     }
     const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
@@ -139,21 +136,16 @@ export class Committer {
     await this.deletions.settle(deletions);
   }
 
-  /** The metadata record of an upper file (not of symlinks: git keeps what they have), or null. */
-  private async record(path: string): Promise<Entry | null> {
-    let st: BigIntStats;
-    try {
-      st = await fs.lstat(this.overlay.up(path), { bigint: true });
-    } catch {
-      return null;
-    }
-    if (!st.isFile()) return null;
-    const text = formatMeta({ mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs });
-    return { oid: await this.ctx.store.writeBlob(text), mode: MODE.file };
-  }
-
   /** The git entry for an upper file, or null if it is gone (renamed or deleted since: that change is pending too). */
   async hashUpper(path: string): Promise<Entry | null> {
+    return (await this.snapshot(path))?.entry ?? null;
+  }
+
+  /**
+   * An upper file as a commit takes it: its git entry and, for a regular file, its metadata record, both
+   * from one look at the opened file. Null when it is gone or git cannot hold it.
+   */
+  private async snapshot(path: string): Promise<{ entry: Entry; record: Entry | null } | null> {
     const file = this.overlay.up(path);
     let st: Stats;
     try {
@@ -163,14 +155,15 @@ export class Committer {
     }
     // Only files and symlinks go into git: a FIFO or socket moved here from scratch is never opened.
     if (!(st.isFile() || st.isSymbolicLink()) || isFuseHidden(path) || path.split('/').includes('.git')) return null;
-    if (st.isSymbolicLink()) return { oid: await this.ctx.store.writeBlob(await fs.readlink(file)), mode: MODE.link };
+    if (st.isSymbolicLink()) return { entry: { oid: await this.ctx.store.writeBlob(await fs.readlink(file)), mode: MODE.link }, record: null };
     const fh = await openForCommit(file);
     if (!fh) return null;
     try {
-      const now = await fh.stat();
+      const now = await fh.stat({ bigint: true });
       if (!now.isFile()) return null;
       const oid = now.size <= READ_IN_FULL ? await this.ctx.store.writeBlob(await fh.readFile()) : await this.ctx.store.writeBlobFromFd(fh.fd);
-      return { oid, mode: gitModeOf(now) };
+      const meta = formatMeta({ mode: Number(now.mode), uid: Number(now.uid), gid: Number(now.gid), atimeNs: now.atimeNs, mtimeNs: now.mtimeNs });
+      return { entry: { oid, mode: gitModeOf(now) }, record: { oid: await this.ctx.store.writeBlob(meta), mode: MODE.file } };
     } finally {
       await fh.close();
     }
@@ -178,7 +171,7 @@ export class Committer {
 }
 
 /** Files up to this size are read here without touching their access time; larger ones libgit2 reads itself. */
-const READ_IN_FULL = 64 << 20;
+const READ_IN_FULL = 64n << 20n;
 
 /**
  * Open an upper file to commit it: never through a symlink swapped in since it was looked at, never blocking
