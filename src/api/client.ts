@@ -4,6 +4,13 @@ import { fillPath } from './paths.js';
 
 /** The typed client of the control API: one call per route, its answer typed by the contract. */
 
+/** nasd's refusal: its message, and the HTTP status (400 bad input, 403 not allowed, 404 no such thing, 409 conflict). */
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number) {
+    super(message);
+  }
+}
+
 export type Call = <K extends RouteName>(route: K, params: Params<K>, body: Body<K>) => Promise<Result<K>>;
 
 export interface ClientOptions {
@@ -44,7 +51,7 @@ export function client({ socket, headers }: ClientOptions): Call {
     } catch {
       throw new Error(`nasd answered ${status} with something that is not JSON`);
     }
-    if (!reply.ok) throw new Error(reply.error ?? `nasd answered ${status}`);
+    if (!reply.ok) throw new ApiError(reply.error ?? `nasd answered ${status}`, status);
     return reply.result;
   };
 }

@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult,
 } from './types.js';
 
 /**
@@ -64,6 +64,24 @@ export const ROUTES = {
   memoryReview: { method: 'POST', path: '/v1/homes/:role/memory/review', body: { path: 'string', description: 'string?' } },
   context: { method: 'POST', path: '/v1/homes/:role/context', body: { branch: 'string?' } },
   briefing: { method: 'POST', path: '/v1/homes/:role/briefing', body: { branch: 'string?', maxTokens: 'number?' } },
+
+  startRun: {
+    method: 'POST',
+    path: '/v1/homes/:role/runs',
+    body: {
+      user: 'string', command: 'strings?', intent: 'string?', ttl: 'string?', cwd: 'string?', launcher: 'number?',
+      budget: { kind: 'number?', message: '--budget must be a size in bytes (e.g. 50M, 2G, 1000)' },
+      attempts: { kind: 'number?', message: '--attempts must be a whole number from 1 to 16' },
+    },
+  },
+  attachRun: { method: 'POST', path: '/v1/homes/:role/runs/:id/attach', body: { ns: 'string' } },
+  finishRun: {
+    method: 'POST',
+    path: '/v1/homes/:role/runs/:id/finish',
+    body: { started: 'boolean?', exit: 'number?', signal: 'string?', propose: 'boolean?' },
+  },
+  listRuns: { method: 'GET', path: '/v1/homes/:role/runs', body: none },
+  pickRun: { method: 'POST', path: '/v1/homes/:role/tasks/:task/pick', body: { run: 'string' } },
 } as const satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof ROUTES;
@@ -95,6 +113,11 @@ export interface Results {
   memoryReview: ReviewResult;
   context: ContextReport;
   briefing: BriefingReport;
+  startRun: RunStarted;
+  attachRun: RunView;
+  finishRun: RunView;
+  listRuns: RunView[];
+  pickRun: PickResult;
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

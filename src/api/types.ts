@@ -5,6 +5,7 @@ import type { Owner } from '../util/owner.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { CheckReport, Finding } from '../memory/check.js';
 import type { Briefing, ContextLists, measure } from '../memory/context.js';
+import type { RunRecord } from '../run/run-store.js';
 
 /**
  * What the control API answers, route by route (see contract.ts). The domain types are imported, not
@@ -26,6 +27,8 @@ export interface HomeSummary {
 }
 
 export interface StatusReport {
+  /** Where the views are mounted. */
+  mount: string;
   homes: HomeSummary[];
 }
 
@@ -168,4 +171,44 @@ export interface ReviewResult {
   commit: string;
   /** Index files rewritten in the same commit. */
   regenerated: string[];
+}
+
+// ---- Runs -----------------------------------------------------------------------------------------
+
+/** One run as `nas run` starts it: where it works and what it holds (the token is shown to the launcher only). */
+export interface RunStart {
+  id: string;
+  branch: string;
+  /** `<role>@<branch>` under the mount, and the Home's own path that the run's namespace shows it at. */
+  view: string;
+  viewPath: string;
+  homePath: string;
+  lease: string;
+  token: string;
+  /** The run's own control socket (reachable by its user; no owner action is taken on it). */
+  socket: string;
+  /** The briefing for the agent, readable by the run's user. */
+  briefing: string;
+  uid: number;
+  gid: number;
+}
+
+export interface RunStarted {
+  task?: string;
+  /** The main commit every attempt forked from. */
+  fork: string;
+  runs: RunStart[];
+}
+
+/** A run's record, with its PR's reasons to wait or fail when it has one. */
+export interface RunView extends RunRecord {
+  pr_reasons?: string[];
+}
+
+export interface PickResult {
+  task: string;
+  chosen: string;
+  pr: PullRequest;
+  /** Attempts whose work went to the recycle area (only once the chosen one merged). */
+  discarded: string[];
 }

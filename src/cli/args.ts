@@ -32,6 +32,12 @@ const FLAGS = {
   why: { takes: 'value' },
   task: { takes: 'list', needs: 'a path' },
   check: { takes: 'switch' },
+  user: { takes: 'value' },
+  attempts: { takes: 'value' },
+  cwd: { takes: 'value' },
+  propose: { takes: 'switch' },
+  'no-propose': { takes: 'switch' },
+  'propose-on-failure': { takes: 'switch' },
 } as const satisfies Record<string, FlagSpec>;
 
 export type Flag = keyof typeof FLAGS;
@@ -44,6 +50,8 @@ const isFlag = (name: string): name is Flag => Object.hasOwn(FLAGS, name);
 
 export class Args {
   readonly positional: string[] = [];
+  /** What follows `--`: a command line to run (nas run), taken as it is. */
+  rest: string[] | null = null;
   json = false;
   help = false;
   private readonly values = new Map<Flag, string[]>();
@@ -88,6 +96,10 @@ export function parse(argv: string[], socket: string): Args {
       if (v === undefined) throw new Usage(`${a} needs ${needs}`);
       return v;
     };
+    if (a === '--') {
+      args.rest = argv.slice(i + 1);
+      break;
+    }
     if (a === '--json') args.json = true;
     else if (a === '--help' || a === '-h') args.help = true;
     else if (a === '--socket') args.socket = next('a value');

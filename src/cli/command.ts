@@ -25,6 +25,8 @@ export interface Output {
   stdout: string;
   stderr: string;
   failed: boolean;
+  /** The exit status, when it is not 0 or 1 by `failed` (nas run passes its command's on). */
+  code?: number;
 }
 
 /** A command with its route's types closed over, so commands of every route fit in one table. */

@@ -19,7 +19,7 @@ async function run(args: Args): Promise<number> {
   const out = await cmd.run(args, client({ socket: args.socket, headers: credentialHeaders() }));
   process.stderr.write(out.stderr);
   process.stdout.write(out.stdout);
-  return out.failed ? 1 : 0;
+  return out.code ?? (out.failed ? 1 : 0);
 }
 
 async function main(): Promise<number> {

@@ -45,8 +45,8 @@ export class MainView implements View {
     const ino = gitIno(this.name, rel);
     if (e.oid === '') return attrFromGit(MODE.tree, 0, this.layer.time, this.owner, ino);
     const attr = await this.layer.attr(rel, e, this.owner, ino);
-    // Reads through main are no run's: a run reads untrusted input through its branch, where the read
-    // manifest records it. On main the inbox is for its owner only (the kernel enforces the mode).
+    // On main the inbox is for its owner only (the kernel enforces the mode): a run reads untrusted input
+    // through its branch. Other reads on main by a run's processes land in the run's manifest (fuse-ops).
     attr.mode = visibleMode(rel, attr.mode);
     return attr;
   }
@@ -76,7 +76,7 @@ export class MainView implements View {
     const e = await this.entry(rel);
     if (e.mode === MODE.tree) return { rel, fd: null, data: Buffer.alloc(0), writable: false, dirty: false, floor: 0, size: 0 };
     const data = await this.layer.content(e);
-    return { rel, fd: null, data, writable: false, dirty: false, floor: data.length, size: data.length };
+    return { rel, fd: null, data, writable: false, dirty: false, floor: data.length, size: data.length, oid: e.oid };
   }
 
   async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {

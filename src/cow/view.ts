@@ -16,6 +16,8 @@ export interface Handle {
   floor: number;
   /** Largest size this handle has seen, for quota accounting. */
   size: number;
+  /** The blob a file opened on main comes from: what a run's read manifest records for it. */
+  oid?: string;
 }
 
 export interface FsStats {

@@ -65,11 +65,11 @@ async function groupId(group: string): Promise<number> {
   return Number(line.split(':')[2]);
 }
 
-export async function serveControl(
-  socket: string, reg: Registry, services: Services, ownerToken: string, group: string | null, log: Logger,
-): Promise<http.Server> {
-  const table = handlers(reg, services);
-  const server = http.createServer(async (req, res) => {
+type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+/** The request listener: route, validate, answer. On a run's socket the owner credential counts for nothing. */
+function listener(table: Handlers, ownerToken: string, log: Logger, ownerAllowed: boolean): Listener {
+  return async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://nasd');
     const reply = (status: number, payload: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -81,19 +81,56 @@ export async function serveControl(
       const body = await readBody(req);
       // The matcher named the parameters after this route's own pattern.
       const params = route.params as Params<typeof route.name>;
-      reply(200, { ok: true, result: await answer(table, route.name, params, body, credentialsOf(req, ownerToken)) });
+      const creds = credentialsOf(req, ownerToken);
+      if (!ownerAllowed) creds.owner = false;
+      reply(200, { ok: true, result: await answer(table, route.name, params, body, creds) });
     } catch (err) {
       if (err instanceof UserError) return reply(err.status, { ok: false, error: err.message });
       if (err instanceof FsError) return reply(409, { ok: false, error: `${err.message} (${err.code})` });
       log.error({ err, url: url.pathname }, 'control request failed');
       reply(500, { ok: false, error: `internal error: ${(err as Error).message} (see nasd's log)` });
     }
-  });
+  };
+}
+
+async function listen(socket: string, onRequest: Listener): Promise<http.Server> {
+  const server = http.createServer(onRequest);
   await claimSocket(socket);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(socket, () => resolve());
   });
+  return server;
+}
+
+/**
+ * Each run's own control socket (nas run): owned by the run's user, so its processes reach nasd without
+ * joining the socket's group; the same API, but no owner action is taken on it whatever a request carries.
+ */
+export class RunSockets {
+  onRequest?: Listener;
+
+  async open(socket: string, owner: { uid: number; gid: number }): Promise<{ close(): Promise<void> }> {
+    if (!this.onRequest) throw new Error('the control socket is not served yet');
+    const server = await listen(socket, this.onRequest);
+    await fs.chmod(socket, 0o600);
+    await fs.chown(socket, owner.uid, owner.gid);
+    return {
+      close: () => new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        void fs.rm(socket, { force: true });
+      }),
+    };
+  }
+}
+
+export async function serveControl(
+  socket: string, reg: Registry, services: Services, ownerToken: string, group: string | null, log: Logger, runSockets?: RunSockets,
+): Promise<http.Server> {
+  const table = handlers(reg, services);
+  if (runSockets) runSockets.onRequest = listener(table, ownerToken, log, false);
+  const server = await listen(socket, listener(table, ownerToken, log, true));
   await fs.chmod(socket, 0o660);
   if (group !== null && group !== undefined) await fs.chown(socket, -1, await groupId(String(group)));
   log.info({ socket }, 'control socket ready');

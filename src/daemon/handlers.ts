@@ -3,6 +3,7 @@ import type { Registry } from './registry.js';
 import type { MemoryService } from './memory-service.js';
 import type { LeaseService } from './lease-service.js';
 import type { PrService } from './pr-service.js';
+import type { RunService } from './run-service.js';
 import { requireOwner, type Credentials } from './auth.js';
 
 /**
@@ -14,6 +15,7 @@ export interface Services {
   memory: MemoryService;
   leases: LeaseService;
   prs: PrService;
+  runs: RunService;
   stateDir: string;
 }
 
@@ -28,7 +30,7 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
-export function handlers(reg: Registry, { memory, leases, prs, stateDir }: Services): Handlers {
+export function handlers(reg: Registry, { memory, leases, prs, runs, stateDir }: Services): Handlers {
   const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
   // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
   const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
@@ -81,5 +83,11 @@ export function handlers(reg: Registry, { memory, leases, prs, stateDir }: Servi
     memoryReview: ({ params, body, creds }) => memory.review(params.role, body.path, body.description, creds),
     context: ({ params, body }) => memory.context(params.role, body.branch),
     briefing: ({ params, body }) => memory.briefing(params.role, body.branch, body.maxTokens ?? 2000),
+
+    startRun: ({ params, body, creds }) => runs.start(params.role, body, creds),
+    attachRun: ({ params, body, creds }) => runs.attach(params.role, params.id, body, creds),
+    finishRun: ({ params, body, creds }) => runs.finish(params.role, params.id, body, creds),
+    listRuns: ({ params }) => runs.list(params.role),
+    pickRun: ({ params, body, creds }) => runs.pick(params.role, params.task, body.run, creds),
   };
 }

@@ -4,7 +4,9 @@ import { UserError } from '../util/errors.js';
 import { loadConfig, USAGE } from './config.js';
 import { Registry } from './registry.js';
 import { preflight, mountFuse, type FuseMount } from '../fuse-ops/mount.js';
-import { serveControl } from './control.js';
+import path from 'node:path';
+import { RunSockets, serveControl } from './control.js';
+import { RunService } from './run-service.js';
 import { fuseOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
 import { loadOwnerToken } from './auth.js';
@@ -43,12 +45,17 @@ async function main(): Promise<void> {
   const ownerToken = await loadOwnerToken(config.state_dir);
   const leases = new LeaseService(registry, config.state_dir, log);
   await leases.applyAll();
-  const services = { memory: new MemoryService(registry, config.state_dir), leases, prs: new PrService(registry, leases, config.state_dir), stateDir: config.state_dir };
+  const memory = new MemoryService(registry, config.state_dir);
+  const prs = new PrService(registry, leases, config.state_dir);
+  const runSockets = new RunSockets();
+  const runs = new RunService(registry, leases, prs, memory, runSockets, path.join(path.dirname(config.socket), 'runs'), config.state_dir, log);
+  await runs.recover();
+  const services = { memory, leases, prs, runs, stateDir: config.state_dir };
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
   const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null), log));
   await binds.start(registry.allScratchBinds());
-  const server = await serveControl(config.socket, registry, services, ownerToken, config.socket_group, log).catch(async (err) => {
+  const server = await serveControl(config.socket, registry, services, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
     await binds.stop();
     await mount.unmount();
     throw err;
@@ -61,6 +68,7 @@ async function main(): Promise<void> {
   const follow = setInterval(() => {
     refresh();
     void leases.applyAll();
+    void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
   }, 5000);
   follow.unref();
 
@@ -72,6 +80,7 @@ async function main(): Promise<void> {
     clearInterval(follow);
     await refs.close();
     server.close();
+    await runs.close();
     await binds.stop();
     await registry.close();
     await mount.unmount();

@@ -21,7 +21,7 @@ export class PrService {
   }
 
   /** Needs propose:main on the branch; the lease must still hold when the PR is filed (checks take a while). */
-  async propose(role: string, branch: string, opts: { intent?: string; checks?: string[] }, creds: Credentials): Promise<PullRequest> {
+  async propose(role: string, branch: string, opts: { intent?: string; checks?: string[]; exit?: string }, creds: Credentials): Promise<PullRequest> {
     validateBranch(branch);
     const action = `propose ${role}/${branch}`;
     const who = await this.leases.authorize(role, branch, 'propose:main', creds, action);
@@ -29,7 +29,7 @@ export class PrService {
     const snap = await this.reg.snapshot(role, branch);
     const judged = await judgeProposal({
       role, branch, intent, checks: opts.checks ?? [], store: snap.home.store, head: snap.commit, mainHead: snap.mainHead,
-      mainConfig: snap.config, principal: who.principal, lease: who.lease?.id, run: snap.view!.run, reads: snap.view!.reads,
+      mainConfig: snap.config, principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit, reads: snap.view!.reads,
     });
     await this.leases.authorize(role, branch, 'propose:main', creds, action);
     const home = this.home(role);

@@ -13,6 +13,9 @@ import { MainView } from '../cow/main-view.js';
 import { BranchView } from '../cow/branch/branch-view.js';
 import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
+import { fsError } from '../util/errors.js';
+import type { Caller } from '../util/owner.js';
+import { RunTracker } from './run-tracker.js';
 import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
 import type { BranchCreated, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashRestored } from '../api/types.js';
 
@@ -53,6 +56,8 @@ interface Mounted {
  */
 export class Registry {
   private readonly homes = new Map<string, Mounted>();
+  /** The runs in flight, by PID namespace: whose process a request comes from. */
+  readonly runs = new RunTracker();
   private refreshing: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: RegistryOptions) {}
@@ -128,12 +133,30 @@ export class Registry {
     return names;
   }
 
-  /** The view a top-level name stands for, or undefined. */
+  /**
+   * The view a top-level name stands for, or undefined. `<role>@main` is main too: inside a run,
+   * `/agents/<role>` is the run's branch and main stays reachable under that name (it is not listed).
+   */
   view(name: string): View | undefined {
     const at = name.indexOf('@');
     const m = this.homes.get(at < 0 ? name : name.slice(0, at));
     if (!m) return undefined;
-    return at < 0 ? m.main : m.branches.get(name.slice(at + 1));
+    const branch = name.slice(at + 1);
+    return at < 0 || branch === 'main' ? m.main : m.branches.get(branch);
+  }
+
+  /** A run's processes see their own branch, main and branches no run owns; another run's branch is EACCES. */
+  admit(view: View, caller: () => Caller | null): void {
+    if (!(view instanceof BranchView) || !view.run) return;
+    const run = this.runs.runOf(caller()?.pid ?? 0);
+    if (run && run.id !== view.run) throw fsError('EACCES', `run ${run.id} may not reach into ${view.name}, which belongs to run ${view.run}`);
+  }
+
+  /** A run that reads its own Home's main: the read goes into its branch's manifest, like a read in the branch. */
+  readerOf(view: View, caller: Caller | null): BranchView['reads'] | undefined {
+    const run = caller ? this.runs.runOf(caller.pid) : undefined;
+    if (!run || run.role !== view.name) return undefined;
+    return this.homes.get(run.role)?.branches.get(run.branch)?.reads;
   }
 
   // ---- control API -------------------------------------------------------------------------------
@@ -165,6 +188,11 @@ export class Registry {
     const view = this.needBranch(role, branch);
     await view.sync();
     return { home: m.home, config, name: view.name, path: at(view.name), commit: view.head, mainHead, view };
+  }
+
+  /** Where the views are mounted. */
+  get mountRoot(): string {
+    return this.opts.mount;
   }
 
   homeOf(role: string): Home {
@@ -225,7 +253,7 @@ export class Registry {
     };
   }
 
-  async createBranch(role: string, branch: string, opts: { from?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
+  async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
     const m = this.need(role);
     const started = process.hrtime.bigint();
     const record = await m.home.createBranch(branch, { ...opts, defaultTtl: m.config.limits.branch_ttl_default });
@@ -337,7 +365,7 @@ export class Registry {
   }
 
   status(): StatusReport {
-    return { homes: this.listHomes() };
+    return { mount: this.opts.mount, homes: this.listHomes() };
   }
 
   /** Commit everything pending in every branch (shutdown). */

@@ -13,6 +13,10 @@ export interface Router {
   view(name: string): View | undefined;
   /** Space for df: the view's (a branch's quota), or the mount's when there is no view. */
   statfs(view?: View): Promise<FsStats>;
+  /** Refuse (EACCES) a run's process that reaches into another run's branch; asks for the caller only when that matters. */
+  admit?(view: View, caller: () => Caller | null): void;
+  /** Where a read on main by this caller is recorded: its run's read manifest, or nowhere. */
+  readerOf?(view: View, caller: Caller | null): { record(path: string, oid: string): Promise<void> } | undefined;
 }
 
 type Cb = (err: number, ...rest: unknown[]) => void;
@@ -39,6 +43,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     const name = slash < 0 ? path.slice(1) : path.slice(1, slash);
     const view = router.view(name);
     if (!view) throw fsError('ENOENT');
+    router.admit?.(view, callerOf);
     return { view, rel: slash < 0 ? '' : path.slice(slash + 1) };
   }
 
@@ -132,7 +137,14 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
         if (r) await r.view.access(r.rel, mode);
       }),
     open: (path: string, flags: number, cb: Cb) =>
-      answer('open', path, cb, async () => { const r = need(path); return register(r.view, await r.view.open(r.rel, flags)); }),
+      answer('open', path, cb, async () => {
+        const r = need(path);
+        // Who reads main is asked now, while the request is current; recorded before the open is answered.
+        const reader = r.view.kind === 'main' ? router.readerOf?.(r.view, callerOf()) : undefined;
+        const h = await r.view.open(r.rel, flags);
+        if (reader && h.oid) await reader.record(r.rel, h.oid);
+        return register(r.view, h);
+      }),
     create: (path: string, mode: number, cb: Cb) =>
       answer('create', path, cb, async (caller = callerOf()) => {
         const r = mutable(path, 'create');

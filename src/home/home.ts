@@ -126,13 +126,14 @@ export class Home {
    * Create a branch in O(1): a ref at the source's head, a plain-text record, an empty upper directory.
    * Nothing walks the Home's tree, so the cost is the same for 100 files and for 100,000.
    */
-  async createBranch(name: string, opts: { from?: string; ttl?: string; run?: string; defaultTtl: string }): Promise<BranchRecord> {
+  /** `at`: the commit to fork at (attempts started together share one), else `from`'s head now. */
+  async createBranch(name: string, opts: { from?: string; at?: string; ttl?: string; run?: string; defaultTtl: string }): Promise<BranchRecord> {
     validateBranch(name);
     const from = opts.from ?? 'main';
     if (from !== 'main') validateBranch(from);
     const ttl = opts.ttl ?? opts.defaultTtl;
     const ttlSeconds = parseDuration(ttl);
-    const base = await this.store.readRef(branchRef(from));
+    const base = opts.at ?? (await this.store.readRef(branchRef(from)));
     if (!base) throw new UserError(`cannot branch from "${from}": Home ${this.role} has no such branch`, 404);
     const now = new Date();
     const record: BranchRecord = {

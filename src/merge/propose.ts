@@ -38,6 +38,8 @@ export interface ProposalInput {
   principal: string;
   lease?: string;
   run?: string;
+  /** How the run's command ended (`0`, `1`, `SIGTERM`), when the branch is a run's (nas run). */
+  exit?: string;
   reads: Reads;
 }
 
@@ -108,7 +110,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     created: now, updated: now, head: p.head, base, target_head: p.mainHead,
     provenance: {
       principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
-      ...(p.run ? { run: p.run } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
+      ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
     },
     changes: { added: count('added'), modified: count('modified'), deleted: count('deleted'), paths: changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`) },
     checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
@@ -129,7 +131,8 @@ export interface PrHome {
 /** Merge a PR's head into main (by policy or by the owner) and record the outcome on the PR. */
 export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promise<PullRequest> {
   const trailers = [
-    `Nas-PR: ${pr.id}`, `Nas-Branch: ${pr.branch}`, `Nas-Run: ${pr.provenance.run ?? '-'}`, `Nas-Lease: ${pr.provenance.lease ?? '-'}`,
+    `Nas-PR: ${pr.id}`, `Nas-Branch: ${pr.branch}`, `Nas-Run: ${pr.provenance.run ?? '-'}`,
+    ...(pr.provenance.exit !== undefined ? [`Nas-Exit: ${pr.provenance.exit}`] : []), `Nas-Lease: ${pr.provenance.lease ?? '-'}`,
     `Nas-Principal: ${pr.provenance.principal}`, `Nas-Intent: ${pr.intent}`,
     `Nas-Checks: ${pr.checks.map((c) => `${c.name}=${c.ok ? 'pass' : 'fail'}`).join(', ') || '-'}`,
     `Nas-Reads-Digest: ${pr.provenance.reads_digest}`, `Nas-Merged-By: ${by}`,

@@ -14,6 +14,8 @@ export const TRASH_REF = 'refs/nas/trash';
 export const LEASES_REF = 'refs/nas/leases';
 /** Agent PRs: `<id>/pr.yaml` and `<id>/reads.txt`. */
 export const PRS_REF = 'refs/nas/prs';
+/** Runs (`nas run`): `<id>.yaml`, each run's command, user, branch, state and PR. */
+export const RUNS_REF = 'refs/nas/runs';
 
 export const branchRef = (branch: string): string => `${BRANCH_PREFIX}${branch}`;
 /** Keeps a proposed commit alive whatever its branch does later. */

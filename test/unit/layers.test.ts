@@ -7,7 +7,7 @@ import path from 'node:path';
  * folder and any folder of a lower rank; an arrow to a folder of the same or a higher rank is a tangle.
  */
 const RANK: Record<string, number> = {
-  util: 0, store: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4,
+  util: 0, store: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4, run: 4,
   merge: 5, 'fuse-ops': 6, api: 6, daemon: 7, cli: 8,
 };
 const SRC = path.resolve(import.meta.dirname, '../../src');

@@ -9,10 +9,12 @@ import * as pr from './pr.js';
 import * as status from './status.js';
 import * as sync from './sync.js';
 import * as trash from './trash.js';
+import * as run from './run.js';
+import * as hook from './hook.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 
@@ -23,12 +25,8 @@ export function helpFor(word?: string): string {
   return word !== undefined && Object.hasOwn(HELP, word) ? HELP[word] : OVERVIEW;
 }
 
-/** Words that take a verb after them (`branch create`): the others are whole commands (`sync`). */
-const WITH_VERB = new Set(COMMANDS.filter((c) => c.name.includes(' ')).map((c) => c.name.split(' ')[0]));
-
-/** The command a command line names, or undefined. */
+/** The command a command line names (`branch create`, `sync`; `run list` before `run <role>`), or undefined. */
 export function lookup(positional: readonly string[]): Command | undefined {
   const [word, verb] = positional;
-  const name = WITH_VERB.has(word) ? `${word} ${verb ?? ''}` : word;
-  return COMMANDS.find((c) => c.name === name);
+  return COMMANDS.find((c) => c.name === `${word} ${verb ?? ''}`) ?? COMMANDS.find((c) => c.name === word);
 }

@@ -1,0 +1,197 @@
+import fs from 'node:fs/promises';
+import { ApiError, client, type Call } from '../../api/client.js';
+import type { RunStart, RunView } from '../../api/types.js';
+import type { Account } from '../../util/accounts.js';
+import { printable } from '../../util/display.js';
+import { Usage, type Args } from '../args.js';
+import { command, type Command, type Output } from '../command.js';
+import { credentialHeaders } from '../credentials.js';
+import { table } from '../format.js';
+import { RunProcess, type Ended } from '../run/launcher.js';
+import { parseAttempts, parseSize, resolveProgram, runAccount } from '../run/inputs.js';
+
+export const help = {
+  run:
+    'usage: nas run <role> [--user NAME] [--intent TEXT] [--ttl 48h] [--budget 50M] [--cwd PATH] [--attempts N]\n' +
+    '              [--propose | --no-propose] [--propose-on-failure] [--json] -- COMMAND [ARG]...\n' +
+    '       nas run list <role>\n       nas run pick <role> <task> <run>\n\n' +
+    'Runs COMMAND in its own branch of the Home: a new branch forked from main, a lease for the user on it\n' +
+    '(write, propose:main, the TTL and budget), and a private mount namespace in which /agents/<role> is that\n' +
+    'branch, writable (main stays at /agents/<role>@main, read-only). The command runs as --user (default: the\n' +
+    'user sudo was called by; root only when named), in the Home (or --cwd inside it), with NAS_RUN, NAS_HOME,\n' +
+    'NAS_BRANCH, NAS_LEASE, NAS_SOCKET and NAS_BRIEFING_FILE set. nas run itself needs root (sudo nas run ...).\n\n' +
+    'When the command ends, what it wrote is committed; with --intent the branch is proposed into main (unless\n' +
+    '--no-propose; a run ended by a signal only with --propose-on-failure) and the PR\'s state is printed; the\n' +
+    'lease is revoked; the branch stays until its TTL. The exit status is the command\'s (128+N for signal N).\n' +
+    'SIGTERM and SIGHUP to nas run reach every process of the run (SIGINT too when it does not come from the\n' +
+    'terminal, which sends it to the run itself). --attempts N starts N runs of the command from the same main\n' +
+    'commit as one task, proposes none of them, and nas run pick merges the one chosen and sends the others\'\n' +
+    'work to the recycle area. --budget takes 50M, 2G, 512k or bytes (binary units).\n',
+};
+
+/** How a run ended, for a person: its state and what became of its work. */
+function summary(r: RunView): string {
+  const how = r.state === 'failed-to-start' ? 'did not start' : r.signal ? `was ended by ${r.signal}` : r.state === 'interrupted' ? 'was interrupted' : `exited ${r.exit}`;
+  let work = `its work is on ${r.home}@${r.branch}`;
+  if (r.pr !== undefined) {
+    const state = r.pr_state === 'merged' ? 'merged by policy'
+      : r.pr_state === 'waiting' ? `waiting at the Human Gate (${(r.pr_reasons ?? []).join('; ') || 'see nas pr show'}); approve with: nas pr approve ${r.home} ${r.pr}`
+        : `${r.pr_state}${r.pr_reasons?.length ? ` (${r.pr_reasons.join('; ')})` : ''}; see nas pr show ${r.home} ${r.pr}`;
+    work = `PR ${r.pr} ${state}`;
+  } else if (r.state === 'failed-to-start') work = 'nothing was kept';
+  return `nas run: run ${r.id}${r.task ? ` (task ${r.task})` : ''} ${how}; ${work}${r.note ? `\n  ${r.note}` : ''}\n`;
+}
+
+const asJson = (r: RunView) => ({
+  run: r.id, ...(r.task ? { task: r.task } : {}), home: r.home, branch: r.branch, view: `${r.home}@${r.branch}`, user: r.user,
+  state: r.state, exit: r.exit ?? null, signal: r.signal ?? null,
+  pr: r.pr !== undefined ? { id: r.pr, state: r.pr_state, reasons: r.pr_reasons ?? [] } : null, note: r.note ?? null,
+});
+
+/** The command's environment: the caller's, as the run's user, without any owner credential, plus the run's. */
+function runEnv(account: Account, start: RunStart, role: string, task: string | undefined): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith('NAS_') || k.startsWith('SUDO_')) delete env[k];
+  return {
+    ...env, HOME: account.home, USER: account.name, LOGNAME: account.name, SHELL: account.shell,
+    NAS_RUN: start.id, NAS_HOME: role, NAS_BRANCH: start.branch, NAS_LEASE: start.token, NAS_SOCKET: start.socket,
+    NAS_BRIEFING_FILE: start.briefing, NAS_MOUNT: start.homePath.slice(0, -role.length - 1), ...(task ? { NAS_TASK: task } : {}),
+  };
+}
+
+interface Plan {
+  role: string;
+  account: Account;
+  command: string[];
+  cwd: string;
+  propose: boolean;
+  proposeOnFailure: boolean;
+}
+
+/** Everything nas run checks before nasd makes anything. */
+async function plan(args: Args, call: Call): Promise<Plan> {
+  const role = args.need(1, '<role>');
+  if (!args.rest?.length) throw new Usage('name the command to run after --, e.g. nas run demo -- ./agent.sh');
+  if (process.getuid?.() !== 0) throw new Usage('nas run makes a private mount namespace, which needs root: run it with sudo (the command then runs as you)');
+  if (args.has('propose') && args.has('no-propose')) throw new Usage('--propose and --no-propose contradict each other');
+  const account = await runAccount(args.value('user'));
+  const cwd = args.value('cwd') ?? '';
+  // Asked only for a relative program path that is not where nas run was called: it may be the Home's.
+  const homeDir = async () => `${(await call('status', {}, {})).mount}/${role}${cwd ? `/${cwd}` : ''}`;
+  const program = await resolveProgram(args.rest[0], account, homeDir);
+  const attempts = parseAttempts(args.value('attempts'));
+  // Parallel attempts wait for nas run pick; otherwise an intent means the work is meant for main.
+  const propose = attempts === 1 && !args.has('no-propose') && (args.has('propose') || args.value('intent') !== undefined);
+  return { role, account, command: [program, ...args.rest.slice(1)], cwd, propose, proposeOnFailure: args.has('propose-on-failure') };
+}
+
+/** One run's life from the launcher's side: spawn, attach, wait, finish. */
+async function live(call: Call, p: Plan, start: RunStart, task: string | undefined, mainSocket: string, stop: Set<RunProcess>): Promise<{ view: RunView | null; ended: Ended; error?: string }> {
+  const proc = new RunProcess(start, p.account, p.command, p.cwd, mainSocket, runEnv(p.account, start, p.role, task));
+  const ns = await proc.namespace();
+  let attached = false;
+  if (ns) {
+    try {
+      await call('attachRun', { role: p.role, id: start.id }, { ns });
+      attached = true;
+    } catch (err) {
+      process.stderr.write(`nas run: ${(err as Error).message}\n`);
+    }
+  }
+  proc.go(attached);
+  stop.add(proc);
+  const watchdog = watchDaemon(start, proc);
+  const ended = await proc.ended;
+  clearInterval(watchdog.timer);
+  stop.delete(proc);
+  // The lease goes with the finish call: a PR is filed as the run's principal, not as the owner.
+  const finish = client({ socket: mainSocket, headers: { ...credentialHeaders(), 'x-nas-lease': start.token } });
+  const propose = p.propose && (!ended.signal || p.proposeOnFailure);
+  try {
+    const view = await finish('finishRun', { role: p.role, id: start.id }, { started: attached, exit: ended.code, signal: ended.signal, propose });
+    if (!attached) return { view, ended, error: `run ${start.id} could not be set up (see the message above); nothing was kept` };
+    return { view, ended, error: watchdog.lost() };
+  } catch (err) {
+    return { view: null, ended, error: `${watchdog.lost() ?? `cannot finish run ${start.id}: ${(err as Error).message}`}; what it committed stays on ${p.role}@${start.branch}` };
+  }
+}
+
+/**
+ * nasd restarting takes the run's mount with it: the run's files are gone from under it. The run is told (on
+ * stderr) and stopped, rather than left failing with ENOTCONN; its committed work stays on its branch.
+ */
+function watchDaemon(start: RunStart, proc: RunProcess): { timer: NodeJS.Timeout; lost(): string | undefined } {
+  let lost: string | undefined;
+  const timer = setInterval(async () => {
+    if (lost || (await fs.access(start.socket).then(() => true, () => false))) return;
+    lost = `nasd stopped or restarted while run ${start.id} was in flight: its files were no longer served, so the run was stopped`;
+    process.stderr.write(`nas run: ${lost}\n`);
+    proc.signal('SIGTERM');
+  }, 1000);
+  timer.unref();
+  return { timer, lost: () => lost };
+}
+
+const runCommand: Command = {
+  name: 'run',
+  route: 'startRun',
+  flags: ['user', 'intent', 'ttl', 'budget', 'cwd', 'attempts', 'propose', 'no-propose', 'propose-on-failure'],
+  async run(args, call): Promise<Output> {
+    const p = await plan(args, call);
+    const budget = args.value('budget');
+    let started;
+    try {
+      started = await call('startRun', { role: p.role }, {
+        user: p.account.name, command: p.command, intent: args.value('intent'), ttl: args.value('ttl'), cwd: p.cwd || undefined,
+        budget: budget === undefined ? undefined : parseSize(budget, '--budget'), attempts: parseAttempts(args.value('attempts')),
+        launcher: process.pid,
+      });
+    } catch (err) {
+      // What nasd refuses as input (no such Home, a TTL that does not parse) is a usage mistake: nothing was made.
+      if (err instanceof ApiError && (err.status === 400 || err.status === 404)) throw new Usage(err.message);
+      throw err;
+    }
+    const procs = new Set<RunProcess>();
+    const forward = (sig: NodeJS.Signals) => () => {
+      // The terminal sends ^C to the whole foreground group, the run included: passing it on would double it.
+      if (sig === 'SIGINT' && process.stdin.isTTY) return;
+      for (const proc of procs) proc.signal(sig);
+    };
+    const handlers = (['SIGTERM', 'SIGINT', 'SIGHUP'] as const).map((sig) => [sig, forward(sig)] as const);
+    for (const [sig, h] of handlers) process.on(sig, h);
+    let results;
+    try {
+      results = await Promise.all(started.runs.map((s) => live(call, p, s, started.task, args.socket, procs)));
+    } finally {
+      for (const [sig, h] of handlers) process.off(sig, h);
+    }
+    const stderr = results.map((r) => (r.view ? summary(r.view) : '') + (r.error ? `nas run: ${r.error}\n` : '')).join('');
+    const code = results.map((r) => (r.error && r.ended.code === 0 ? 1 : r.ended.code)).find((c) => c !== 0) ?? 0;
+    const views = results.map((r) => r.view).filter((v): v is RunView => v !== null);
+    const json = started.task ? { task: started.task, runs: views.map(asJson) } : views[0] ? asJson(views[0]) : null;
+    if (started.task && !args.json) {
+      process.stderr.write(stderr);
+      return { stdout: '', stderr: `pick one with: nas run pick ${p.role} ${started.task} <run>\n`, failed: code !== 0, code };
+    }
+    return { stdout: args.json ? JSON.stringify(json, null, 2) + '\n' : '', stderr: printable(stderr), failed: code !== 0, code };
+  },
+};
+
+export const commands = [
+  runCommand,
+  command({
+    name: 'run list',
+    route: 'listRuns',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (runs) => table([['ID', 'TASK', 'BRANCH', 'USER', 'STATE', 'EXIT', 'PR', 'STARTED', 'INTENT'],
+      ...runs.map((r) => [r.id, r.task ?? '-', r.branch, r.user, r.state + (r.picked ? ` (${r.picked})` : ''),
+        r.signal ?? (r.exit === undefined ? '-' : String(r.exit)), r.pr === undefined ? '-' : `${r.pr} ${r.pr_state}`, r.started, r.intent ?? ''])]),
+  }),
+  command({
+    name: 'run pick',
+    route: 'pickRun',
+    request: (args) => ({ params: { role: args.need(2, '<role>'), task: args.need(3, '<task>') }, body: { run: args.need(4, '<run>') } }),
+    print: (r) => `picked run ${r.chosen} of task ${r.task}: PR ${r.pr.id} ${r.pr.state}` +
+      `${r.discarded.length ? `; discarded into the recycle area: ${r.discarded.join(', ')}` : ''}\n`,
+  }),
+];

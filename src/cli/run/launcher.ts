@@ -1,0 +1,121 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readlinkSync } from 'node:fs';
+import { constants } from 'node:os';
+import type { Readable, Writable } from 'node:stream';
+import type { Account } from '../../util/accounts.js';
+import type { RunStart } from '../../api/types.js';
+
+/**
+ * One run's processes: a private mount and PID namespace (unshare) in which the run's branch view is bound
+ * over the Home's path, the run's socket over nasd's, and the command runs as the run's user. The namespace
+ * keeps the run's process tree together: a process is the run's exactly when it is in that namespace (nasd
+ * uses this for the read manifest), and when the namespace's first process ends, the kernel ends the rest.
+ */
+
+/**
+ * Runs as root inside the new namespaces, as PID 1 (which ignores signals it has no handler for, so it
+ * outlives its command and passes the status on). $1 view, $2 Home path, $3 run socket, $4 nasd's socket,
+ * $5 working directory, $6 uid, $7 gid, then the command. Says its namespace on fd 3 and waits on fd 4 until
+ * nasd knows the namespace, so no read of the command's goes unattributed.
+ */
+const SETUP = `set -e
+mount --rbind -- "$1" "$2"
+if [ -S "$4" ]; then mount --bind -- "$3" "$4"; fi
+readlink /proc/self/ns/pid >&3
+exec 3>&-
+read -r go <&4 || exit 125
+exec 4<&-
+cd -- "$5"
+uid=$6 gid=$7
+shift 7
+set +e
+if [ "$uid" = 0 ]; then "$@"; else setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"; fi
+exit $?
+`;
+
+export interface Ended {
+  /** The exit status as a shell reports it: the command's, or 128 + N when signal N ended it. */
+  code: number;
+  signal?: string;
+}
+
+export class RunProcess {
+  private readonly child: ChildProcess;
+  private ns?: string;
+  readonly ended: Promise<Ended>;
+
+  constructor(start: RunStart, account: Account, command: string[], cwd: string, mainSocket: string, env: NodeJS.ProcessEnv) {
+    const dir = cwd ? `${start.homePath}/${cwd}` : start.homePath;
+    // setpriv --pdeathsig: if nas run is killed outright, unshare dies, and --kill-child takes the namespace with it.
+    this.child = spawn(
+      'setpriv',
+      ['--pdeathsig', 'KILL', '--', 'unshare', '--mount', '--pid', '--fork', '--mount-proc', '--propagation', 'private', '--kill-child=SIGKILL',
+        '--', '/bin/sh', '-c', SETUP, 'nas-run', start.viewPath, start.homePath, start.socket, mainSocket, dir,
+        String(account.uid), String(account.gid), ...command],
+      { stdio: ['inherit', 'inherit', 'inherit', 'pipe', 'pipe'], env },
+    );
+    this.ended = new Promise((resolve) => {
+      this.child.once('error', () => resolve({ code: 127 }));
+      this.child.once('exit', (code, signal) => resolve(endedBy(code, signal)));
+    });
+  }
+
+  /** The run's PID namespace (`pid:[…]`), once its mounts are made; null if set-up failed. */
+  async namespace(): Promise<string | null> {
+    const out = this.child.stdio[3] as Readable;
+    let text = '';
+    out.setEncoding('utf8');
+    // One line, not EOF: unshare, which waits for the namespace, holds the same pipe open.
+    for await (const chunk of out) {
+      text += chunk;
+      if (text.includes('\n')) break;
+    }
+    out.destroy();
+    const ns = text.trim();
+    this.ns = /^pid:\[\d+\]$/.test(ns) ? ns : undefined;
+    return this.ns ?? null;
+  }
+
+  /** Let the command start (nasd knows the namespace now), or end the set-up without it. */
+  go(start: boolean): void {
+    const input = this.child.stdio[4] as Writable;
+    input.end(start ? 'go\n' : '');
+  }
+
+  /** Send a signal to every process of the run (the namespace's init ignores it and passes the status on). */
+  signal(sig: NodeJS.Signals): void {
+    for (const pid of this.members()) {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        // Ended meanwhile.
+      }
+    }
+  }
+
+  private members(): number[] {
+    if (!this.ns) return [];
+    const pids: number[] = [];
+    for (const name of readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      try {
+        if (readlinkSync(`/proc/${name}/ns/pid`) === this.ns) pids.push(Number(name));
+      } catch {
+        // Ended meanwhile.
+      }
+    }
+    return pids;
+  }
+}
+
+function endedBy(code: number | null, signal: NodeJS.Signals | null): Ended {
+  if (signal) return { code: 128 + (constants.signals[signal] ?? 0), signal };
+  const status = code ?? 1;
+  // The shell that ran the command reports death by signal N as 128 + N.
+  const name = status > 128 && status < 128 + 65 ? signalName(status - 128) : undefined;
+  return name ? { code: status, signal: name } : { code: status };
+}
+
+function signalName(n: number): string | undefined {
+  return Object.entries(constants.signals).find(([, v]) => v === n)?.[0];
+}

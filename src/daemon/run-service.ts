@@ -1,0 +1,293 @@
+import fs from 'node:fs/promises';
+import type { Logger } from 'pino';
+import { UserError } from '../util/errors.js';
+import { parseDuration } from '../util/duration.js';
+import { validateRelPath } from '../util/names.js';
+import { lookupAccount, type Account } from '../util/accounts.js';
+import { newRunId, newTaskId, runBranch, RunStore, type RunRecord } from '../run/run-store.js';
+import type { PullRequest } from '../merge/pr-store.js';
+import type { PickResult, RunStart, RunStarted, RunView } from '../api/types.js';
+import { requireOwner, type Credentials } from './auth.js';
+import type { LeaseService } from './lease-service.js';
+import type { MemoryService } from './memory-service.js';
+import type { PrService } from './pr-service.js';
+import type { Registry } from './registry.js';
+import type { RunSockets } from './control.js';
+import { startTimeOf } from './run-tracker.js';
+
+/**
+ * Runs through the control API (`nas run` is the launcher; the daemon keeps the books): a run is a branch
+ * forked from main, a lease for the run's user on it (write, propose:main, the run's TTL and budget), its
+ * own control socket and briefing, and a record. When the command ends its work is committed, proposed if
+ * asked, and the lease revoked. The branch stays for inspection until its TTL.
+ */
+
+export interface RunRequest {
+  user: string;
+  /** The pid of the nas run that launches it. */
+  launcher?: number;
+  command?: string[];
+  intent?: string;
+  ttl?: string;
+  cwd?: string;
+  budget?: number;
+  attempts?: number;
+}
+
+export interface RunEnd {
+  /** False when the command never ran (it could not be executed): the branch is removed. */
+  started?: boolean;
+  exit?: number;
+  signal?: string;
+  propose?: boolean;
+}
+
+const MAX_ATTEMPTS = 16;
+
+export class RunService {
+  /** Each live run's socket, to close when it ends. */
+  private readonly sockets = new Map<string, { close(): Promise<void> }>();
+  /** Each live run's launcher (nas run), to notice when it dies before the run ends. */
+  private readonly launchers = new Map<string, { role: string; pid: number; start: string }>();
+
+  constructor(
+    private readonly reg: Registry,
+    private readonly leases: LeaseService,
+    private readonly prs: PrService,
+    private readonly memory: MemoryService,
+    private readonly runSockets: RunSockets,
+    /** Where runs' sockets and briefings live: `<dir>/<id>/`. */
+    private readonly runsDir: string,
+    private readonly stateDir: string,
+    private readonly log: Logger,
+  ) {}
+
+  private store(role: string): RunStore {
+    const home = this.reg.homeOf(role);
+    return new RunStore(home.store, home.identity);
+  }
+
+  private async need(role: string, id: string): Promise<RunRecord> {
+    const run = await this.store(role).get(id);
+    if (!run) throw new UserError(`Home ${role} has no run "${id}"; see nas run list ${role}`, 404);
+    return run;
+  }
+
+  /** Everything is checked before anything is made: a refused run leaves nothing behind. */
+  private async validate(role: string, r: RunRequest): Promise<{ account: Account; ttl: string; attempts: number; cwd: string }> {
+    const config = (await this.reg.snapshot(role)).config;
+    const account = await lookupAccount(r.user);
+    if (!account) throw new UserError(`no local user "${r.user}" (see /etc/passwd); create it with useradd, or name another with --user`);
+    if (!r.command?.length || !r.command[0]) throw new UserError('name the command to run after --, e.g. nas run demo -- ./agent.sh');
+    const attempts = r.attempts ?? 1;
+    if (!Number.isInteger(attempts) || attempts < 1 || attempts > MAX_ATTEMPTS) throw new UserError(`--attempts must be a whole number from 1 to ${MAX_ATTEMPTS}`);
+    if (r.budget !== undefined && !(Number.isSafeInteger(r.budget) && r.budget >= 0)) throw new UserError('--budget must be a size in bytes (e.g. 50M, 2G, 1000)');
+    const ttl = r.ttl ?? config.limits.branch_ttl_default;
+    parseDuration(ttl);
+    const cwd = r.cwd ? validateRelPath(r.cwd) : '';
+    return { account, ttl, attempts, cwd };
+  }
+
+  async start(role: string, r: RunRequest, creds: Credentials): Promise<RunStarted> {
+    requireOwner(creds, 'starting a run', this.stateDir);
+    const { account, ttl, attempts, cwd } = await this.validate(role, r);
+    const fork = await this.reg.homeOf(role).mainHead();
+    const task = attempts > 1 ? newTaskId() : undefined;
+    const runs: RunStart[] = [];
+    try {
+      for (let i = 0; i < attempts; i++) runs.push(await this.startOne(role, { ...r, task, fork, account, ttl, cwd }));
+    } catch (err) {
+      // All or nothing: attempts already made are taken back.
+      for (const run of runs) await this.undo(role, run.id).catch((e) => this.log.error({ err: e, run: run.id }, 'cannot take back a run'));
+      throw err;
+    }
+    return { ...(task ? { task } : {}), fork, runs };
+  }
+
+  private async startOne(
+    role: string, r: RunRequest & { task?: string; fork: string; account: Account; ttl: string; cwd: string },
+  ): Promise<RunStart> {
+    const id = newRunId();
+    const branch = runBranch(id);
+    const created = await this.reg.createBranch(role, branch, { at: r.fork, ttl: r.ttl, run: id });
+    try {
+      const { account } = r;
+      const issued = await this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: 'write,propose:main', budget: r.budget }, { owner: true });
+      const dir = `${this.runsDir}/${id}`;
+      // Everyone may pass through the runs directory; each run's own is its user's alone.
+      await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+      await fs.mkdir(dir, { mode: 0o700 });
+      await fs.chown(dir, account.uid, account.gid);
+      const briefing = `${dir}/briefing.md`;
+      await fs.writeFile(briefing, (await this.memory.briefing(role, branch, 2000)).text, { mode: 0o600 });
+      await fs.chown(briefing, account.uid, account.gid);
+      const socket = `${dir}/nasd.sock`;
+      this.sockets.set(id, await this.runSockets.open(socket, account));
+      const record: RunRecord = {
+        id, home: role, branch, ...(r.task ? { task: r.task } : {}), ...(r.intent ? { intent: r.intent } : {}),
+        user: account.name, uid: account.uid, command: r.command!, cwd: r.cwd, lease: issued.lease.id,
+        started: new Date().toISOString(), state: 'running',
+      };
+      await this.store(role).write(record, `run ${id}: ${account.name} on ${branch}`);
+      const pid = r.launcher ?? 0;
+      if (pid > 0) this.launchers.set(id, { role, pid, start: startTimeOf(pid) ?? '' });
+      const root = this.reg.mountRoot;
+      return {
+        id, branch, view: created.view, viewPath: `${root}/${created.view}`, homePath: `${root}/${role}`,
+        lease: issued.lease.id, token: issued.token, socket, briefing, uid: account.uid, gid: account.gid,
+      };
+    } catch (err) {
+      await this.undo(role, id);
+      throw err;
+    }
+  }
+
+  /** Take back a run that never ran: its socket, files, lease, branch and record. */
+  private async undo(role: string, id: string): Promise<void> {
+    await this.sockets.get(id)?.close();
+    this.sockets.delete(id);
+    await fs.rm(`${this.runsDir}/${id}`, { recursive: true, force: true });
+    const branch = runBranch(id);
+    await this.leases.revokeBranch(role, branch);
+    if (this.reg.branchViews(role).some((v) => v.name === `${role}@${branch}`)) await this.reg.discardBranch(role, branch);
+    await this.leases.apply(role);
+  }
+
+  /** The launcher names the run's PID namespace: from now on that namespace's reads and reaches are the run's. */
+  async attach(role: string, id: string, body: { ns: string; launcher?: number }, creds: Credentials): Promise<RunView> {
+    requireOwner(creds, 'attaching a run', this.stateDir);
+    const run = await this.need(role, id);
+    if (run.state !== 'running') throw new UserError(`run ${id} is ${run.state}; it cannot be attached`, 409);
+    if (!/^pid:\[\d+\]$/.test(body.ns)) throw new UserError('ns must read like /proc/<pid>/ns/pid: pid:[<inode>]');
+    this.reg.runs.add({ id, role, branch: run.branch, ns: body.ns });
+    return run;
+  }
+
+  /**
+   * The command ended: commit what is pending, propose (when asked and the run is in good standing), revoke the
+   * lease, record how it ended. A second call answers the record as it stands.
+   */
+  async finish(role: string, id: string, end: RunEnd, creds: Credentials): Promise<RunView> {
+    requireOwner(creds, 'finishing a run', this.stateDir);
+    const run = await this.need(role, id);
+    if (run.state !== 'running' && run.state !== 'interrupted') return run;
+    this.reg.runs.remove(id);
+    this.launchers.delete(id);
+    await this.sockets.get(id)?.close();
+    this.sockets.delete(id);
+    await fs.rm(`${this.runsDir}/${id}`, { recursive: true, force: true });
+    run.ended = new Date().toISOString();
+    if (end.started === false) {
+      await this.undoBranch(role, run);
+      return this.record(role, { ...run, state: 'failed-to-start', note: 'the command could not be executed; its branch was removed' });
+    }
+    await this.reg.sync(role, run.branch);
+    if (end.exit !== undefined) run.exit = end.exit;
+    if (end.signal) run.signal = end.signal;
+    let pr: PullRequest | undefined;
+    if (run.state === 'interrupted') {
+      run.note ??= 'nasd restarted while the run was in flight: its mount was lost; the work committed before is on its branch, not proposed';
+    } else {
+      run.state = end.signal ? 'killed' : 'exited';
+      if (end.propose) {
+        const exit = end.signal ?? String(end.exit ?? '');
+        try {
+          pr = await this.prs.propose(role, run.branch, { intent: run.intent ?? `run ${id}`, exit }, creds);
+        } catch (err) {
+          if (!(err instanceof UserError)) throw err;
+          run.note = `not proposed: ${err.message}`;
+        }
+      }
+    }
+    await this.leases.revokeBranch(role, run.branch);
+    await this.leases.apply(role);
+    const view = await this.record(role, { ...run, ...(pr ? { pr: pr.id, pr_state: pr.state } : {}) });
+    return pr?.reasons.length ? { ...view, pr_reasons: pr.reasons } : view;
+  }
+
+  private async undoBranch(role: string, run: RunRecord): Promise<void> {
+    await this.leases.revokeBranch(role, run.branch);
+    if (this.reg.branchViews(role).some((v) => v.name === `${role}@${run.branch}`)) await this.reg.discardBranch(role, run.branch);
+    await this.leases.apply(role);
+  }
+
+  private async record(role: string, run: RunRecord): Promise<RunRecord> {
+    await this.store(role).write(run, `run ${run.id}: ${run.state}${run.exit !== undefined ? ` (exit ${run.exit})` : ''}`);
+    return run;
+  }
+
+  async list(role: string): Promise<RunView[]> {
+    return this.store(role).list();
+  }
+
+  /**
+   * Choose one attempt of a task: it is proposed (by the owner, who is deciding by picking, so a PR that waits
+   * is approved); once it merged, the other attempts' work goes to the recycle area and their branches away.
+   */
+  async pick(role: string, task: string, id: string, creds: Credentials): Promise<PickResult> {
+    requireOwner(creds, 'picking an attempt', this.stateDir);
+    const attempts = (await this.store(role).list()).filter((r) => r.task === task);
+    if (attempts.length === 0) throw new UserError(`Home ${role} has no task "${task}"; see nas run list ${role}`, 404);
+    const chosen = attempts.find((r) => r.id === id);
+    if (!chosen) throw new UserError(`run ${id} is not an attempt of task ${task} (its attempts: ${attempts.map((r) => r.id).join(', ')})`, 404);
+    if (chosen.state === 'running') throw new UserError(`run ${id} is still running; pick it once it has ended`, 409);
+    if (chosen.state === 'failed-to-start') throw new UserError(`run ${id} never started; pick another attempt`, 409);
+    const intent = `${chosen.intent ?? `task ${task}`} (attempt ${id} of ${attempts.length}, picked)`;
+    let pr = await this.prs.propose(role, chosen.branch, { intent, exit: chosen.signal ?? String(chosen.exit ?? '') }, creds);
+    if (pr.state === 'waiting') pr = await this.prs.approve(role, pr.id, creds);
+    if (pr.state !== 'merged') throw new UserError(`attempt ${id} did not merge (PR ${pr.id} is ${pr.state}: ${pr.reasons.join('; ') || 'see nas pr show'}); no attempt was discarded`, 409);
+    const discarded: string[] = [];
+    for (const other of attempts.filter((r) => r !== chosen && r.state !== 'failed-to-start' && !r.picked)) {
+      if (other.state === 'running') continue;
+      await this.reg.discardBranch(role, other.branch).catch((err) => {
+        if (!(err instanceof UserError)) throw err;
+      });
+      await this.leases.revokeBranch(role, other.branch);
+      await this.record(role, { ...other, picked: 'discarded' });
+      discarded.push(other.id);
+    }
+    await this.record(role, { ...chosen, picked: 'chosen', pr: pr.id, pr_state: pr.state });
+    return { task, chosen: id, pr, discarded };
+  }
+
+  /**
+   * At start: runs the last nasd left running lost their mount with it. They are marked interrupted and their
+   * leases revoked; their committed work stays on their branches. Stale sockets go.
+   */
+  async recover(): Promise<void> {
+    await fs.rm(this.runsDir, { recursive: true, force: true });
+    for (const role of this.reg.roles()) {
+      for (const run of (await this.store(role).list()).filter((r) => r.state === 'running')) {
+        run.state = 'interrupted';
+        run.note = 'nasd restarted while the run was in flight: its mount was lost; the work committed before is on its branch, not proposed';
+        await this.leases.revokeBranch(role, run.branch);
+        await this.record(role, run);
+        this.log.warn({ role, run: run.id }, 'run interrupted by the restart');
+      }
+    }
+  }
+
+  /** At shutdown: runs' sockets go, so their launchers learn at once that the run's files are no longer served. */
+  async close(): Promise<void> {
+    for (const socket of this.sockets.values()) await socket.close();
+    this.sockets.clear();
+  }
+
+  /** The periodic pass: a run whose nas run died (kill -9) is stopped, committed and recorded as killed. */
+  async reapOrphans(): Promise<void> {
+    for (const [id, launcher] of this.launchers) {
+      if (startTimeOf(launcher.pid) === launcher.start) continue;
+      const active = this.reg.runs.all().find((r) => r.id === id);
+      for (const pid of active ? this.reg.runs.members(active) : []) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // Gone already.
+        }
+      }
+      this.log.warn({ role: launcher.role, run: id }, 'the nas run of this run died: its processes were stopped and its work committed');
+      await this.finish(launcher.role, id, { signal: 'SIGKILL', exit: 137, propose: false }, { owner: true }).catch((err) =>
+        this.log.error({ err, run: id }, 'cannot finish an orphaned run'));
+    }
+  }
+}

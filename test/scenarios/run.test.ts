@@ -1,0 +1,268 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { TestDaemon, eventually, run, type RunResult } from '../helpers.js';
+
+/**
+ * nas run: an unmodified command works at <mnt>/demo in its own branch (a private mount and PID namespace),
+ * as an unprivileged user, and its work comes back as an Agent PR. Real namespaces, real processes.
+ */
+const CLI = path.resolve(import.meta.dirname, '../../dist/src/cli/main.js');
+
+describe('nas run', () => {
+  let d: TestDaemon;
+  /** A directory every user may write: markers a test and a run's command pass between them. */
+  let shared: string;
+  const env = () => ({ NAS_OWNER_TOKEN_FILE: `${d.state}/owner.token`, NAS_OWNER_TOKEN: '', NAS_LEASE: '', SUDO_USER: '' });
+  const nasRun = (...args: string[]): Promise<RunResult> => run(process.execPath, [CLI, '--socket', d.socket, 'run', ...args], { env: env() });
+  /** The nas CLI as the command inside a run calls it (through the run's own socket, from its environment). */
+  const nasInside = `${process.execPath} ${CLI}`;
+  const runJson = async (...args: string[]) => {
+    const r = await nasRun('--json', ...args);
+    if (r.stdout.trim() === '') throw new Error(`nas run ${args.join(' ')} printed nothing (${r.code}): ${r.stderr}`);
+    return { code: r.code, stderr: r.stderr, out: JSON.parse(r.stdout) };
+  };
+  /** Start nas run without waiting for it, to signal it. */
+  const startRun = (...args: string[]): ChildProcess =>
+    spawn(process.execPath, [CLI, '--socket', d.socket, 'run', '--json', ...args], { env: { ...process.env, ...env() }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const outcome = (child: ChildProcess) =>
+    new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      let stdout = '';
+      let stderr = '';
+      child.stdout!.on('data', (c) => (stdout += c));
+      child.stderr!.on('data', (c) => (stderr += c));
+      child.once('close', (code) => resolve({ code, stdout, stderr }));
+    });
+  const marker = async (name: string) => (await eventually(async () => fs.readFile(`${shared}/${name}`, 'utf8').then((text) => ({ text }), () => null), `marker ${name}`)).text;
+  /** Host pids of processes whose command line is exactly this (a run's own pids are its namespace's). */
+  const pidsOf = async (cmdline: string) => {
+    const pids: number[] = [];
+    for (const name of await fs.readdir('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      const text = await fs.readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
+      if (text.split('\0').filter(Boolean).join(' ') === cmdline) pids.push(Number(name));
+    }
+    return pids;
+  };
+  const branches = async () => (await d.nasJson<{ name: string }[]>('branch', 'list', 'demo')).map((b) => b.name).sort();
+  const runs = async () => d.nasJson<{ id: string; state: string; signal?: string; exit?: number }[]>('run', 'list', 'demo');
+
+  beforeAll(async () => {
+    d = await TestDaemon.withBranch('draft');
+    shared = `${d.dir}/shared`;
+    await fs.mkdir(shared);
+    await fs.chmod(shared, 0o1777);
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('gives the command its branch at the Home path; main is unchanged, and outside the run the path is still main', async () => {
+    const child = startRun('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `echo from-the-run > outbox/x.md && id -un > ${shared}/who && pwd > ${shared}/cwd && ` +
+      `((echo no > $NAS_MOUNT/demo@main/outbox/y.md) 2> ${shared}/main-err || true) && ` +
+      `echo "$NAS_RUN $NAS_HOME $NAS_BRANCH" > ${shared}/env && touch ${shared}/written && ` +
+      `while [ ! -e ${shared}/go-on ]; do sleep 0.05; done`);
+    const done = outcome(child);
+    await marker('written');
+    // Outside the run, the same path is main: read-only, without the run's file.
+    await expect(fs.access(d.path('demo', 'outbox/x.md'))).rejects.toThrow(/ENOENT/);
+    await expect(fs.writeFile(d.path('demo', 'outbox/z.md'), 'z')).rejects.toThrow(/EROFS/);
+    await fs.writeFile(`${shared}/go-on`, '');
+    const r = await done;
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out).toMatchObject({ state: 'exited', exit: 0, user: 'nobody', pr: null });
+    expect((await fs.readFile(`${shared}/who`, 'utf8')).trim()).toBe('nobody');
+    expect((await fs.readFile(`${shared}/cwd`, 'utf8')).trim()).toBe(d.path('demo'));
+    // The kernel refuses nobody before nasd would (root gets EROFS, as outside a run).
+    expect(await fs.readFile(`${shared}/main-err`, 'utf8')).toMatch(/Permission denied|Read-only file system/);
+    expect((await fs.readFile(`${shared}/env`, 'utf8')).trim()).toBe(`${out.run} demo ${out.branch}`);
+    // The commit is on the run's branch, with the run's trailer; main did not move.
+    expect((await d.gitBlob(`${out.branch}:outbox/x.md`)).toString()).toBe('from-the-run\n');
+    expect((await d.git('log', '-1', '--format=%B', out.branch)).stdout).toContain(`Nas-Run: ${out.run}`);
+    expect((await d.git('cat-file', '-e', 'main:outbox/x.md')).code).not.toBe(0);
+    // The lease died with the run; the branch stays for inspection.
+    const leases = await d.nasJson<{ branch: string; status: string }[]>('lease', 'list', 'demo');
+    expect(leases.filter((l) => l.branch === out.branch).map((l) => l.status)).toEqual(['revoked']);
+    expect(await branches()).toContain(out.branch);
+    expect((await runs()).find((x) => x.id === out.run)).toMatchObject({ state: 'exited', exit: 0 });
+  });
+
+  it('proposes the work with the intent, the run id and the exit status, and says what became of the PR', async () => {
+    const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--intent', 'release notes', '--', 'sh', '-c',
+      `cat $NAS_MOUNT/demo@main/AGENTS.md > /dev/null && echo notes > outbox/notes.md`);
+    expect(code, stderr).toBe(0);
+    expect(out.pr).toMatchObject({ state: 'merged' });
+    expect((await d.gitBlob('main:outbox/notes.md')).toString()).toBe('notes\n');
+    const merge = (await d.git('log', '-1', '--format=%B', 'main')).stdout;
+    expect(merge).toContain(`Nas-Run: ${out.run}`);
+    expect(merge).toContain('Nas-Exit: 0');
+    expect(merge).toContain('Nas-Intent: release notes');
+    expect(merge).toContain('Nas-Principal: nobody');
+    // What the run read on main is in its manifest (it is the run's: its pid is in the run's namespace).
+    const pr = await d.nasJson<{ reads: string }>('pr', 'show', 'demo', String(out.pr.id));
+    expect(pr.reads).toMatch(/ AGENTS\.md$/m);
+    const human = await nasRun('demo', '--user', 'nobody', '--intent', 'more notes', '--', 'sh', '-c', 'echo more > outbox/more.md');
+    expect(human.code).toBe(0);
+    expect(human.stderr).toMatch(/run r[0-9a-f]{8} exited 0; PR \d+ merged by policy/);
+  });
+
+  it('keeps a run from reaching outside its branch: no writes elsewhere, no approval, no other run\'s branch', async () => {
+    const first = startRun('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `echo secret > outbox/secret.md && echo $NAS_BRANCH > ${shared}/first && while [ ! -e ${shared}/first-done ]; do sleep 0.05; done`);
+    const firstDone = outcome(first);
+    const firstBranch = (await marker('first')).trim();
+    const ownerToken = (await fs.readFile(`${d.state}/owner.token`, 'utf8')).trim();
+    const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `cd $NAS_MOUNT; ` +
+      `(echo x > demo@draft/outbox/x.md) 2> ${shared}/draft-err; ` +
+      `cat demo@${firstBranch}/outbox/secret.md 2> ${shared}/other-err > ${shared}/other-out; ` +
+      `ls demo@${firstBranch} > /dev/null 2>> ${shared}/other-err; ` +
+      `echo mine > demo/outbox/mine.md; ` +
+      `${nasInside} propose demo/$NAS_BRANCH --into main --intent "from inside" > ${shared}/propose 2>&1; ` +
+      `${nasInside} pr approve demo 1 > ${shared}/approve 2>&1; echo $? >> ${shared}/approve; ` +
+      // Even with the owner's token, and at nasd's socket path, a run reaches only its own socket, where no owner action is taken.
+      `NAS_OWNER_TOKEN=${ownerToken} NAS_SOCKET=${d.socket} ${nasInside} pr approve demo 1 > ${shared}/main-socket 2>&1; true`);
+    await fs.writeFile(`${shared}/first-done`, '');
+    expect((await firstDone).code).toBe(0);
+    expect(code, stderr).toBe(0);
+    expect(await fs.readFile(`${shared}/draft-err`, 'utf8')).toMatch(/Permission denied/);
+    expect(await fs.readFile(`${shared}/other-out`, 'utf8')).toBe('');
+    expect(await fs.readFile(`${shared}/other-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
+    // It can propose its own branch with its lease, through its own socket, but not approve anything.
+    expect(await fs.readFile(`${shared}/propose`, 'utf8')).toMatch(/PR \d+/);
+    expect(await fs.readFile(`${shared}/approve`, 'utf8')).toMatch(/owner action[\s\S]*\n1\n$/);
+    expect(await fs.readFile(`${shared}/main-socket`, 'utf8')).toMatch(/owner action/);
+    expect((await d.gitBlob(`${out.branch}:outbox/mine.md`)).toString()).toBe('mine\n');
+    expect((await d.git('cat-file', '-e', 'draft:outbox/x.md')).code).not.toBe(0);
+  });
+
+  it('passes the exit status through, and a signal reaches the whole process tree', async () => {
+    const failed = await runJson('demo', '--user', 'nobody', '--intent', 'will fail', '--', 'sh', '-c', 'echo partial > outbox/partial.md; exit 7');
+    expect(failed.code).toBe(7);
+    expect(failed.out).toMatchObject({ state: 'exited', exit: 7 });
+    // A failed command's work is still proposed, with its status in the PR.
+    expect(failed.out.pr).not.toBeNull();
+
+    const child = startRun('demo', '--user', 'nobody', '--intent', 'killed', '--', 'sh', '-c',
+      `echo before > outbox/before.md; (sleep 301; echo late > ${shared}/late) & touch ${shared}/grandchild; sleep 300`);
+    const done = outcome(child);
+    await marker('grandchild');
+    const grandchild = await eventually(async () => (await pidsOf('sleep 301'))[0], 'the grandchild');
+    process.kill(child.pid!, 'SIGTERM');
+    const r = await done;
+    expect(r.code).toBe(143);
+    const out = JSON.parse(r.stdout);
+    expect(out).toMatchObject({ state: 'killed', signal: 'SIGTERM', pr: null });
+    // The background process of the command's shell went too; what was written before is committed.
+    await eventually(async () => !(await fs.access(`/proc/${grandchild}`).then(() => true, () => false)), 'the grandchild to end');
+    expect((await d.gitBlob(`${out.branch}:outbox/before.md`)).toString()).toBe('before\n');
+    expect((await d.git('cat-file', '-e', 'main:outbox/before.md')).code).not.toBe(0);
+  });
+
+  it('commits and records a run whose nas run is killed with SIGKILL, and stops its processes', async () => {
+    const child = startRun('demo', '--user', 'nobody', '--intent', 'sigkill', '--', 'sh', '-c',
+      `echo kept > outbox/kept.md; touch ${shared}/victim; sleep 302`);
+    const done = outcome(child);
+    await marker('victim');
+    const victim = await eventually(async () => (await pidsOf('sleep 302'))[0], 'the command');
+    process.kill(child.pid!, 'SIGKILL');
+    await done;
+    await eventually(async () => !(await fs.access(`/proc/${victim}`).then(() => true, () => false)), 'the command to end');
+    const record = await eventually(async () => (await runs()).find((x) => x.state === 'killed' && x.signal === 'SIGKILL'), 'the run recorded killed', 15_000);
+    const branch = `run-${record.id}`;
+    expect((await d.gitBlob(`${branch}:outbox/kept.md`)).toString()).toBe('kept\n');
+  });
+
+  it('runs attempts from one fork point; pick merges one and sends the others to the recycle area', async () => {
+    const { code, out } = await runJson('demo', '--user', 'nobody', '--attempts', '3', '--intent', 'pick me', '--', 'sh', '-c',
+      'echo "$NAS_RUN" > outbox/attempt.md');
+    expect(code).toBe(0);
+    expect(out.runs).toHaveLength(3);
+    expect(out.runs.every((r: { pr: unknown; state: string }) => r.pr === null && r.state === 'exited')).toBe(true);
+    const bases = await Promise.all(out.runs.map(async (r: { branch: string }) => (await d.git('merge-base', r.branch, 'main')).stdout.trim()));
+    expect(new Set(bases).size).toBe(1);
+    const chosen = out.runs[1];
+    const picked = await d.nasJson('run', 'pick', 'demo', out.task, chosen.run);
+    expect(picked.pr.state).toBe('merged');
+    expect(picked.discarded.sort()).toEqual([out.runs[0].run, out.runs[2].run].sort());
+    expect((await d.gitBlob('main:outbox/attempt.md')).toString()).toBe(`${chosen.run}\n`);
+    const trash = await d.nasJson<{ path: string; branch: string }[]>('trash', 'list', 'demo');
+    for (const loser of [out.runs[0], out.runs[2]]) expect(trash).toContainEqual(expect.objectContaining({ path: 'outbox/attempt.md', branch: loser.branch }));
+    const left = await branches();
+    expect(left).toContain(chosen.branch);
+    expect(left).not.toContain(out.runs[0].branch);
+  });
+
+  it('runs make and git clone in the run\'s workspace/', async () => {
+    const origin = `${shared}/origin.git`;
+    await run('git', ['init', '-q', '--bare', origin]);
+    const seed = `${d.dir}/seed`;
+    await run('git', ['init', '-q', seed]);
+    await fs.writeFile(`${seed}/in.txt`, 'source\n');
+    await fs.writeFile(`${seed}/Makefile`, 'out.txt: in.txt\n\tcp in.txt out.txt\n');
+    for (const step of [['add', '-A'], ['-c', 'user.name=t', '-c', 'user.email=t@x', 'commit', '-qm', 'seed'], ['push', '-q', origin, 'HEAD:main']]) {
+      expect((await run('git', step, { cwd: seed })).code).toBe(0);
+    }
+    // git serves a repository to its owner only: the run's user owns this one.
+    await run('chown', ['-R', 'nobody', origin]);
+    const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--cwd', 'workspace', '--', 'sh', '-c',
+      `git clone -q -b main ${origin} src && cd src && make -s && cat out.txt > ${shared}/made`);
+    expect(code, stderr).toBe(0);
+    expect(await fs.readFile(`${shared}/made`, 'utf8')).toBe('source\n');
+    // Scratch: on the branch's disk, never committed.
+    expect((await d.git('ls-tree', '-r', '--name-only', out.branch)).stdout).not.toMatch(/workspace\//);
+  });
+
+  it('puts the briefing in NAS_BRIEFING_FILE, and nas hook session-start prints it with where the agent is', async () => {
+    const { code, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `cat "$NAS_BRIEFING_FILE" > ${shared}/briefing && ${nasInside} hook session-start > ${shared}/hook`);
+    expect(code, stderr).toBe(0);
+    const agents = (await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).split('\n')[0];
+    expect(await fs.readFile(`${shared}/briefing`, 'utf8')).toContain(agents);
+    const hook = await fs.readFile(`${shared}/hook`, 'utf8');
+    expect(hook).toContain(agents);
+    expect(hook).toMatch(new RegExp(`Home "demo" at ${d.mnt}/demo, on branch run-r[0-9a-f]{8}`));
+  });
+
+  it('refuses bad input with a clear message and exit 2, creating nothing', async () => {
+    const before = { branches: await branches(), runs: (await runs()).length };
+    await fs.writeFile(`${shared}/not-executable.sh`, '#!/bin/sh\necho hi\n', { mode: 0o644 });
+    const cases: [string[], RegExp][] = [
+      [['nohome', '--user', 'nobody', '--', 'true'], /no Home named "nohome"/],
+      [['demo', '--user', 'no-such-user', '--', 'true'], /no local user "no-such-user"/],
+      [['demo', '--', 'true'], /--user/],
+      [['demo', '--user', 'nobody', '--ttl', 'soon', '--', 'true'], /invalid duration "soon"/],
+      [['demo', '--user', 'nobody', '--budget', '5X', '--', 'true'], /--budget must be a size/],
+      [['demo', '--user', 'nobody', '--attempts', '0', '--', 'true'], /--attempts must be a whole number from 1 to 16/],
+      [['demo', '--user', 'nobody', '--', 'no-such-command-xyz'], /command not found: no-such-command-xyz/],
+      [['demo', '--user', 'nobody', '--', `${shared}/not-executable.sh`], /not executable by nobody/],
+      [['demo', '--user', 'nobody'], /name the command to run after --/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await nasRun(...args);
+      expect([args.join(' '), r.code]).toEqual([args.join(' '), 2]);
+      expect(r.stderr).toMatch(message);
+    }
+    expect(await branches()).toEqual(before.branches);
+    expect((await runs()).length).toBe(before.runs);
+  });
+
+  it('tells a run in flight that nasd restarted, and keeps what it committed', async () => {
+    const child = startRun('demo', '--user', 'nobody', '--intent', 'restart', '--', 'sh', '-c',
+      `echo early > outbox/early.md; sync; touch ${shared}/restart-ready; sleep 300`);
+    const done = outcome(child);
+    await marker('restart-ready');
+    const branch = await eventually(async () => (await runs()).find((x) => x.state === 'running'), 'the run to be listed');
+    await d.sync(`demo/run-${branch.id}`);
+    await d.stop();
+    d = await d.restart();
+    const r = await done;
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/nasd stopped or restarted while run r[0-9a-f]{8} was in flight/);
+    expect((await runs()).find((x) => x.id === branch.id)?.state).toBe('interrupted');
+    expect((await d.gitBlob(`run-${branch.id}:outbox/early.md`)).toString()).toBe('early\n');
+  });
+});
