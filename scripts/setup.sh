@@ -49,6 +49,8 @@ fi
 npm run -s build || fail "TypeScript build failed"
 
 if [ "$(id -u)" -eq 0 ]; then
+  # The systemd unit gives this group the control socket: its members' runs propose with their leases.
+  getent group nas >/dev/null || groupadd --system nas
   ln -sf "$repo/bin/nas" /usr/local/bin/nas
   ln -sf "$repo/bin/nasd" /usr/local/bin/nasd
 fi
