@@ -189,6 +189,8 @@ export interface RunStart {
   socket: string;
   /** The briefing for the agent, readable by the run's user. */
   briefing: string;
+  /** nasd's state directory: hidden inside the run, so the Store is reached only through the views. */
+  store: string;
   uid: number;
   gid: number;
 }

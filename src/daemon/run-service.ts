@@ -134,7 +134,7 @@ export class RunService {
       const root = this.reg.mountRoot;
       return {
         id, branch, view: created.view, viewPath: `${root}/${created.view}`, homePath: `${root}/${role}`,
-        lease: issued.lease.id, token: issued.token, socket, briefing, uid: account.uid, gid: account.gid,
+        lease: issued.lease.id, token: issued.token, socket, briefing, store: this.stateDir, uid: account.uid, gid: account.gid,
       };
     } catch (err) {
       await this.undo(role, id);

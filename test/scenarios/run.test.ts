@@ -120,6 +120,8 @@ describe('nas run', () => {
       `(echo x > demo@draft/outbox/x.md) 2> ${shared}/draft-err; ` +
       `cat demo@${firstBranch}/outbox/secret.md 2> ${shared}/other-err > ${shared}/other-out; ` +
       `ls demo@${firstBranch} > /dev/null 2>> ${shared}/other-err; ` +
+      `cat ${d.state}/homes/demo.git/nas/branches/${firstBranch}/upper/outbox/secret.md 2> ${shared}/store-err >> ${shared}/other-out; ` +
+      `ls ${d.state} 2>> ${shared}/store-err >> ${shared}/other-out; ` +
       `echo mine > demo/outbox/mine.md; ` +
       `${nasInside} propose demo/$NAS_BRANCH --into main --intent "from inside" > ${shared}/propose 2>&1; ` +
       `${nasInside} pr approve demo 1 > ${shared}/approve 2>&1; echo $? >> ${shared}/approve; ` +
@@ -131,6 +133,8 @@ describe('nas run', () => {
     expect(await fs.readFile(`${shared}/draft-err`, 'utf8')).toMatch(/Permission denied/);
     expect(await fs.readFile(`${shared}/other-out`, 'utf8')).toBe('');
     expect(await fs.readFile(`${shared}/other-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
+    // Nor around the views: the Store (its upper directories, its objects) is hidden inside a run.
+    expect(await fs.readFile(`${shared}/store-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
     // It can propose its own branch with its lease, through its own socket, but not approve anything.
     expect(await fs.readFile(`${shared}/propose`, 'utf8')).toMatch(/PR \d+/);
     expect(await fs.readFile(`${shared}/approve`, 'utf8')).toMatch(/owner action[\s\S]*\n1\n$/);

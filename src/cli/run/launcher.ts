@@ -15,19 +15,22 @@ import type { RunStart } from '../../api/types.js';
 /**
  * Runs as root inside the new namespaces, as PID 1 (which ignores signals it has no handler for, so it
  * outlives its command and passes the status on). $1 view, $2 Home path, $3 run socket, $4 nasd's socket,
- * $5 working directory, $6 uid, $7 gid, then the command. Says its namespace on fd 3 and waits on fd 4 until
- * nasd knows the namespace, so no read of the command's goes unattributed.
+ * $5 working directory, $6 uid, $7 gid, $8 nasd's state directory, then the command. The Store is covered by an
+ * empty read-only directory, so the run reaches Homes only through the views (workspace/ stays: a bind mount
+ * holds its directory, not its path). Says its namespace on fd 3 and waits on fd 4 until nasd knows the
+ * namespace, so no read of the command's goes unattributed.
  */
 const SETUP = `set -e
 mount --rbind -- "$1" "$2"
 if [ -S "$4" ]; then mount --bind -- "$3" "$4"; fi
+mount -t tmpfs -o ro,mode=000,size=4k nas-store-hidden "$8"
 readlink /proc/self/ns/pid >&3
 exec 3>&-
 read -r go <&4 || exit 125
 exec 4<&-
 cd -- "$5"
 uid=$6 gid=$7
-shift 7
+shift 8
 set +e
 if [ "$uid" = 0 ]; then "$@"; else setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"; fi
 exit $?
@@ -51,7 +54,7 @@ export class RunProcess {
       'setpriv',
       ['--pdeathsig', 'KILL', '--', 'unshare', '--mount', '--pid', '--fork', '--mount-proc', '--propagation', 'private', '--kill-child=SIGKILL',
         '--', '/bin/sh', '-c', SETUP, 'nas-run', start.viewPath, start.homePath, start.socket, mainSocket, dir,
-        String(account.uid), String(account.gid), ...command],
+        String(account.uid), String(account.gid), start.store, ...command],
       { stdio: ['inherit', 'inherit', 'inherit', 'pipe', 'pipe'], env },
     );
     this.ended = new Promise((resolve) => {
