@@ -15,6 +15,7 @@ import { MemoryService } from './memory-service.js';
 import { PrService } from './pr-service.js';
 import { watchMainRefs } from './ref-watcher.js';
 import { ScratchBinds } from '../fuse-ops/scratch-binds.js';
+import { countTokens } from '../memory/tokens.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -91,6 +92,8 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   log.info({ mount: config.mount, state: config.state_dir, socket: config.socket }, 'nasd ready');
+  // Loading the tokenizer takes some 400 ms: done once, soon after start, so the first nas run's briefing does not wait for it.
+  setTimeout(() => countTokens(''), 1000).unref();
 }
 
 main().catch((err) => {
