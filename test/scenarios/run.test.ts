@@ -46,7 +46,7 @@ describe('nas run', () => {
     return pids;
   };
   const branches = async () => (await d.nasJson<{ name: string }[]>('branch', 'list', 'demo')).map((b) => b.name).sort();
-  const runs = async () => d.nasJson<{ id: string; state: string; signal?: string; exit?: number }[]>('run', 'list', 'demo');
+  const runs = async () => d.nasJson<{ id: string; state: string; signal?: string; exit?: number; intent?: string }[]>('run', 'list', 'demo');
 
   beforeAll(async () => {
     d = await TestDaemon.withBranch('draft');
@@ -166,6 +166,20 @@ describe('nas run', () => {
     expect((await d.git('cat-file', '-e', 'main:outbox/before.md')).code).not.toBe(0);
   });
 
+  it('stops a command that ignores SIGTERM when asked a second time', async () => {
+    const child = startRun('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c', `trap '' TERM; touch ${shared}/deaf; sleep 303`);
+    const done = outcome(child);
+    await marker('deaf');
+    await eventually(async () => (await pidsOf('sleep 303'))[0], 'the command');
+    process.kill(child.pid!, 'SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await pidsOf('sleep 303')).length).toBe(1);
+    process.kill(child.pid!, 'SIGTERM');
+    const r = await done;
+    expect(r.code, r.stderr).toBe(137);
+    expect(JSON.parse(r.stdout)).toMatchObject({ state: 'killed', signal: 'SIGKILL' });
+  });
+
   it('commits and records a run whose nas run is killed with SIGKILL, and stops its processes', async () => {
     const child = startRun('demo', '--user', 'nobody', '--intent', 'sigkill', '--', 'sh', '-c',
       `echo kept > outbox/kept.md; touch ${shared}/victim; sleep 302`);
@@ -175,7 +189,8 @@ describe('nas run', () => {
     process.kill(child.pid!, 'SIGKILL');
     await done;
     await eventually(async () => !(await fs.access(`/proc/${victim}`).then(() => true, () => false)), 'the command to end');
-    const record = await eventually(async () => (await runs()).find((x) => x.state === 'killed' && x.signal === 'SIGKILL'), 'the run recorded killed', 15_000);
+    const record = await eventually(async () => (await runs()).find((x) => x.intent === 'sigkill' && x.state === 'killed'), 'the run recorded killed', 15_000);
+    expect(record.signal).toBe('SIGKILL');
     const branch = `run-${record.id}`;
     expect((await d.gitBlob(`${branch}:outbox/kept.md`)).toString()).toBe('kept\n');
   });

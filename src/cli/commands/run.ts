@@ -88,6 +88,7 @@ async function plan(args: Args, call: Call): Promise<Plan> {
 /** One run's life from the launcher's side: spawn, attach, wait, finish. */
 async function live(call: Call, p: Plan, start: RunStart, task: string | undefined, mainSocket: string, stop: Set<RunProcess>): Promise<{ view: RunView | null; ended: Ended; error?: string }> {
   const proc = new RunProcess(start, p.account, p.command, p.cwd, mainSocket, runEnv(p.account, start, p.role, task));
+  stop.add(proc);
   const ns = await proc.namespace();
   let attached = false;
   if (ns) {
@@ -98,18 +99,19 @@ async function live(call: Call, p: Plan, start: RunStart, task: string | undefin
       process.stderr.write(`nas run: ${(err as Error).message}\n`);
     }
   }
-  proc.go(attached);
-  stop.add(proc);
+  const started = proc.go(attached);
   const watchdog = watchDaemon(start, proc);
-  const ended = await proc.ended;
+  const ended = proc.stoppedEarly ?? (await proc.ended);
+  await proc.ended;
   clearInterval(watchdog.timer);
   stop.delete(proc);
   // The lease goes with the finish call: a PR is filed as the run's principal, not as the owner.
   const finish = client({ socket: mainSocket, headers: { ...credentialHeaders(), 'x-nas-lease': start.token } });
   const propose = p.propose && (!ended.signal || p.proposeOnFailure);
   try {
-    const view = await finish('finishRun', { role: p.role, id: start.id }, { started: attached, exit: ended.code, signal: ended.signal, propose });
+    const view = await finish('finishRun', { role: p.role, id: start.id }, { started, exit: ended.code, signal: ended.signal, propose });
     if (!attached) return { view, ended, error: `run ${start.id} could not be set up (see the message above); nothing was kept` };
+    if (!started) return { view, ended, error: `run ${start.id} was stopped by ${ended.signal} before its command started; nothing was kept` };
     return { view, ended, error: watchdog.lost() };
   } catch (err) {
     return { view: null, ended, error: `${watchdog.lost() ?? `cannot finish run ${start.id}: ${(err as Error).message}`}; what it committed stays on ${p.role}@${start.branch}` };

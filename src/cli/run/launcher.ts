@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { Account } from '../../util/accounts.js';
@@ -45,6 +45,9 @@ export interface Ended {
 export class RunProcess {
   private readonly child: ChildProcess;
   private ns?: string;
+  /** A signal that came before the namespace was known: the command is then not started at all. */
+  private early?: NodeJS.Signals;
+  private signalled = 0;
   readonly ended: Promise<Ended>;
 
   constructor(start: RunStart, account: Account, command: string[], cwd: string, mainSocket: string, env: NodeJS.ProcessEnv) {
@@ -79,14 +82,30 @@ export class RunProcess {
     return this.ns ?? null;
   }
 
-  /** Let the command start (nasd knows the namespace now), or end the set-up without it. */
-  go(start: boolean): void {
-    const input = this.child.stdio[4] as Writable;
-    input.end(start ? 'go\n' : '');
+  /** The signal that stopped the run before its command started, if one did. */
+  get stoppedEarly(): Ended | undefined {
+    return this.early ? { code: 128 + (constants.signals[this.early] ?? 0), signal: this.early } : undefined;
   }
 
-  /** Send a signal to every process of the run (the namespace's init ignores it and passes the status on). */
+  /** Let the command start (nasd knows the namespace now), or end the set-up without it. Whether it started. */
+  go(start: boolean): boolean {
+    const input = this.child.stdio[4] as Writable;
+    const starting = start && !this.early;
+    input.end(starting ? 'go\n' : '');
+    return starting;
+  }
+
+  /**
+   * Send a signal to every process of the run but the namespace's init, which passes the command's status on
+   * (and which unshare cannot report SIGKILL of). A second request to stop sends SIGKILL, for a command that
+   * does not listen.
+   */
   signal(sig: NodeJS.Signals): void {
+    if (!this.ns) {
+      this.early = sig;
+      return;
+    }
+    if (this.signalled++ > 0) sig = 'SIGKILL';
     for (const pid of this.members()) {
       try {
         process.kill(pid, sig);
@@ -102,7 +121,10 @@ export class RunProcess {
     for (const name of readdirSync('/proc')) {
       if (!/^\d+$/.test(name)) continue;
       try {
-        if (readlinkSync(`/proc/${name}/ns/pid`) === this.ns) pids.push(Number(name));
+        if (readlinkSync(`/proc/${name}/ns/pid`) !== this.ns) continue;
+        // NSpid: the pid in each namespace, outermost first; 1 in the innermost is the init.
+        const nspid = /^NSpid:\s+(.*)$/m.exec(readFileSync(`/proc/${name}/status`, 'utf8'))?.[1].trim().split(/\s+/);
+        if (nspid?.at(-1) !== '1') pids.push(Number(name));
       } catch {
         // Ended meanwhile.
       }
