@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { UserError } from '../util/errors.js';
+import { fsError, UserError } from '../util/errors.js';
+import type { Caller } from '../util/owner.js';
 import { validateBranch, validateRelPath, validateRole } from '../util/names.js';
 import type { Identity } from '../store/store.js';
 import { Home, type BranchRecord } from '../home/home.js';
@@ -13,11 +14,9 @@ import { MainView } from '../cow/main-view.js';
 import { BranchView } from '../cow/branch/branch-view.js';
 import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
-import { fsError } from '../util/errors.js';
-import type { Caller } from '../util/owner.js';
-import { RunTracker } from './run-tracker.js';
 import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
 import type { BranchCreated, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashRestored } from '../api/types.js';
+import { RunTracker } from './run-tracker.js';
 
 export interface RegistryOptions {
   stateDir: string;

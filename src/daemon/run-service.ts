@@ -112,17 +112,26 @@ export class RunService {
     const created = await this.reg.createBranch(role, branch, { at: r.fork, ttl: r.ttl, run: id });
     try {
       const { account } = r;
-      const issued = await this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: 'write,propose:main', budget: r.budget }, { owner: true });
       const dir = `${this.runsDir}/${id}`;
-      // Everyone may pass through the runs directory; each run's own is its user's alone.
-      await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
-      await fs.mkdir(dir, { mode: 0o700 });
-      await fs.chown(dir, account.uid, account.gid);
       const briefing = `${dir}/briefing.md`;
-      await fs.writeFile(briefing, (await this.memory.briefing(role, branch, 2000)).text, { mode: 0o600 });
-      await fs.chown(briefing, account.uid, account.gid);
       const socket = `${dir}/nasd.sock`;
-      this.sockets.set(id, await this.runSockets.open(socket, account));
+      // The lease (a commit) and the run's own files do not wait for each other.
+      const [lease, files] = await Promise.allSettled([
+        this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: 'write,propose:main', budget: r.budget }, { owner: true }),
+        (async () => {
+          // Everyone may pass through the runs directory; each run's own is its user's alone.
+          await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+          await fs.mkdir(dir, { mode: 0o700 });
+          await fs.chown(dir, account.uid, account.gid);
+          this.sockets.set(id, await this.runSockets.open(socket, account));
+          await fs.writeFile(briefing, (await this.memory.briefing(role, branch, 2000)).text, { mode: 0o600 });
+          await fs.chown(briefing, account.uid, account.gid);
+        })(),
+      ]);
+      // Both settled before either failure counts: the undo below then finds everything that was made.
+      if (lease.status === 'rejected') throw lease.reason;
+      if (files.status === 'rejected') throw files.reason;
+      const issued = lease.value;
       const record: RunRecord = {
         id, home: role, branch, ...(r.task ? { task: r.task } : {}), ...(r.intent ? { intent: r.intent } : {}),
         user: account.name, uid: account.uid, command: r.command!, cwd: r.cwd, lease: issued.lease.id,
@@ -142,12 +151,23 @@ export class RunService {
     }
   }
 
-  /** Take back a run that never ran: its socket, files, lease, branch and record. */
+  /** Take back a run that never ran: its socket, files, lease and branch. */
   private async undo(role: string, id: string): Promise<void> {
+    await this.release(id);
+    await this.dropBranch(role, runBranch(id));
+  }
+
+  /** What a live run holds in nasd: its place in the tracker, its launcher's watch, its socket and files. */
+  private async release(id: string): Promise<void> {
+    this.reg.runs.remove(id);
+    this.launchers.delete(id);
     await this.sockets.get(id)?.close();
     this.sockets.delete(id);
     await fs.rm(`${this.runsDir}/${id}`, { recursive: true, force: true });
-    const branch = runBranch(id);
+  }
+
+  /** A branch that never held a run's work: its leases revoked, the branch removed (nothing to recycle). */
+  private async dropBranch(role: string, branch: string): Promise<void> {
     await this.leases.revokeBranch(role, branch);
     if (this.reg.branchViews(role).some((v) => v.name === `${role}@${branch}`)) await this.reg.discardBranch(role, branch);
     await this.leases.apply(role);
@@ -171,14 +191,10 @@ export class RunService {
     requireOwner(creds, 'finishing a run', this.stateDir);
     const run = await this.need(role, id);
     if (run.state !== 'running' && run.state !== 'interrupted') return run;
-    this.reg.runs.remove(id);
-    this.launchers.delete(id);
-    await this.sockets.get(id)?.close();
-    this.sockets.delete(id);
-    await fs.rm(`${this.runsDir}/${id}`, { recursive: true, force: true });
+    await this.release(id);
     run.ended = new Date().toISOString();
     if (end.started === false) {
-      await this.undoBranch(role, run);
+      await this.dropBranch(role, run.branch);
       return this.record(role, { ...run, state: 'failed-to-start', note: 'the command could not be executed; its branch was removed' });
     }
     await this.reg.sync(role, run.branch);
@@ -203,12 +219,6 @@ export class RunService {
     await this.leases.apply(role);
     const view = await this.record(role, { ...run, ...(pr ? { pr: pr.id, pr_state: pr.state } : {}) });
     return pr?.reasons.length ? { ...view, pr_reasons: pr.reasons } : view;
-  }
-
-  private async undoBranch(role: string, run: RunRecord): Promise<void> {
-    await this.leases.revokeBranch(role, run.branch);
-    if (this.reg.branchViews(role).some((v) => v.name === `${role}@${run.branch}`)) await this.reg.discardBranch(role, run.branch);
-    await this.leases.apply(role);
   }
 
   private async record(role: string, run: RunRecord): Promise<RunRecord> {

@@ -64,6 +64,7 @@ interface Plan {
   account: Account;
   command: string[];
   cwd: string;
+  attempts: number;
   propose: boolean;
   proposeOnFailure: boolean;
 }
@@ -82,7 +83,7 @@ async function plan(args: Args, call: Call): Promise<Plan> {
   const attempts = parseAttempts(args.value('attempts'));
   // Parallel attempts wait for nas run pick; otherwise an intent means the work is meant for main.
   const propose = attempts === 1 && !args.has('no-propose') && (args.has('propose') || args.value('intent') !== undefined);
-  return { role, account, command: [program, ...args.rest.slice(1)], cwd, propose, proposeOnFailure: args.has('propose-on-failure') };
+  return { role, account, command: [program, ...args.rest.slice(1)], cwd, attempts, propose, proposeOnFailure: args.has('propose-on-failure') };
 }
 
 /** One run's life from the launcher's side: spawn, attach, wait, finish. */
@@ -145,7 +146,7 @@ const runCommand: Command = {
     try {
       started = await call('startRun', { role: p.role }, {
         user: p.account.name, command: p.command, intent: args.value('intent'), ttl: args.value('ttl'), cwd: p.cwd || undefined,
-        budget: budget === undefined ? undefined : parseSize(budget, '--budget'), attempts: parseAttempts(args.value('attempts')),
+        budget: budget === undefined ? undefined : parseSize(budget, '--budget'), attempts: p.attempts,
         launcher: process.pid,
       });
     } catch (err) {
@@ -171,11 +172,8 @@ const runCommand: Command = {
     const code = results.map((r) => (r.error && r.ended.code === 0 ? 1 : r.ended.code)).find((c) => c !== 0) ?? 0;
     const views = results.map((r) => r.view).filter((v): v is RunView => v !== null);
     const json = started.task ? { task: started.task, runs: views.map(asJson) } : views[0] ? asJson(views[0]) : null;
-    if (started.task && !args.json) {
-      process.stderr.write(stderr);
-      return { stdout: '', stderr: `pick one with: nas run pick ${p.role} ${started.task} <run>\n`, failed: code !== 0, code };
-    }
-    return { stdout: args.json ? JSON.stringify(json, null, 2) + '\n' : '', stderr: printable(stderr), failed: code !== 0, code };
+    const pick = started.task ? `pick one with: nas run pick ${p.role} ${started.task} <run>\n` : '';
+    return { stdout: args.json ? JSON.stringify(json, null, 2) + '\n' : '', stderr: printable(stderr + pick), failed: code !== 0, code };
   },
 };
 

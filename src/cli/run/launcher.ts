@@ -45,8 +45,9 @@ export interface Ended {
 export class RunProcess {
   private readonly child: ChildProcess;
   private ns?: string;
-  /** A signal that came before the namespace was known: the command is then not started at all. */
+  /** A signal that came before the command was let go: it is then not started at all. */
   private early?: NodeJS.Signals;
+  private going = false;
   private signalled = 0;
   readonly ended: Promise<Ended>;
 
@@ -91,6 +92,7 @@ export class RunProcess {
   go(start: boolean): boolean {
     const input = this.child.stdio[4] as Writable;
     const starting = start && !this.early;
+    this.going = starting;
     input.end(starting ? 'go\n' : '');
     return starting;
   }
@@ -101,8 +103,8 @@ export class RunProcess {
    * does not listen.
    */
   signal(sig: NodeJS.Signals): void {
-    if (!this.ns) {
-      this.early = sig;
+    if (!this.going) {
+      this.early ??= sig;
       return;
     }
     if (this.signalled++ > 0) sig = 'SIGKILL';
