@@ -4,6 +4,9 @@ import { fillPath } from './paths.js';
 
 /** The typed client of the control API: one call per route, its answer typed by the contract. */
 
+/** Where nasd serves the control API unless told otherwise (the CLI without loading the daemon's config). */
+export const DEFAULT_SOCKET = '/run/agent-nas/nasd.sock';
+
 /** nasd's refusal: its message, and the HTTP status (400 bad input, 403 not allowed, 404 no such thing, 409 conflict). */
 export class ApiError extends Error {
   constructor(message: string, readonly status: number) {

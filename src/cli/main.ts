@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { client } from '../api/client.js';
-import { DEFAULT_SOCKET } from '../daemon/config.js';
+import { DEFAULT_SOCKET } from '../api/client.js';
 import { printable } from '../util/display.js';
 import { Usage, parse, type Args } from './args.js';
 import { helpFor, lookup } from './commands/index.js';

@@ -1,4 +1,4 @@
-import { DEFAULT_SOCKET } from '../daemon/config.js';
+import { DEFAULT_SOCKET } from '../api/client.js';
 import { DEFAULT_OWNER_TOKEN_FILE } from './credentials.js';
 
 /** `nas --help`: every command on one screen. Each family's own help is next to its commands. */

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import yaml from 'js-yaml';
 import { UserError } from '../util/errors.js';
+import { DEFAULT_SOCKET } from '../api/client.js';
 
 /** nasd's own settings: a YAML file (default /etc/agent-nas/nasd.yaml, optional) overridden by flags. */
 export interface DaemonConfig {
@@ -18,7 +19,6 @@ export interface DaemonConfig {
 }
 
 export const DEFAULT_CONFIG_PATH = '/etc/agent-nas/nasd.yaml';
-export const DEFAULT_SOCKET = '/run/agent-nas/nasd.sock';
 
 export const DEFAULTS: DaemonConfig = {
   state_dir: '/var/lib/agent-nas',
