@@ -54,6 +54,7 @@ export class Args {
   rest: string[] | null = null;
   json = false;
   help = false;
+  version = false;
   private readonly values = new Map<Flag, string[]>();
 
   constructor(public socket: string) {}
@@ -102,6 +103,7 @@ export function parse(argv: string[], socket: string): Args {
     }
     if (a === '--json') args.json = true;
     else if (a === '--help' || a === '-h') args.help = true;
+    else if (a === '--version') args.version = true;
     else if (a === '--socket') args.socket = next('a value');
     else if (a.startsWith('--')) {
       const name = a.slice(2);

@@ -5,6 +5,7 @@ import { printable } from '../util/display.js';
 import { Usage, parse, type Args } from './args.js';
 import { helpFor, lookup } from './commands/index.js';
 import { credentialHeaders } from './credentials.js';
+import { version } from '../util/version.js';
 
 /**
  * nas: a thin client of nasd's control socket. Exit codes: 0 done, 1 failed (or a check found errors),
@@ -29,6 +30,10 @@ async function main(): Promise<number> {
   } catch (e) {
     process.stderr.write(`nas: ${(e as Error).message}\n\n${helpFor()}`);
     return 2;
+  }
+  if (args.version) {
+    process.stdout.write(`nas ${version()}\n`);
+    return 0;
   }
   if (args.help || args.positional.length === 0) {
     process.stdout.write(helpFor(args.positional[0]));

@@ -5,6 +5,10 @@ import { DEFAULT_OWNER_TOKEN_FILE } from './credentials.js';
 export const OVERVIEW = `usage: nas [--socket PATH] [--json] <command> ...
 
 commands:
+  run <role> [--user U] [--intent T] [--ttl 48h] [--budget 50M] [--cwd P] [--attempts N] -- CMD [ARG]...
+                                            run a command in its own branch at <mount>/<role>, propose its work
+  run list <role>                           runs: id, task, branch, user, state, exit, PR
+  run pick <role> <task> <run>              owner: merge one attempt of a task, recycle the others
   status                                    what nasd serves
   home create <role> [--template default]   create a Home from a template
   home list                                 list Homes, their branches and metadata problems
@@ -35,6 +39,7 @@ commands:
   context <role>[@<branch>]                 READ-ON-START and READ-ON-DEMAND paths for a session-start hook
   briefing <role>[@<branch>] [--max-tokens 2000]
                                             the token-capped boot view
+  hook session-start [<role>[@<branch>]]    what an agent's session-start hook prints (inside nas run: no args)
 
 credentials: $NAS_LEASE (a lease token); the owner's, read from ${DEFAULT_OWNER_TOKEN_FILE} when run as root
   (or $NAS_OWNER_TOKEN_FILE, $NAS_OWNER_TOKEN): approve, reject, review, revoke and top-level leases need it.
@@ -43,4 +48,5 @@ options:
   --socket PATH   nasd's control socket (default $NAS_SOCKET or ${DEFAULT_SOCKET})
   --json          print the daemon's answer as JSON
   --help          this text; "nas <command> --help" for one command
+  --version       nas's version
 `;

@@ -18,6 +18,8 @@ export interface Handle {
   size: number;
   /** The blob a file opened on main comes from: what a run's read manifest records for it. */
   oid?: string;
+  /** The write lease in force when a branch file was opened for writing: it writes only while that lease lasts. */
+  lease?: string;
 }
 
 export interface FsStats {

@@ -42,7 +42,7 @@ const FLAGS: Record<string, keyof DaemonConfig> = {
 };
 
 export const USAGE = `usage: nasd [--config FILE] [--state-dir DIR] [--mount DIR] [--socket PATH]
-            [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--demo]
+            [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--demo] [--version]
 
 Serves every Home in the state directory through one FUSE mount:
   <mount>/<role>            main, read-only (EROFS)
@@ -95,6 +95,11 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
   }
   for (const key of ['state_dir', 'mount', 'socket'] as const) {
     if (typeof config[key] !== 'string' || !config[key].startsWith('/')) throw new UserError(`${key} must be an absolute path`);
+  }
+  // A unix socket's path holds at most 107 bytes; each run's socket lives in <dir>/runs/<id>/ beside it.
+  const runSocket = `${config.socket.slice(0, config.socket.lastIndexOf('/'))}/runs/r00000000/nasd.sock`;
+  if (Buffer.byteLength(runSocket) > 107) {
+    throw new UserError(`socket ${config.socket}: its directory is too long for unix sockets (runs' sockets there would be ${Buffer.byteLength(runSocket)} bytes; the limit is 107): choose a shorter path`);
   }
   return config;
 }

@@ -142,7 +142,7 @@ export class LeaseService {
       }
       if (active) until = Math.min(until, Date.parse(active.expires));
       const owner = active ? await resolvePrincipal(active.principal) : null;
-      await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null);
+      await view.setLease(active ? { id: active.id, owner, budgetBytes: active.budget_bytes } : null);
       out[branch] = {
         lease: active?.id ?? null,
         owner: view.owner,

@@ -16,12 +16,17 @@ import { PrService } from './pr-service.js';
 import { watchMainRefs } from './ref-watcher.js';
 import { ScratchBinds } from '../fuse-ops/scratch-binds.js';
 import { countTokens } from '../memory/tokens.js';
+import { version } from '../util/version.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(USAGE);
+    return;
+  }
+  if (argv.includes('--version')) {
+    process.stdout.write(`nasd ${version()}\n`);
     return;
   }
   const config = await loadConfig(argv);

@@ -380,7 +380,20 @@ export class Registry {
     }
   }
 
+  /**
+   * The state directory holds every Home's objects and every branch's upper directory: only nasd (root) may
+   * read it, else any local user could read around the views (their modes, the inbox mask, the read
+   * manifest). Made 0700, and repaired (with a log line) when found open, at every start.
+   */
   async ensureStateDir(): Promise<void> {
-    await fs.mkdir(`${this.opts.stateDir}/homes`, { recursive: true });
+    const { stateDir, log } = this.opts;
+    await fs.mkdir(`${stateDir}/homes`, { recursive: true, mode: 0o700 });
+    const homes = (await fs.readdir(`${stateDir}/homes`)).filter((n) => n.endsWith('.git')).map((n) => `${stateDir}/homes/${n}`);
+    for (const dir of [stateDir, `${stateDir}/homes`, ...homes]) {
+      const st = await fs.lstat(dir);
+      if (!st.isDirectory() || (st.mode & 0o077) === 0) continue;
+      await fs.chmod(dir, 0o700);
+      log.warn({ dir, was: (st.mode & 0o777).toString(8) }, 'the state directory was readable by other users: made 0700');
+    }
   }
 }

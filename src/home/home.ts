@@ -51,11 +51,11 @@ export class Home {
       throw new UserError(`unknown template "${template}"; available: ${TEMPLATES.join(', ')}`);
     }
     try {
-      await fs.mkdir(dir, { recursive: false });
+      await fs.mkdir(dir, { recursive: false, mode: 0o700 });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new UserError(`Home "${role}" already exists`, 409);
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-        await fs.mkdir(`${stateDir}/homes`, { recursive: true });
+        await fs.mkdir(`${stateDir}/homes`, { recursive: true, mode: 0o700 });
         return Home.create(stateDir, role, opts);
       }
       throw e;
@@ -86,12 +86,41 @@ export class Home {
   }
 
   /** The `.nas/` metadata as of a commit, validated; problems are collected, never thrown. */
+  /**
+   * The Home's metadata as of a commit. Protection fails closed: when `policy.yaml` or `limits.yaml` cannot
+   * be read whole (malformed, a bad key, missing), the last version of that file in the commit's history that
+   * could be is enforced instead of the defaults, and the problems say so.
+   */
   async config(commit: string): Promise<HomeConfig> {
+    const config = await this.configAt(commit);
+    for (const key of ['policy', 'limits'] as const) {
+      const file = `.nas/${key}.yaml`;
+      if (!config.problems.some((p) => p.startsWith(`${file}:`))) continue;
+      const last = await this.lastValid(commit, file);
+      if (!last) continue;
+      Object.assign(config, { [key]: last.config[key] });
+      config.problems.push(`${file}: the last valid version (commit ${last.commit.slice(0, 12)}) stays in force until a valid one is merged`);
+    }
+    return config;
+  }
+
+  private async configAt(commit: string): Promise<HomeConfig> {
     const tree = (await this.store.readCommit(commit)).tree;
     return readHomeConfig(async (path) => {
       const entry = await this.store.lookupPath(tree, path);
       return !entry || entry.mode === MODE.tree ? null : (await this.store.readBlob(entry.oid)).toString();
     });
+  }
+
+  /** The newest ancestor (first parents, at most 200 back) where `file` reads without a problem. */
+  private async lastValid(commit: string, file: string): Promise<{ commit: string; config: HomeConfig } | null> {
+    let c: string | undefined = (await this.store.readCommit(commit)).parents[0];
+    for (let i = 0; c && i < 200; i++) {
+      const config = await this.configAt(c);
+      if (!config.problems.some((p) => p.startsWith(`${file}:`))) return { commit: c, config };
+      c = (await this.store.readCommit(c)).parents[0];
+    }
+    return null;
   }
 
   branchDir(branch: string): string {

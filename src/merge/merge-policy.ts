@@ -17,6 +17,8 @@ export interface MergeFacts {
   reviewedClaims: string[];
   /** Paths under inbox/ the run read (untrusted input). */
   inboxReads: string[];
+  /** Changed auto-loaded context: AGENTS.md, the start set, skills (memory/start-set.ts). */
+  startSet: string[];
 }
 
 export type Decision = { action: 'merge' } | { action: 'wait'; reasons: string[] } | { action: 'fail'; reasons: string[] };
@@ -33,5 +35,6 @@ export function decide(f: MergeFacts): Decision {
   if (f.metadata.length > 0) reasons.push(`changes Home metadata: ${few(f.metadata)}`);
   if (f.reviewedClaims.length > 0) reasons.push(`marks notes reviewed: ${few(f.reviewedClaims)}`);
   if (f.inboxReads.length > 0) reasons.push(`the run read untrusted input: ${few(f.inboxReads)}`);
+  if (f.startSet.length > 0) reasons.push(`changes what agents load at session start: ${few(f.startSet)}`);
   return reasons.length > 0 ? { action: 'wait', reasons } : { action: 'merge' };
 }

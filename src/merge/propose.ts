@@ -6,6 +6,7 @@ import { UserError } from '../util/errors.js';
 import { treeFiles } from '../memory/files.js';
 import { isNote } from '../memory/layout.js';
 import { branchMemory } from '../memory/branch-memory.js';
+import { autoLoadedChanges } from '../memory/start-set.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
 import { mergeIntoMain, type MergeOutcome } from './merge.js';
 import { decide } from './merge-policy.js';
@@ -91,6 +92,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits }, names, defs.checks, defs.problems,
   );
   const notes = changes.filter((c) => c.after && isNote(c.path)).map((c) => c.path);
+  const startSet = await autoLoadedChanges(changes, async (oid) => (await store.readBlob(oid)).toString());
   const trustOf = (path: string) => memory.docs.get(path)?.note?.trust;
   const claims = changes.filter((c) => c.after && c.path.startsWith('memory/') && trustOf(c.path) === 'reviewed').map((c) => c.path);
   const decision = decide({
@@ -101,6 +103,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     metadata: changes.filter((c) => c.path.startsWith('.nas/')).map((c) => c.path),
     reviewedClaims: claims,
     inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
+    startSet,
   });
   const now = new Date().toISOString();
   const count = (s: string) => changes.filter((c) => c.status === s).length;
@@ -114,7 +117,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     },
     changes: { added: count('added'), modified: count('modified'), deleted: count('deleted'), paths: changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`) },
     checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
-    trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims },
+    trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims, start_set: startSet },
     reasons: decision.action === 'merge' ? [] : decision.reasons,
   };
   return { pr, reads: p.reads.text(), merge: decision.action === 'merge' };

@@ -61,6 +61,24 @@ export function isAppendOnly(rules: Rules, path: string): boolean {
   return matchesAny(path, rules.appendOnly);
 }
 
+/**
+ * A name git refuses in a tree (core.protectNTFS and core.protectHFS are on by default, and libgit2 agrees):
+ * `.git` in any case, with trailing dots or spaces, with an NTFS stream suffix (`.git::$INDEX_ALLOCATION`),
+ * its NTFS short name `git~1`, or with characters HFS+ ignores. One such name would stop every commit.
+ */
+export function gitRefusesName(name: string): boolean {
+  const n = name.replace(/[\u200b-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/g, '').toLowerCase();
+  return /^\.git[. ]*(::.*)?$/.test(n) || /^git~\d+$/.test(n);
+}
+
+/** `.gitmodules` (and its NTFS short name) must be a file: as a directory or a link it fails git fsck. */
+export function isGitmodulesName(name: string): boolean {
+  return /^(\.gitmodules[. ]*|gitmod~\d+)$/i.test(name);
+}
+
+/** Whether a path has a component git refuses (see gitRefusesName). */
+export const hasGitRefusedName = (path: string): boolean => path.split('/').some(gitRefusesName);
+
 /** Mutations that add a name to a directory; a `.git` component is refused outside scratch. */
 const NAMING: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'symlink', 'link', 'rename-to']);
 
@@ -79,7 +97,8 @@ export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: 
   if (isMetaPath(path)) return 'EPERM';
   if (matchesAny(path, rules.readOnly)) return 'EPERM';
   const scratch = ignored || isScratch(rules, path);
-  if (!scratch && NAMING.has(op) && path.split('/').includes('.git')) return 'EPERM';
+  if (!scratch && NAMING.has(op) && hasGitRefusedName(path)) return 'EPERM';
+  if (!scratch && (op === 'mkdir' || op === 'symlink') && isGitmodulesName(path.slice(path.lastIndexOf('/') + 1))) return 'EPERM';
   // Git trees hold neither hard links nor special files.
   if ((op === 'link' || op === 'mknod') && !scratch) return 'EPERM';
   if (isAppendOnly(rules, path)) {

@@ -25,6 +25,10 @@ export function validateBranch(branch: string): string {
     );
   }
   if (branch === 'main') throw new UserError('"main" is the protected line of every Home; choose another branch name');
+  // Names git reads as something else: HEAD and its kin, and hex strings that may be taken for a commit id.
+  if (/^[A-Z_]*HEAD$/.test(branch) || /^[0-9a-f]{4,40}$/i.test(branch)) {
+    throw new UserError(`invalid branch name ${describe(branch)}: git would read it as ${/HEAD$/.test(branch) ? 'a special ref' : 'a commit id'}; choose another name`);
+  }
   return branch;
 }
 

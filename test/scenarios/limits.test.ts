@@ -59,4 +59,19 @@ describe('limits and policy from .nas/', () => {
     expect(await codeOf(fs.writeFile(p('outbox/ledger.md'), 'two\n'))).toBe('EPERM');
     expect(await codeOf(fs.unlink(p('memory/journal/README.md')))).toBe('EPERM');
   });
+
+  it('fails closed: a malformed policy.yaml keeps the last valid one in force, and says so', async () => {
+    await d.pushToMain({ '.nas/policy.yaml': 'version: 1\nread_only: ["skills/**"\n' });
+    const problems = await eventually(async () => {
+      const found = (await d.nasJson<any[]>('home', 'list'))[0].problems as string[];
+      return found.some((x) => /policy\.yaml: malformed YAML/.test(x)) && found;
+    }, 'problem reported');
+    expect(problems.join('\n')).toMatch(/policy\.yaml: the last valid version \(commit [0-9a-f]{12}\) stays in force/);
+    expect((await d.nas('branch', 'create', 'demo/closed')).code).toBe(0);
+    const p = (rel: string) => d.path('demo@closed', rel);
+    // The operator's stricter rules from the last valid policy still hold, not the looser defaults.
+    expect(await codeOf(fs.writeFile(p('skills/x.md'), 'x'))).toBe('EPERM');
+    await fs.appendFile(p('outbox/ledger.md'), 'three\n');
+    expect(await codeOf(fs.writeFile(p('outbox/ledger.md'), 'four\n'))).toBe('EPERM');
+  });
 });

@@ -67,7 +67,7 @@ describe('leases', () => {
 
 describe('merge policy', () => {
   const facts = (over: Partial<MergeFacts> = {}): MergeFacts => ({
-    auto: true, policyProblems: [], checks: [{ name: 'links', ok: true }], deleted: [], metadata: [], reviewedClaims: [], inboxReads: [], ...over,
+    auto: true, policyProblems: [], checks: [{ name: 'links', ok: true }], deleted: [], metadata: [], reviewedClaims: [], inboxReads: [], startSet: [], ...over,
   });
 
   it('merges only when every condition holds', () => {
@@ -80,6 +80,7 @@ describe('merge policy', () => {
     expect(decide(facts({ metadata: ['.nas/policy.yaml'] }))).toEqual({ action: 'wait', reasons: ['changes Home metadata: .nas/policy.yaml'] });
     expect(decide(facts({ reviewedClaims: ['memory/notes/x.md'] }))).toEqual({ action: 'wait', reasons: ['marks notes reviewed: memory/notes/x.md'] });
     expect(decide(facts({ inboxReads: ['inbox/t.md'] }))).toEqual({ action: 'wait', reasons: ['the run read untrusted input: inbox/t.md'] });
+    expect(decide(facts({ startSet: ['AGENTS.md'] }))).toEqual({ action: 'wait', reasons: ['changes what agents load at session start: AGENTS.md'] });
     expect(decide(facts({ auto: false })).action).toBe('wait');
     expect(decide(facts({ policyProblems: ['.nas/policy.yaml: malformed'] })).action).toBe('wait');
     const many = decide(facts({ deleted: Array.from({ length: 8 }, (_, i) => `f${i}`) }));

@@ -5,7 +5,7 @@ import { fsError } from '../../util/errors.js';
 import { MODE, type Identity, type Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash, TrashKind } from '../../trash/trash.js';
-import { checkAppend, checkOpenForWrite, visibleMode, type Rules } from '../../policy/policy.js';
+import { checkAppend, checkOpenForWrite, isAppendOnly, visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
 import type { Caller } from '../../util/owner.js';
 import { exactMode, giveToCaller, mkdirsFor } from './ownership.js';
@@ -64,6 +64,8 @@ export class BranchView implements WritableView {
   private readonly committer: Committer;
   private readonly names: Names;
   private readonly defaults: { owner: Owner; quotaBytes: number };
+  /** The write lease in force (setLease), if any. */
+  private leaseId?: string;
 
   private constructor(
     private readonly ctx: BranchContext,
@@ -116,7 +118,8 @@ export class BranchView implements WritableView {
    * The write lease in force, or none: its principal owns the view's files (the kernel's permission check
    * then keeps other users out) and its budget caps the branch's quota.
    */
-  async setLease(lease: { owner: Owner | null; budgetBytes?: number } | null): Promise<void> {
+  async setLease(lease: { id: string; owner: Owner | null; budgetBytes?: number } | null): Promise<void> {
+    this.leaseId = lease?.id;
     this.ctx.owner = lease?.owner ?? this.defaults.owner;
     this.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
@@ -253,8 +256,14 @@ export class BranchView implements WritableView {
   }
 
   private writer(h: Handle): Handle {
+    h.lease = this.leaseId;
     this.committer.writers.add(h);
     return h;
+  }
+
+  /** A descriptor opened under a lease that was revoked or expired (or replaced) writes nothing more. */
+  private checkLease(h: Handle): void {
+    if (h.lease && h.lease !== this.leaseId) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
   }
 
   async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
@@ -279,10 +288,14 @@ export class BranchView implements WritableView {
 
   async write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
     if (!h.writable || h.fd === null) throw fsError('EBADF');
+    this.checkLease(h);
     const end = pos + len;
     const refusal = checkAppend(this.overlay.rules, h.rel, pos, h.floor) ?? this.space.refusal(end - h.size);
     if (refusal) throw fsError(refusal, `write to ${h.rel} refused`);
     const n = await fsx.write(h.fd, buf, len, pos);
+    // Append-only means every write appends (as with chattr +a), also in a file made without O_APPEND:
+    // what was written, and maybe committed, is not written over.
+    if (isAppendOnly(this.overlay.rules, h.rel)) h.floor = Math.max(h.floor, pos + n);
     if (end > h.size) {
       this.space.used += end - h.size;
       h.size = end;
@@ -324,6 +337,7 @@ export class BranchView implements WritableView {
   async ftruncate(h: Handle, size: number): Promise<void> {
     await this.overlay.check('truncate', h.rel);
     if (!h.writable || h.fd === null) throw fsError('EBADF');
+    this.checkLease(h);
     const refusal = this.space.refusal(size - h.size);
     if (refusal) throw fsError(refusal);
     await fsx.ftruncate(h.fd, size);

@@ -14,6 +14,7 @@ import type { Deletions } from './deletions.js';
 import { Flusher } from './flusher.js';
 import type { Overlay } from './overlay.js';
 import { isFuseHidden } from './paths.js';
+import { hasGitRefusedName } from '../../policy/policy.js';
 
 export interface CommitterContext {
   branch: string;
@@ -154,7 +155,12 @@ export class Committer {
       return null;
     }
     // Only files and symlinks go into git: a FIFO or socket moved here from scratch is never opened.
-    if (!(st.isFile() || st.isSymbolicLink()) || isFuseHidden(path) || path.split('/').includes('.git')) return null;
+    if (!(st.isFile() || st.isSymbolicLink()) || isFuseHidden(path)) return null;
+    // A name git would refuse must not stop the commit of everything else: it stays on disk, uncommitted.
+    if (hasGitRefusedName(path)) {
+      this.ctx.log.warn({ view: this.ctx.name, path }, 'not committed: git refuses this name in a tree (it stays in the upper directory)');
+      return null;
+    }
     if (st.isSymbolicLink()) return { entry: { oid: await this.ctx.store.writeBlob(await fs.readlink(file)), mode: MODE.link }, record: null };
     const fh = await openForCommit(file);
     if (!fh) return null;

@@ -3,7 +3,7 @@ import type { Stats } from 'node:fs';
 import { fsError } from '../../util/errors.js';
 import type { Store } from '../../store/store.js';
 import { kindOfMode, trashRecord, type TrashKind, type TrashRecord } from '../../trash/trash.js';
-import { checkDirectoryMove, isAppendOnly } from '../../policy/policy.js';
+import { checkDirectoryMove, hasGitRefusedName, isAppendOnly, isGitmodulesName } from '../../policy/policy.js';
 import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
@@ -165,6 +165,15 @@ export class Names {
     });
   }
 
+  private async hardLinked(rel: string, dir: boolean, st: { nlink: number; isFile(): boolean } | null | undefined): Promise<boolean> {
+    if (!dir) return !!st?.isFile() && st.nlink > 1;
+    let linked = false;
+    await this.overlay.walkUpper(rel, (_p, s) => {
+      if (s.isFile() && s.nlink > 1) linked = true;
+    });
+    return linked;
+  }
+
   async rename(from: string, to: string): Promise<void> {
     const src = await this.overlay.need(from);
     const dst = await this.overlay.resolve(to);
@@ -186,6 +195,12 @@ export class Names {
     if (toVersioned && src.stat && !srcDir && !src.stat.isFile() && !src.stat.isSymbolicLink()) {
       throw fsError('EPERM', `${from} is a special file, which cannot live in a versioned area`);
     }
+    if (toVersioned && !srcDir && src.stat?.isSymbolicLink() && isGitmodulesName(to.slice(to.lastIndexOf('/') + 1))) {
+      throw fsError('EPERM', `${to} must be a file: git refuses a .gitmodules that is a link`);
+    }
+    if (toVersioned && srcDir && isGitmodulesName(to.slice(to.lastIndexOf('/') + 1))) {
+      throw fsError('EPERM', `${to} must be a file: git refuses a .gitmodules that is a directory`);
+    }
     if (srcDir) await this.copy.tree(from);
     else if (src.entry) await this.copy.file(from, src.entry);
     if (srcDir) {
@@ -193,9 +208,14 @@ export class Names {
       await this.overlay.walkUpper(from, (p) => below.push(p.slice(from.length + 1)));
       const refusal = checkDirectoryMove(this.overlay.rules, from, to, below);
       if (refusal) throw fsError(refusal, `moving ${from} to ${to} would move protected paths`);
-      if (toVersioned && below.some((p) => p.split('/').includes('.git'))) {
+      if (toVersioned && below.some(hasGitRefusedName)) {
         throw fsError('EPERM', `${from} contains a .git directory, which cannot live in a versioned area`);
       }
+    }
+    // A hard-linked file is one file under two names, which git cannot keep: into a versioned area it moves as
+    // a copy (EXDEV makes mv copy), so writing through the other name cannot change what is committed.
+    if (toVersioned && fromScratch && (await this.hardLinked(from, srcDir, src.stat))) {
+      throw fsError('EXDEV', `${from} is hard-linked; it moves into a versioned area as a copy`);
     }
     // Hide git's copy of the source (a commit under way may be adding it), and of a directory replaced at
     // the target (its contents were all deleted). Logged before the rename, as deletions are.
