@@ -14,7 +14,8 @@ export class ApiError extends Error {
   }
 }
 
-export type Call = <K extends RouteName>(route: K, params: Params<K>, body: Body<K>) => Promise<Result<K>>;
+/** One request; `extra` headers join the client's for this call only (nas run sends the run's lease so). */
+export type Call = <K extends RouteName>(route: K, params: Params<K>, body: Body<K>, extra?: Record<string, string>) => Promise<Result<K>>;
 
 export interface ClientOptions {
   socket: string;
@@ -43,11 +44,11 @@ function request(socket: string, method: string, path: string, headers: Record<s
 
 /** A call function bound to one socket; an answer with ok: false becomes an Error with the daemon's message. */
 export function client({ socket, headers }: ClientOptions): Call {
-  return async <K extends RouteName>(route: K, params: Params<K>, body: Body<K>): Promise<Result<K>> => {
+  return async <K extends RouteName>(route: K, params: Params<K>, body: Body<K>, extra: Record<string, string> = {}): Promise<Result<K>> => {
     const { method } = ROUTES[route];
     // GET carries no body; a POST with nothing to say sends none either.
     const payload = method === 'GET' || Object.keys(body).length === 0 ? undefined : JSON.stringify(body);
-    const { status, text } = await request(socket, method, fillPath(route, params), headers, payload);
+    const { status, text } = await request(socket, method, fillPath(route, params), { ...headers, ...extra }, payload);
     let reply: Reply<K>;
     try {
       reply = JSON.parse(text) as Reply<K>;

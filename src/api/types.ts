@@ -27,8 +27,9 @@ export interface HomeSummary {
 }
 
 export interface StatusReport {
-  /** Where the views are mounted. */
+  /** Where the views are mounted, and where nasd keeps its state (the owner's token is there). */
   mount: string;
+  state_dir: string;
   homes: HomeSummary[];
 }
 

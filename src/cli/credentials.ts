@@ -9,14 +9,22 @@ export const DEFAULT_OWNER_TOKEN_FILE = '/var/lib/agent-nas/owner.token';
 export function credentialHeaders(): Record<string, string> {
   const headers: Record<string, string> = {};
   if (process.env.NAS_LEASE) headers['x-nas-lease'] = process.env.NAS_LEASE.trim();
-  let owner = process.env.NAS_OWNER_TOKEN;
-  if (!owner) {
-    try {
-      owner = readFileSync(process.env.NAS_OWNER_TOKEN_FILE || DEFAULT_OWNER_TOKEN_FILE, 'utf8').trim();
-    } catch {
-      // Not the owner (or not on the NAS): lease-only and open commands still work.
-    }
-  }
+  const owner = process.env.NAS_OWNER_TOKEN || readToken(ownerTokenFile());
   if (owner) headers['x-nas-owner'] = owner;
   return headers;
+}
+
+/** Where the owner token is read from when $NAS_OWNER_TOKEN is not set. */
+export const ownerTokenFile = (): string => process.env.NAS_OWNER_TOKEN_FILE || DEFAULT_OWNER_TOKEN_FILE;
+
+/** Whether the caller named the owner credential itself (then nas never looks for another). */
+export const ownerTokenNamed = (): boolean => Boolean(process.env.NAS_OWNER_TOKEN || process.env.NAS_OWNER_TOKEN_FILE);
+
+/** A token file's content, or undefined when it cannot be read (not the owner, or not on the NAS). */
+export function readToken(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }

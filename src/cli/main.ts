@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-import { client } from '../api/client.js';
+import { ApiError, client, type Call } from '../api/client.js';
 import { DEFAULT_SOCKET } from '../api/client.js';
 import { printable } from '../util/display.js';
 import { Usage, parse, type Args } from './args.js';
 import { helpFor, lookup } from './commands/index.js';
-import { credentialHeaders } from './credentials.js';
+import { credentialHeaders, ownerTokenFile, ownerTokenNamed, readToken } from './credentials.js';
 import { version } from '../util/version.js';
 
 /**
@@ -12,12 +12,34 @@ import { version } from '../util/version.js';
  * 2 a usage mistake (printed with the usage of the command).
  */
 
+/**
+ * The client, with the owner's token of the daemon it talks to: when an owner action is refused and the caller
+ * did not name a token, nas asks the daemon for its state directory, reads the token there, and tries once more
+ * (a refused owner action changed nothing). The error names the files read.
+ */
+function ownerAware(socket: string): Call {
+  const headers = credentialHeaders();
+  const base = client({ socket, headers });
+  let owner: string | undefined;
+  return async (route, params, body, extra = {}) => {
+    try {
+      return await base(route, params, body, { ...(owner ? { 'x-nas-owner': owner } : {}), ...extra });
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.status !== 403 || !/owner action/.test(e.message) || ownerTokenNamed()) throw e;
+      const file = `${(await base('status', {}, {})).state_dir}/owner.token`;
+      owner = file === ownerTokenFile() ? undefined : readToken(file);
+      if (!owner) throw new Error(`${e.message} (nas read ${ownerTokenFile()}${file === ownerTokenFile() ? '' : ` and ${file}`})`);
+      return base(route, params, body, { 'x-nas-owner': owner, ...extra });
+    }
+  };
+}
+
 async function run(args: Args): Promise<number> {
   const cmd = lookup(args.positional);
   if (!cmd) throw new Usage(args.positional.length ? `unknown command: ${args.positional.slice(0, 2).join(' ')}` : 'no command given');
   const wrong = args.given().find((f) => !cmd.flags.includes(f));
   if (wrong) throw new Usage(`${cmd.name} does not take --${wrong}`);
-  const out = await cmd.run(args, client({ socket: args.socket, headers: credentialHeaders() }));
+  const out = await cmd.run(args, ownerAware(args.socket));
   process.stderr.write(out.stderr);
   process.stdout.write(out.stdout);
   return out.code ?? (out.failed ? 1 : 0);

@@ -49,12 +49,15 @@ export class Store {
 
   // ---- refs -------------------------------------------------------------------------------------
 
+  /** A ref's target, or null when there is no such ref. Any other failure (out of descriptors, I/O) is thrown. */
   async readRef(name: string): Promise<string | null> {
     try {
       const oid = await NodeGit.Reference.nameToId(this.repo, name);
       return oid.tostrS();
-    } catch {
-      return null;
+    } catch (e) {
+      // libgit2's GIT_ENOTFOUND is -3; an unborn or missing ref is the only "no".
+      if ((e as { errno?: number }).errno === -3 || /not found|no reference/i.test((e as Error).message ?? '')) return null;
+      throw e;
     }
   }
 

@@ -149,6 +149,23 @@ describe('hardening', () => {
     }
   });
 
+  it('finds the owner token of the daemon it talks to, and names the files it read when there is none', async () => {
+    const cli = path.resolve(import.meta.dirname, '../../dist/src/cli/main.js');
+    const found = await run(process.execPath, [cli, '--socket', d.socket, 'branch', 'create', 'demo/found'], { env: { NAS_OWNER_TOKEN_FILE: '', NAS_OWNER_TOKEN: '' } });
+    expect(found.code, found.stderr).toBe(0);
+    const named = await run(process.execPath, [cli, '--socket', d.socket, 'branch', 'create', 'demo/named'], { env: { NAS_OWNER_TOKEN_FILE: '/nonexistent/owner.token', NAS_OWNER_TOKEN: '' } });
+    expect(named.code).toBe(1);
+    expect(named.stderr).toMatch(/owner action/);
+  });
+
+  it('logs one line per commit, with what went in', async () => {
+    await fs.writeFile(p('outbox/logged.md'), 'logged\n');
+    await d.sync('demo/hard');
+    const line = d.log.split('\n').filter((l) => l.includes('"msg":"commit"')).map((l) => JSON.parse(l)).filter((l) => l.view === 'demo@hard').at(-1);
+    expect(line).toMatchObject({ view: 'demo@hard', written: 1, deleted: 0, bytes: 7 });
+    expect(typeof line.ms).toBe('number');
+  });
+
   it('says its version, and writes only JSON lines to its log', async () => {
     expect((await d.nas('--version')).stdout).toMatch(/^nas \d+\.\d+\.\d+\n$/);
     const v = await run(process.execPath, [path.resolve(import.meta.dirname, '../../dist/src/daemon/main.js'), '--version']);

@@ -1,11 +1,10 @@
 import fs from 'node:fs/promises';
-import { ApiError, client, type Call } from '../../api/client.js';
+import { ApiError, type Call } from '../../api/client.js';
 import type { RunStart, RunView } from '../../api/types.js';
 import type { Account } from '../../util/accounts.js';
 import { printable } from '../../util/display.js';
 import { Usage, type Args } from '../args.js';
 import { command, type Command, type Output } from '../command.js';
-import { credentialHeaders } from '../credentials.js';
 import { table } from '../format.js';
 import { RunProcess, type Ended } from '../run/launcher.js';
 import { parseAttempts, parseSize, resolveProgram, runAccount } from '../run/inputs.js';
@@ -106,11 +105,10 @@ async function live(call: Call, p: Plan, start: RunStart, task: string | undefin
   await proc.ended;
   clearInterval(watchdog.timer);
   stop.delete(proc);
-  // The lease goes with the finish call: a PR is filed as the run's principal, not as the owner.
-  const finish = client({ socket: mainSocket, headers: { ...credentialHeaders(), 'x-nas-lease': start.token } });
   const propose = p.propose && (!ended.signal || p.proposeOnFailure);
   try {
-    const view = await finish('finishRun', { role: p.role, id: start.id }, { started, exit: ended.code, signal: ended.signal, propose });
+    // The lease goes with the finish call: a PR is filed as the run's principal, not as the owner.
+    const view = await call('finishRun', { role: p.role, id: start.id }, { started, exit: ended.code, signal: ended.signal, propose }, { 'x-nas-lease': start.token });
     if (!attached) return { view, ended, error: `run ${start.id} could not be set up (see the message above); nothing was kept` };
     if (!started) return { view, ended, error: `run ${start.id} was stopped by ${ended.signal} before its command started; nothing was kept` };
     return { view, ended, error: watchdog.lost() };

@@ -181,7 +181,8 @@ export class BranchView implements WritableView {
     }, (rel) => !this.scratchRoots.includes(rel));
     for (const rel of leftovers) await fs.rm(this.overlay.up(rel), { force: true });
     if (this.pendingChanges > 0) {
-      this.ctx.log.info({ view: this.name, paths: this.committer.dirty.size, deletions: this.deletions.waiting.length }, 'recovering uncommitted changes');
+      // How many files are looked at, not how many changed: the commit's own log line says that.
+      this.ctx.log.info({ view: this.name, files: this.committer.dirty.size, deletions: this.deletions.waiting.length }, 'recovering: committing what the last run left on disk');
       this.committer.schedule(0);
     }
   }

@@ -113,6 +113,7 @@ export class Committer {
     // What .gitignore matches and git does not track stays on disk, uncommitted.
     const snapshots = await mapLimit(dirty, 16, async ([path]) => ((await this.overlay.scratchAt(path)) ? 'ignored' as const : this.snapshot(path)));
     const written: string[] = [];
+    let bytes = 0;
     for (const [i, [path]] of dirty.entries()) {
       const snap = snapshots[i];
       if (snap === 'ignored') this.ignored.add(path);
@@ -120,16 +121,26 @@ export class Committer {
       this.ignored.delete(path);
       changes.delete(path);
       changes.set(path, snap.entry);
-      written.push(path);
       // What git does not keep of the file goes into its record beside the tree (file-meta.ts); a path that is
       // no longer a regular file (now a symlink) loses its record.
+      const [before, beforeRecord] = await Promise.all([store.lookupPath(head.tree, path), store.lookupPath(head.tree, metaPath(path))]);
       if (snap.record) changes.set(metaPath(path), snap.record);
-      else if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
+      else if (beforeRecord) changes.set(metaPath(path), null);
+      // Named in the message and the log only when it changed (after a crash every file left on disk is looked at).
+      const same = before?.oid === snap.entry.oid && before.mode === snap.entry.mode && beforeRecord?.oid === snap.record?.oid;
+      if (same && !deleted.includes(path)) continue;
+      written.push(path);
+      bytes += snap.bytes;
     }
     const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
+    const started = process.hrtime.bigint();
     const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
     // Files the branch did not change keep showing the time they had: their times do not move with every commit.
     if (commit) this.overlay.layer = new GitLayer(store, await store.readCommit(commit), this.overlay.layer.time);
+    // One line per commit, for an operator: what went in and how long it took.
+    this.ctx.log.info({
+      view: this.ctx.name, commit, written: written.length, deleted: deleted.length, bytes, ms: Number(process.hrtime.bigint() - started) / 1e6,
+    }, 'commit');
     await this.ctx.trash.add(this.deletions.items(deletions));
     // Forget what is committed, unless it changed again while the commit was being made.
     for (const [p, g] of dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
@@ -146,7 +157,7 @@ export class Committer {
    * An upper file as a commit takes it: its git entry and, for a regular file, its metadata record, both
    * from one look at the opened file. Null when it is gone or git cannot hold it.
    */
-  private async snapshot(path: string): Promise<{ entry: Entry; record: Entry | null } | null> {
+  private async snapshot(path: string): Promise<{ entry: Entry; record: Entry | null; bytes: number } | null> {
     const file = this.overlay.up(path);
     let st: Stats;
     try {
@@ -161,7 +172,7 @@ export class Committer {
       this.ctx.log.warn({ view: this.ctx.name, path }, 'not committed: git refuses this name in a tree (it stays in the upper directory)');
       return null;
     }
-    if (st.isSymbolicLink()) return { entry: { oid: await this.ctx.store.writeBlob(await fs.readlink(file)), mode: MODE.link }, record: null };
+    if (st.isSymbolicLink()) return { entry: { oid: await this.ctx.store.writeBlob(await fs.readlink(file)), mode: MODE.link }, record: null, bytes: st.size };
     const fh = await openForCommit(file);
     if (!fh) return null;
     try {
@@ -169,7 +180,7 @@ export class Committer {
       if (!now.isFile()) return null;
       const oid = now.size <= READ_IN_FULL ? await this.ctx.store.writeBlob(await fh.readFile()) : await this.ctx.store.writeBlobFromFd(fh.fd);
       const meta = formatMeta({ mode: Number(now.mode), uid: Number(now.uid), gid: Number(now.gid), atimeNs: now.atimeNs, mtimeNs: now.mtimeNs });
-      return { entry: { oid, mode: gitModeOf(now) }, record: { oid: await this.ctx.store.writeBlob(meta), mode: MODE.file } };
+      return { entry: { oid, mode: gitModeOf(now) }, record: { oid: await this.ctx.store.writeBlob(meta), mode: MODE.file }, bytes: Number(now.size) };
     } finally {
       await fh.close();
     }
