@@ -152,15 +152,21 @@ export class MemoryService {
     const entries = new Map<string, Entry | null>();
     for (const [p, content] of changes) entries.set(p, content === null ? null : { oid: await store.writeBlob(content), mode: MODE.file });
     const owner = snap.config.role.owner ?? 'owner';
-    const message = `Review memory note ${to}\n\nNas-Review: ${path}${to !== path ? ` -> ${to}` : ''}\nNas-Reviewer: ${owner}\n`;
-    let commit: string | null;
+    const author = { name: owner, email: `${owner}@agent-nas` };
+    const trailers = `Nas-Review: ${path}${to !== path ? ` -> ${to}` : ''}\nNas-Reviewer: ${owner}\n`;
+    let commit: string;
     try {
-      commit = await store.commitChanges(MAIN_REF, { head: snap.commit, changes: entries, message, author: { name: owner, email: `${owner}@agent-nas` } });
+      // Main changes only by merge: the review is a one-commit branch off main, merged with the owner as approver.
+      const tree = await store.editTree((await store.readCommit(snap.commit)).tree, entries);
+      if (tree === (await store.readCommit(snap.commit)).tree) throw new UserError(`${path} is reviewed already; nothing was changed`, 409);
+      const reviewed = await store.writeCommit({ tree, parents: [snap.commit], message: `Review memory note ${to}\n\n${trailers}`, author });
+      const message = `Merge the review of memory note ${to}\n\n${trailers}Nas-Principal: ${owner}\nNas-Intent: review memory note ${to}\nNas-Merged-By: ${owner}\n`;
+      commit = await store.commitTree(MAIN_REF, { head: snap.commit, tree, message, author, otherParents: [reviewed] });
     } catch (err) {
       if (err instanceof RefConflict) throw new UserError('main moved while the review was prepared; nothing was changed. Run it again', 409);
       throw err;
     }
     await this.reg.refreshMains();
-    return { reviewed: path, to, commit: commit ?? snap.commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
+    return { reviewed: path, to, commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
   }
 }

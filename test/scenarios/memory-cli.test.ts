@@ -210,6 +210,12 @@ describe('nas memory, context and briefing', () => {
     expect((await d.git('cat-file', '-e', 'main:memory/quarantine/builds.md')).code).not.toBe(0);
     expect((await d.git('rev-parse', 'main~1')).stdout.trim()).toBe(before);
     expect((await d.git('log', '-1', '--format=%B', 'main')).stdout).toMatch(/Nas-Review: memory\/quarantine\/builds.md -> memory\/notes\/builds.md\nNas-Reviewer: root/);
+    // Main changes only by merge: the review is a merge of a one-commit branch off main, with the owner as approver.
+    const parents = (await d.git('rev-list', '--parents', '-1', 'main')).stdout.trim().split(' ').slice(1);
+    expect(parents).toHaveLength(2);
+    expect(parents[0]).toBe(before);
+    expect((await d.git('rev-parse', `${parents[1]}~1`)).stdout.trim()).toBe(before);
+    expect((await d.git('log', '-1', '--format=%B', 'main')).stdout).toMatch(/Nas-Merged-By: root/);
     const listed = /- \[builds\]\(notes\/builds\.md\): When the build breaks\. \(updated 2026-11-25, \d+ B\)/;
     await eventually(async () => listed.test(await fs.readFile(d.path('demo', 'memory/MEMORY.md'), 'utf8')), 'the main view to show the index');
     // Main is consistent after the review: the index lists the note, and only a warning remains (dup.md has no date).
