@@ -165,6 +165,7 @@ export class Names {
     });
   }
 
+  /** Whether a file has another name, or a directory holds such a file (in the upper directory). */
   private async hardLinked(rel: string, dir: boolean, st: { nlink: number; isFile(): boolean } | null | undefined): Promise<boolean> {
     if (!dir) return !!st?.isFile() && st.nlink > 1;
     let linked = false;
@@ -195,11 +196,8 @@ export class Names {
     if (toVersioned && src.stat && !srcDir && !src.stat.isFile() && !src.stat.isSymbolicLink()) {
       throw fsError('EPERM', `${from} is a special file, which cannot live in a versioned area`);
     }
-    if (toVersioned && !srcDir && src.stat?.isSymbolicLink() && isGitmodulesName(to.slice(to.lastIndexOf('/') + 1))) {
-      throw fsError('EPERM', `${to} must be a file: git refuses a .gitmodules that is a link`);
-    }
-    if (toVersioned && srcDir && isGitmodulesName(to.slice(to.lastIndexOf('/') + 1))) {
-      throw fsError('EPERM', `${to} must be a file: git refuses a .gitmodules that is a directory`);
+    if (toVersioned && (srcDir || src.stat?.isSymbolicLink()) && isGitmodulesName(to.slice(to.lastIndexOf('/') + 1))) {
+      throw fsError('EPERM', `${to} must be a file: git refuses a .gitmodules that is a directory or a link`);
     }
     if (srcDir) await this.copy.tree(from);
     else if (src.entry) await this.copy.file(from, src.entry);
