@@ -33,21 +33,20 @@ while True:
 `;
 
 function startDaemon() {
-  const child = spawn(process.execPath, [`${ROOT}/dist/src/daemon/main.js`, '--state-dir', state, '--mount', mnt, '--socket', socket, '--demo', '--log-level', 'warn'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [`${ROOT}/dist/src/daemon/main.js`, '--state-dir', state, '--mount', mnt, '--socket', socket, '--demo'], { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let log = '';
-    child.stderr.on('data', (d) => (log += d));
-    const until = Date.now() + 30000;
-    const poll = async () => {
-      const ok = await fs.readFile('/proc/mounts', 'utf8').then((t) => t.includes(` ${mnt} fuse`)) && (await fs.stat(socket).then(() => true, () => false));
-      if (ok) return resolve(child);
-      if (Date.now() > until || child.exitCode !== null) return reject(new Error(`nasd did not start: ${log}`));
-      setTimeout(poll, 100);
+    const seen = (d) => {
+      log += d;
+      // After a kill -9 the old socket file and the stale mount are still there: only the new daemon's word counts.
+      if (log.includes('"nasd ready"')) resolve(child);
     };
-    poll();
+    child.stdout.on('data', seen);
+    child.stderr.on('data', seen);
+    child.once('exit', () => reject(new Error(`nasd exited before it was ready: ${log}`)));
   });
 }
-const nas = (...argv) => execFileSync(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', socket, ...argv], { env }).toString();
+const nas = (...argv) => execFileSync(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', socket, ...argv], { env, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
 
 let daemon;
 let confirmed = 0;
@@ -69,7 +68,11 @@ try {
     confirmed += done.length;
     next = (done.at(-1) ?? next - 1) + 2;
     daemon = await startDaemon();
-    execFileSync(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', socket, 'sync', 'demo/crash'], { env });
+    try {
+      nas('sync', 'demo/crash');
+    } catch (e) {
+      throw new Error(`nas sync after restart ${k + 1} failed: ${e.stderr}`);
+    }
   }
   const git = (...a) => execFileSync('git', [`--git-dir=${state}/homes/demo.git`, ...a], { maxBuffer: 1 << 28 }).toString();
   const inGit = new Set(git('ls-tree', '-r', '--name-only', 'crash', 'outbox/c/').split('\n').filter(Boolean));
@@ -89,6 +92,6 @@ try {
     daemon.kill('SIGTERM');
     await Promise.race([gone, new Promise((r) => setTimeout(r, 20000))]);
   }
-  try { execFileSync('fusermount', ['-uz', mnt]); } catch { /* not mounted */ }
+  try { execFileSync('fusermount', ['-uz', mnt], { stdio: 'ignore' }); } catch { /* not mounted */ }
   await fs.rm(dir, { recursive: true, force: true });
 }

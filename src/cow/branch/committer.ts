@@ -46,7 +46,10 @@ export class Committer {
 
   constructor(private readonly ctx: CommitterContext, private readonly overlay: Overlay, private readonly deletions: Deletions) {
     this.flusher = new Flusher(() => this.commitPending(), ctx.windowMs, (err) =>
-      ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
+      // A file renamed or deleted while its commit was being made is an expected race: the next pass has it.
+      hasCode(err, 'ENOENT')
+        ? ctx.log.debug({ err, view: ctx.name }, 'a file went away during the commit; retrying')
+        : ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
     );
     overlay.ignore.onChange = () => {
       const again = [...this.ignored];
