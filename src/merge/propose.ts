@@ -6,7 +6,7 @@ import { UserError } from '../util/errors.js';
 import { treeFiles } from '../memory/files.js';
 import { isNote } from '../memory/layout.js';
 import { branchMemory } from '../memory/branch-memory.js';
-import { autoLoadedChanges } from '../memory/start-set.js';
+import { autoLoadedChanges, linkedFromAgents } from '../memory/start-set.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
 import { mergeIntoMain, type MergeOutcome } from './merge.js';
 import { decide } from './merge-policy.js';
@@ -92,7 +92,12 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits }, names, defs.checks, defs.problems,
   );
   const notes = changes.filter((c) => c.after && isNote(c.path)).map((c) => c.path);
-  const startSet = await autoLoadedChanges(changes, async (oid) => (await store.readBlob(oid)).toString());
+  const textOf = async (oid: string) => (await store.readBlob(oid)).toString();
+  const agents = await Promise.all([baseTree, headTree].map(async (t) => {
+    const e = await store.lookupPath(t, 'AGENTS.md');
+    return e ? textOf(e.oid) : null;
+  }));
+  const startSet = await autoLoadedChanges(changes, textOf, linkedFromAgents(agents));
   const trustOf = (path: string) => memory.docs.get(path)?.note?.trust;
   const claims = changes.filter((c) => c.after && c.path.startsWith('memory/') && trustOf(c.path) === 'reviewed').map((c) => c.path);
   const decision = decide({
