@@ -1,27 +1,23 @@
-import yaml from 'js-yaml';
-import { MODE, type Identity, type Store } from '../store/store.js';
-import { mapLimit } from '../util/concurrency.js';
+import type { Identity, Store } from '../store/store.js';
 import { LEASES_REF } from '../store/refs.js';
+import { YamlRecords } from '../store/yaml-records.js';
 import { checkNarrowing, LeaseRefused, newToken, parseToken, tokenMatches, validateScopes, type Lease, type LeaseRequest } from './lease.js';
 
 /** A Home's leases, plain YAML in its Store under refs/nas/leases (`<id>.yaml`); tokens are never stored. */
 
 export class LeaseStore {
-  constructor(private readonly store: Store, private readonly identity: Identity) {}
+  private readonly records: YamlRecords<Lease>;
 
-  async list(): Promise<Lease[]> {
-    const head = await this.store.readRef(LEASES_REF);
-    if (!head) return [];
-    const tree = await this.store.readTree((await this.store.readCommit(head)).tree);
-    const leases = await mapLimit([...tree.values()], 16, async (e) => yaml.load((await this.store.readBlob(e.oid)).toString()) as Lease);
-    return leases.sort((a, b) => (a.created < b.created ? -1 : 1));
+  constructor(store: Store, identity: Identity) {
+    this.records = new YamlRecords(store, LEASES_REF, identity);
   }
 
-  async get(id: string): Promise<Lease | undefined> {
-    const head = await this.store.readRef(LEASES_REF);
-    if (!head) return undefined;
-    const entry = await this.store.lookupPath((await this.store.readCommit(head)).tree, `${id}.yaml`);
-    return entry ? (yaml.load((await this.store.readBlob(entry.oid)).toString()) as Lease) : undefined;
+  async list(): Promise<Lease[]> {
+    return (await this.records.list()).sort((a, b) => (a.created < b.created ? -1 : 1));
+  }
+
+  get(id: string): Promise<Lease | undefined> {
+    return this.records.get(id);
   }
 
   /** The lease and its parents, child first. */
@@ -69,8 +65,7 @@ export class LeaseStore {
     return lease;
   }
 
-  private async write(lease: Lease, message: string): Promise<void> {
-    const oid = await this.store.writeBlob(yaml.dump(lease));
-    await this.store.commitToRef(LEASES_REF, async () => new Map([[`${lease.id}.yaml`, { oid, mode: MODE.file }]]), message, this.identity);
+  private write(lease: Lease, message: string): Promise<void> {
+    return this.records.put(lease.id, lease, message);
   }
 }

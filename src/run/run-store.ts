@@ -1,8 +1,7 @@
-import yaml from 'js-yaml';
 import { randomBytes } from 'node:crypto';
-import { MODE, type Identity, type Store } from '../store/store.js';
+import type { Identity, Store } from '../store/store.js';
 import { RUNS_REF } from '../store/refs.js';
-import { mapLimit } from '../util/concurrency.js';
+import { YamlRecords } from '../store/yaml-records.js';
 
 /**
  * Runs (`nas run`): one command on its own branch with its own lease. Each run's record is plain YAML in
@@ -48,26 +47,21 @@ export const newTaskId = (): string => `t${randomBytes(4).toString('hex')}`;
 export const runBranch = (id: string): string => `run-${id}`;
 
 export class RunStore {
-  constructor(private readonly store: Store, private readonly identity: Identity) {}
+  private readonly records: YamlRecords<RunRecord>;
+
+  constructor(store: Store, identity: Identity) {
+    this.records = new YamlRecords(store, RUNS_REF, identity);
+  }
 
   async list(): Promise<RunRecord[]> {
-    const head = await this.store.readRef(RUNS_REF);
-    if (!head) return [];
-    const tree = await this.store.readTree((await this.store.readCommit(head)).tree);
-    const runs = await mapLimit([...tree.values()], 16, async (e) => yaml.load((await this.store.readBlob(e.oid)).toString()) as RunRecord);
-    return runs.sort((a, b) => (a.started < b.started ? -1 : a.started > b.started ? 1 : 0));
+    return (await this.records.list()).sort((a, b) => (a.started < b.started ? -1 : a.started > b.started ? 1 : 0));
   }
 
   async get(id: string): Promise<RunRecord | undefined> {
-    if (!/^r[0-9a-f]{8}$/.test(id)) return undefined;
-    const head = await this.store.readRef(RUNS_REF);
-    if (!head) return undefined;
-    const entry = await this.store.lookupPath((await this.store.readCommit(head)).tree, `${id}.yaml`);
-    return entry ? (yaml.load((await this.store.readBlob(entry.oid)).toString()) as RunRecord) : undefined;
+    return /^r[0-9a-f]{8}$/.test(id) ? this.records.get(id) : undefined;
   }
 
-  async write(run: RunRecord, message: string): Promise<void> {
-    const oid = await this.store.writeBlob(yaml.dump(run));
-    await this.store.commitToRef(RUNS_REF, async () => new Map([[`${run.id}.yaml`, { oid, mode: MODE.file }]]), message, this.identity);
+  write(run: RunRecord, message: string): Promise<void> {
+    return this.records.put(run.id, run, message);
   }
 }
