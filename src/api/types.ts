@@ -30,6 +30,8 @@ export interface StatusReport {
   /** Where the views are mounted, and where nasd keeps its state (the owner's token is there). */
   mount: string;
   state_dir: string;
+  /** nasd's process id (the daemon a mount helper started in the background, for instance). */
+  pid: number;
   homes: HomeSummary[];
 }
 

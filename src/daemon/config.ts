@@ -56,6 +56,11 @@ Serves every Home in the state directory through one FUSE mount:
   --log-level LEVEL      pino level: debug, info, warn, error (default info)
   --socket-group GROUP   let this group use the socket (runs propose with their lease; default root only)
   --demo                 create a Home named "demo" if it does not exist
+
+As a mount helper (mount -t fuse.nasd, /etc/fstab, a systemd .mount unit):
+  nasd <source> <mountpoint> [-o state_dir=DIR,socket=PATH,socket_group=G,log_level=L,config=FILE,log=FILE,demo]
+  starts nasd in the background (log in /var/log/agent-nas/nasd.log unless log=) and returns once it serves;
+  umount <mountpoint> (umount -R when branches have workspace/ binds) stops it.
 `;
 
 export async function loadConfig(argv: string[]): Promise<DaemonConfig> {

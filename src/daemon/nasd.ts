@@ -17,6 +17,7 @@ import { watchMainRefs } from './ref-watcher.js';
 import { ScratchBinds } from '../fuse-ops/scratch-binds.js';
 import { countTokens } from '../memory/tokens.js';
 import { version } from '../util/version.js';
+import { mountCall, startInBackground, stillMounted } from './mount-helper.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -27,6 +28,12 @@ async function main(): Promise<void> {
   }
   if (argv.includes('--version')) {
     process.stdout.write(`nasd ${version()}\n`);
+    return;
+  }
+  const asHelper = mountCall(argv);
+  if (asHelper) {
+    const pid = await startInBackground(process.argv[1], asHelper);
+    process.stdout.write(`nasd is serving ${asHelper.flags[1]} (pid ${pid}, log ${asHelper.log}); umount ${asHelper.flags[1]} stops it\n`);
     return;
   }
   const config = await loadConfig(argv);
@@ -75,6 +82,13 @@ async function main(): Promise<void> {
     refresh();
     void leases.applyAll();
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
+    // `umount` (or fusermount -u) from outside ends the service: commit what is pending and go.
+    void stillMounted(config.mount).then((mounted) => {
+      if (!mounted && !stopping) {
+        log.warn({ mount: config.mount }, 'the mount was removed from outside: stopping');
+        void stop('umount');
+      }
+    });
   }, 5000);
   follow.unref();
 
@@ -89,7 +103,7 @@ async function main(): Promise<void> {
     await runs.close();
     await binds.stop();
     await registry.close();
-    await mount.unmount();
+    if (await stillMounted(config.mount)) await mount.unmount();
     log.info('stopped');
     process.exit(0);
   };

@@ -364,7 +364,7 @@ export class Registry {
   }
 
   status(): StatusReport {
-    return { mount: this.opts.mount, state_dir: this.opts.stateDir, homes: this.listHomes() };
+    return { mount: this.opts.mount, state_dir: this.opts.stateDir, pid: process.pid, homes: this.listHomes() };
   }
 
   /** Commit everything pending in every branch (shutdown). */

@@ -179,6 +179,34 @@ describe('hardening', () => {
     expect(typeof line.ms).toBe('number');
   });
 
+  it('mounts like any filesystem (mount -t fuse.nasd, an fstab line), and umount stops it', async () => {
+    // mount(8) runs the nasd on its own PATH (/usr/local/bin, put there by scripts/setup.sh): it must be this one.
+    const installed = await fs.realpath('/usr/local/bin/nasd').catch(() => 'none');
+    expect(installed, 'run scripts/setup.sh in this checkout: mount -t fuse.nasd runs /usr/local/bin/nasd').toBe(path.resolve(import.meta.dirname, '../../bin/nasd'));
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-mount-'));
+    const mnt = `${dir}/mnt`;
+    let pid = 0;
+    try {
+      await fs.mkdir(mnt);
+      const r = await run('mount', ['-t', 'fuse.nasd', 'nasd', mnt, '-o', `state_dir=${dir}/state,socket=${dir}/nasd.sock,log=${dir}/nasd.log,demo,noatime`]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/nasd is serving/);
+      const status = await run(process.execPath, [path.resolve(import.meta.dirname, '../../dist/src/cli/main.js'), '--socket', `${dir}/nasd.sock`, '--json', 'status']);
+      pid = JSON.parse(status.stdout).pid;
+      expect(await fs.readFile(`${mnt}/demo/AGENTS.md`, 'utf8')).toMatch(/\S/);
+      const bad = await run('mount', ['-t', 'fuse.nasd', 'nasd', `${dir}/state`, '-o', 'colour=blue']);
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr).toMatch(/unknown mount option "colour"/);
+      expect((await run('umount', [mnt])).code).toBe(0);
+      await eventually(async () => !(await fs.access(`/proc/${pid}`).then(() => true, () => false)), 'nasd to stop after umount', 15_000);
+      expect(await fs.readFile(`${dir}/nasd.log`, 'utf8')).toMatch(/the mount was removed from outside: stopping/);
+    } finally {
+      if (pid && (await fs.access(`/proc/${pid}`).then(() => true, () => false))) process.kill(pid, 'SIGKILL');
+      await run('fusermount', ['-uz', mnt]);
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('says its version, and writes only JSON lines to its log', async () => {
     expect((await d.nas('--version')).stdout).toMatch(/^nas \d+\.\d+\.\d+\n$/);
     const v = await run(process.execPath, [path.resolve(import.meta.dirname, '../../dist/src/daemon/main.js'), '--version']);
