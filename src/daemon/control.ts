@@ -114,7 +114,7 @@ export class RunSockets {
     if (!this.onRequest) throw new Error('the control socket is not served yet');
     const server = await listen(socket, this.onRequest);
     await fs.chmod(socket, 0o600);
-    await fs.chown(socket, owner.uid, owner.gid);
+    await fs.lchown(socket, owner.uid, owner.gid);
     return {
       close: () => new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -133,16 +133,15 @@ export class LeaseService {
     const out: Record<string, BranchAccess> = {};
     for (const view of this.reg.branchViews(role)) {
       const branch = view.name.slice(role.length + 1);
-      let active: Lease | undefined;
+      // Every write lease in force (a sub-lease does not end its parent's); the newest one owns the view.
+      const inForce: Lease[] = [];
       for (const l of leases.filter((l) => l.branch === branch && l.scopes.includes('write')).reverse()) {
-        if (!refusal(await store.chain(l), { home: role, branch, scope: 'write' }, now)) {
-          active = l;
-          break;
-        }
+        if (!refusal(await store.chain(l), { home: role, branch, scope: 'write' }, now)) inForce.push(l);
       }
-      if (active) until = Math.min(until, Date.parse(active.expires));
+      const active = inForce[0];
+      for (const l of inForce) until = Math.min(until, Date.parse(l.expires));
       const owner = active ? await resolvePrincipal(active.principal) : null;
-      await view.setLease(active ? { id: active.id, owner, budgetBytes: active.budget_bytes } : null);
+      await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, inForce.map((l) => l.id));
       out[branch] = {
         lease: active?.id ?? null,
         owner: view.owner,

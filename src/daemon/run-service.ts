@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
 import { parseDuration } from '../util/duration.js';
@@ -85,6 +86,11 @@ export class RunService {
     const ttl = r.ttl ?? config.limits.branch_ttl_default;
     parseDuration(ttl);
     const cwd = r.cwd ? validateRelPath(r.cwd) : '';
+    // Checked on main (where the run forks from), as the view shows it: scratch roots such as workspace/ count.
+    const where = cwd ? await this.reg.view(role)?.getattr(cwd).catch(() => null) : null;
+    if (cwd && !(where && (where.mode & fsConstants.S_IFMT) === fsConstants.S_IFDIR)) {
+      throw new UserError(`--cwd ${cwd}: no such directory in Home ${role}`);
+    }
     return { account, ttl, attempts, cwd };
   }
 
@@ -119,13 +125,20 @@ export class RunService {
       const [lease, files] = await Promise.allSettled([
         this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: 'write,propose:main', budget: r.budget }, { owner: true }),
         (async () => {
-          // Everyone may pass through the runs directory; each run's own is its user's alone.
+          // Everyone may pass through the runs directory. The run's own is made, filled and only then given to
+          // its user: root never follows a link the user could have put there (another run of the same user).
           await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
           await fs.mkdir(dir, { mode: 0o700 });
-          await fs.chown(dir, account.uid, account.gid);
           this.sockets.set(id, await this.runSockets.open(socket, account));
-          await fs.writeFile(briefing, (await this.memory.briefing(role, branch, 2000)).text, { mode: 0o600 });
-          await fs.chown(briefing, account.uid, account.gid);
+          const text = (await this.memory.briefing(role, branch, 2000)).text;
+          const fh = await fs.open(briefing, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW, 0o600);
+          try {
+            await fh.writeFile(text);
+            await fh.chown(account.uid, account.gid);
+          } finally {
+            await fh.close();
+          }
+          await fs.lchown(dir, account.uid, account.gid);
         })(),
       ]);
       // Both settled before either failure counts: the undo below then finds everything that was made.
@@ -151,10 +164,12 @@ export class RunService {
     }
   }
 
-  /** Take back a run that never ran: its socket, files, lease and branch. */
+  /** Take back a run that never ran: its socket, files, lease and branch; a record already written says so. */
   private async undo(role: string, id: string): Promise<void> {
     await this.release(id);
     await this.dropBranch(role, runBranch(id));
+    const run = await this.store(role).get(id);
+    if (run) await this.record(role, { ...run, state: 'failed-to-start', ended: new Date().toISOString(), note: 'taken back: its start (or another attempt of its task) failed' });
   }
 
   /** What a live run holds in nasd: its place in the tracker, its launcher's watch, its socket and files. */
@@ -197,26 +212,33 @@ export class RunService {
       await this.dropBranch(role, run.branch);
       return this.record(role, { ...run, state: 'failed-to-start', note: 'the command could not be executed; its branch was removed' });
     }
-    await this.reg.sync(role, run.branch);
     if (end.exit !== undefined) run.exit = end.exit;
     if (end.signal) run.signal = end.signal;
     let pr: PullRequest | undefined;
-    if (run.state === 'interrupted') {
-      run.note ??= 'nasd restarted while the run was in flight: its mount was lost; the work committed before is on its branch, not proposed';
-    } else {
-      run.state = end.signal ? 'killed' : 'exited';
-      if (end.propose) {
-        const exit = end.signal ?? String(end.exit ?? '');
-        try {
-          pr = await this.prs.propose(role, run.branch, { intent: run.intent ?? `run ${id}`, exit }, creds);
-        } catch (err) {
-          if (!(err instanceof UserError)) throw err;
-          run.note = `not proposed: ${err.message}`;
+    try {
+      await this.reg.sync(role, run.branch);
+      if (run.state === 'interrupted') {
+        run.note ??= 'nasd restarted while the run was in flight: its mount was lost; the work committed before is on its branch, not proposed';
+      } else {
+        run.state = end.signal ? 'killed' : 'exited';
+        if (end.propose) {
+          try {
+            pr = await this.prs.propose(role, run.branch, { intent: run.intent ?? `run ${id}`, exit: end.signal ?? String(end.exit ?? '') }, creds);
+          } catch (err) {
+            if (!(err instanceof UserError)) throw err;
+            run.note = `not proposed: ${err.message}`;
+          }
         }
       }
+    } catch (err) {
+      // Whatever failed, the run is over: its lease must not outlive it, and its record must say how it ended.
+      if (run.state === 'running') run.state = end.signal ? 'killed' : 'exited';
+      run.note = `its end could not be completed: ${(err as Error).message}; what it committed is on ${run.branch}`;
+      this.log.error({ err, role, run: id }, 'finishing a run failed');
+    } finally {
+      await this.leases.revokeBranch(role, run.branch);
+      await this.leases.apply(role);
     }
-    await this.leases.revokeBranch(role, run.branch);
-    await this.leases.apply(role);
     const view = await this.record(role, { ...run, ...(pr ? { pr: pr.id, pr_state: pr.state } : {}) });
     return pr?.reasons.length ? { ...view, pr_reasons: pr.reasons } : view;
   }
@@ -283,8 +305,20 @@ export class RunService {
     this.sockets.clear();
   }
 
+  private reaping = false;
+
   /** The periodic pass: a run whose nas run died (kill -9) is stopped, committed and recorded as killed. */
   async reapOrphans(): Promise<void> {
+    if (this.reaping) return;
+    this.reaping = true;
+    try {
+      await this.reapNow();
+    } finally {
+      this.reaping = false;
+    }
+  }
+
+  private async reapNow(): Promise<void> {
     for (const [id, launcher] of this.launchers) {
       if (startTimeOf(launcher.pid) === launcher.start) continue;
       const active = this.reg.runs.all().find((r) => r.id === id);

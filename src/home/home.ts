@@ -112,8 +112,18 @@ export class Home {
     });
   }
 
+  /** lastValid's answers: commits never change, so neither do they. */
+  private readonly lastValidCache = new Map<string, Promise<{ commit: string; config: HomeConfig } | null>>();
+
   /** The newest ancestor (first parents, at most 200 back) where `file` reads without a problem. */
-  private async lastValid(commit: string, file: string): Promise<{ commit: string; config: HomeConfig } | null> {
+  private lastValid(commit: string, file: string): Promise<{ commit: string; config: HomeConfig } | null> {
+    const key = `${commit}:${file}`;
+    let found = this.lastValidCache.get(key);
+    if (!found) this.lastValidCache.set(key, (found = this.findLastValid(commit, file)));
+    return found;
+  }
+
+  private async findLastValid(commit: string, file: string): Promise<{ commit: string; config: HomeConfig } | null> {
     let c: string | undefined = (await this.store.readCommit(commit)).parents[0];
     for (let i = 0; c && i < 200; i++) {
       const config = await this.configAt(c);

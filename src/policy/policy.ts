@@ -63,12 +63,13 @@ export function isAppendOnly(rules: Rules, path: string): boolean {
 
 /**
  * A name git refuses in a tree (core.protectNTFS and core.protectHFS are on by default, and libgit2 agrees):
- * `.git` in any case, with trailing dots or spaces, with an NTFS stream suffix (`.git::$INDEX_ALLOCATION`),
- * its NTFS short name `git~1`, or with characters HFS+ ignores. One such name would stop every commit.
+ * `.git` or its NTFS short name `git~1`, in any case, with trailing dots or spaces, or followed by `:` (an NTFS
+ * stream, `.git::$INDEX_ALLOCATION`) or a backslash, or with characters HFS+ ignores. One such name would stop
+ * every commit.
  */
 export function gitRefusesName(name: string): boolean {
   const n = name.replace(/[\u200b-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/g, '').toLowerCase();
-  return /^\.git[. ]*(::.*)?$/.test(n) || /^git~\d+$/.test(n);
+  return /^(\.git|git~\d+)[. ]*($|[:\\])/.test(n);
 }
 
 /** `.gitmodules` (and its NTFS short name) must be a file: as a directory or a link it fails git fsck. */

@@ -36,7 +36,7 @@ describe('hardening', () => {
   });
 
   it('refuses every name git would refuse in a tree, so no name can stop the commits of a branch', async () => {
-    for (const name of ['.GIT', '.Git', '.git.', '.git ', 'git~1', '.git::$INDEX_ALLOCATION', '.g\u200cit']) {
+    for (const name of ['.GIT', '.Git', '.git.', '.git ', 'git~1', '.git::$INDEX_ALLOCATION', '.git:x', '.git\\config', '.g\u200cit']) {
       expect([name, await codeOf(fs.mkdir(p(`outbox/${name}`)))]).toEqual([name, 'EPERM']);
       expect([name, await codeOf(fs.writeFile(p(`outbox/${name}`), 'x'))]).toEqual([name, 'EPERM']);
     }
@@ -100,6 +100,9 @@ describe('hardening', () => {
         'os.write(fd, b"before\\n")',
         'os.fsync(fd)',
         `open(${JSON.stringify(`${shared}/opened`)}, "w").close()`,
+        `while not os.path.exists(${JSON.stringify(`${shared}/delegated`)}): time.sleep(0.05)`,
+        'os.write(fd, b"during\\n")',
+        `open(${JSON.stringify(`${shared}/written`)}, "w").close()`,
         `while not os.path.exists(${JSON.stringify(`${shared}/revoked`)}): time.sleep(0.05)`,
         'try:',
         '    os.write(fd, b"after\\n")',
@@ -110,12 +113,17 @@ describe('hardening', () => {
       ].join('\n');
       const writer = run('runuser', ['-u', 'nobody', '--', 'python3', '-c', script]);
       await eventually(async () => fs.access(`${shared}/opened`).then(() => true, () => false), 'the file to be open');
+      // A sub-lease (the newest lease now) does not end its parent: the descriptor still writes.
+      const sub = await d.nasWith({ NAS_LEASE: token, owner: false }, 'lease', 'issue', 'demo/leased', '--scopes', 'write');
+      expect(sub.code, sub.stderr).toBe(0);
+      await fs.writeFile(`${shared}/delegated`, '');
+      await eventually(async () => fs.access(`${shared}/written`).then(() => true, () => false), 'the write under the parent lease');
       expect((await d.nas('lease', 'revoke', 'demo', lease)).code).toBe(0);
       await fs.writeFile(`${shared}/revoked`, '');
       const out = await writer;
       expect(out.stdout.trim(), out.stderr).toBe('Permission denied');
       await d.sync('demo/leased');
-      expect((await d.gitBlob('leased:outbox/held.md')).toString()).toBe('before\n');
+      expect((await d.gitBlob('leased:outbox/held.md')).toString()).toBe('before\nduring\n');
     } finally {
       await fs.rm(shared, { recursive: true, force: true });
     }

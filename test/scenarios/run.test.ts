@@ -111,7 +111,7 @@ describe('nas run', () => {
 
   it('keeps a run from reaching outside its branch: no writes elsewhere, no approval, no other run\'s branch', async () => {
     const first = startRun('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
-      `echo secret > outbox/secret.md && echo $NAS_BRANCH > ${shared}/first && while [ ! -e ${shared}/first-done ]; do sleep 0.05; done`);
+      `echo secret > outbox/secret.md && echo scratch > workspace/secret.txt && echo $NAS_BRANCH > ${shared}/first && while [ ! -e ${shared}/first-done ]; do sleep 0.05; done`);
     const firstDone = outcome(first);
     const firstBranch = (await marker('first')).trim();
     const ownerToken = (await fs.readFile(`${d.state}/owner.token`, 'utf8')).trim();
@@ -120,6 +120,7 @@ describe('nas run', () => {
       `(echo x > demo@draft/outbox/x.md) 2> ${shared}/draft-err; ` +
       `cat demo@${firstBranch}/outbox/secret.md 2> ${shared}/other-err > ${shared}/other-out; ` +
       `ls demo@${firstBranch} > /dev/null 2>> ${shared}/other-err; ` +
+      `cat demo@${firstBranch}/workspace/secret.txt 2>> ${shared}/other-err >> ${shared}/other-out; ` +
       `cat ${d.state}/homes/demo.git/nas/branches/${firstBranch}/upper/outbox/secret.md 2> ${shared}/store-err >> ${shared}/other-out; ` +
       `ls ${d.state} 2>> ${shared}/store-err >> ${shared}/other-out; ` +
       `echo mine > demo/outbox/mine.md; ` +
@@ -132,7 +133,7 @@ describe('nas run', () => {
     expect(code, stderr).toBe(0);
     expect(await fs.readFile(`${shared}/draft-err`, 'utf8')).toMatch(/Permission denied/);
     expect(await fs.readFile(`${shared}/other-out`, 'utf8')).toBe('');
-    expect(await fs.readFile(`${shared}/other-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
+    expect(await fs.readFile(`${shared}/other-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied[\s\S]*Permission denied/);
     // Nor around the views: the Store (its upper directories, its objects) is hidden inside a run.
     expect(await fs.readFile(`${shared}/store-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
     // It can propose its own branch with its lease, through its own socket, but not approve anything.
@@ -164,6 +165,17 @@ describe('nas run', () => {
     await eventually(async () => !(await fs.access(`/proc/${grandchild}`).then(() => true, () => false)), 'the grandchild to end');
     expect((await d.gitBlob(`${out.branch}:outbox/before.md`)).toString()).toBe('before\n');
     expect((await d.git('cat-file', '-e', 'main:outbox/before.md')).code).not.toBe(0);
+  });
+
+  it('passes SIGINT from outside the terminal on to the run', async () => {
+    const child = startRun('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c', `touch ${shared}/interrupt-me; sleep 304`);
+    const done = outcome(child);
+    await marker('interrupt-me');
+    await eventually(async () => (await pidsOf('sleep 304'))[0], 'the command');
+    process.kill(child.pid!, 'SIGINT');
+    const r = await done;
+    expect(r.code).toBe(130);
+    expect(JSON.parse(r.stdout)).toMatchObject({ state: 'killed', signal: 'SIGINT' });
   });
 
   it('stops a command that ignores SIGTERM when asked a second time', async () => {
@@ -249,6 +261,10 @@ describe('nas run', () => {
   it('refuses bad input with a clear message and exit 2, creating nothing', async () => {
     const before = { branches: await branches(), runs: (await runs()).length };
     await fs.writeFile(`${shared}/not-executable.sh`, '#!/bin/sh\necho hi\n', { mode: 0o644 });
+    // Executable, but in a directory nobody may enter.
+    const hidden = `${d.dir}/hidden`;
+    await fs.mkdir(hidden, { mode: 0o700 });
+    await fs.writeFile(`${hidden}/tool.sh`, '#!/bin/sh\necho hi\n', { mode: 0o755 });
     const cases: [string[], RegExp][] = [
       [['nohome', '--user', 'nobody', '--', 'true'], /no Home named "nohome"/],
       [['demo', '--user', 'no-such-user', '--', 'true'], /no local user "no-such-user"/],
@@ -259,6 +275,8 @@ describe('nas run', () => {
       [['demo', '--user', 'nobody', '--', 'no-such-command-xyz'], /command not found: no-such-command-xyz/],
       [['demo', '--user', 'nobody', '--', `${shared}/not-executable.sh`], /not executable by nobody/],
       [['demo', '--user', 'nobody'], /name the command to run after --/],
+      [['demo', '--user', 'nobody', '--cwd', 'no/such/dir', '--', 'true'], /--cwd no\/such\/dir: no such directory/],
+      [['demo', '--user', 'nobody', '--', `${hidden}/tool.sh`], /not executable by nobody/],
     ];
     for (const [args, message] of cases) {
       const r = await nasRun(...args);

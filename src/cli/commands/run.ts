@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { ApiError, type Call } from '../../api/client.js';
 import type { RunStart, RunView } from '../../api/types.js';
 import type { Account } from '../../util/accounts.js';
@@ -22,8 +23,8 @@ export const help = {
     'When the command ends, what it wrote is committed; with --intent the branch is proposed into main (unless\n' +
     '--no-propose; a run ended by a signal only with --propose-on-failure) and the PR\'s state is printed; the\n' +
     'lease is revoked; the branch stays until its TTL. The exit status is the command\'s (128+N for signal N).\n' +
-    'SIGTERM and SIGHUP to nas run reach every process of the run (SIGINT too when it does not come from the\n' +
-    'terminal, which sends it to the run itself). --attempts N starts N runs of the command from the same main\n' +
+    'SIGTERM and SIGHUP to nas run reach every process of the run (SIGINT too, unless the terminal sent it to\n' +
+    'the run itself); a second one sends SIGKILL. --attempts N starts N runs of the command from the same main\n' +
     'commit as one task, proposes none of them, and nas run pick merges the one chosen and sends the others\'\n' +
     'work to the recycle area. --budget takes 50M, 2G, 512k or bytes (binary units).\n',
 };
@@ -117,6 +118,17 @@ async function live(call: Call, p: Plan, start: RunStart, task: string | undefin
   }
 }
 
+/** Whether nas run's process group is its terminal's foreground group (fields 5 and 8 of /proc/self/stat). */
+function inTerminalForeground(): boolean {
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(fields[5]) > 0 && fields[5] === fields[2];
+  } catch {
+    return false;
+  }
+}
+
 /**
  * nasd restarting takes the run's mount with it: the run's files are gone from under it. The run is told (on
  * stderr) and stopped, rather than left failing with ENOTCONN; its committed work stays on its branch.
@@ -154,8 +166,8 @@ const runCommand: Command = {
     }
     const procs = new Set<RunProcess>();
     const forward = (sig: NodeJS.Signals) => () => {
-      // The terminal sends ^C to the whole foreground group, the run included: passing it on would double it.
-      if (sig === 'SIGINT' && process.stdin.isTTY) return;
+      // A terminal's ^C reaches the whole foreground group, the run included: passing it on would double it.
+      if (sig === 'SIGINT' && inTerminalForeground()) return;
       for (const proc of procs) proc.signal(sig);
     };
     const handlers = (['SIGTERM', 'SIGINT', 'SIGHUP'] as const).map((sig) => [sig, forward(sig)] as const);

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { lookupAccount, type Account } from '../../util/accounts.js';
@@ -52,6 +53,13 @@ function executableBy(st: { mode: number; uid: number; gid: number }, account: A
   return (st.mode & 0o001) !== 0;
 }
 
+/** Whether the account can reach and execute the file, directories on the way included (asked as that account). */
+function reachableBy(file: string, account: Account): boolean {
+  if (account.uid === 0) return true;
+  const r = spawnSync('setpriv', [`--reuid=${account.uid}`, `--regid=${account.gid}`, '--init-groups', '--', 'test', '-x', file], { stdio: 'ignore' });
+  return r.status === 0;
+}
+
 /**
  * The program to run, as it will be named inside the run: a bare name is looked up in PATH (and passed on as
  * the path found); a path with a slash is taken from where nas run was called, else from the Home (the run's
@@ -68,8 +76,9 @@ export async function resolveProgram(program: string, account: Account, homeDir:
     const st = await fs.stat(c.file).catch(() => null);
     if (!st) continue;
     if (!st.isFile()) refused ||= `${c.file} is not a file`;
-    else if (!executableBy(st, account, groups)) refused ||= `${c.file} is not executable by ${account.name} (chmod +x, or run as another --user)`;
-    else return c.pass;
+    else if (!executableBy(st, account, groups) || !reachableBy(c.file, account)) {
+      refused ||= `${c.file} is not executable by ${account.name} (chmod +x, a directory on its way it may not enter, or run as another --user)`;
+    } else return c.pass;
   }
   if (refused) throw new Usage(refused);
   throw new Usage(program.includes('/') ? `no such program: ${program}` : `command not found: ${program} (searched PATH: ${process.env.PATH ?? ''})`);

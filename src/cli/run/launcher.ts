@@ -15,13 +15,17 @@ import type { RunStart } from '../../api/types.js';
 /**
  * Runs as root inside the new namespaces, as PID 1 (which ignores signals it has no handler for, so it
  * outlives its command and passes the status on). $1 view, $2 Home path, $3 run socket, $4 nasd's socket,
- * $5 working directory, $6 uid, $7 gid, $8 nasd's state directory, then the command. The Store is covered by an
- * empty read-only directory, so the run reaches Homes only through the views (workspace/ stays: a bind mount
- * holds its directory, not its path). Says its namespace on fd 3 and waits on fd 4 until nasd knows the
- * namespace, so no read of the command's goes unattributed.
+ * $5 working directory, $6 uid, $7 gid, $8 nasd's state directory, then the command. Other branches'
+ * workspace/ binds are detached (plain directories: nasd never sees who reads them). The Store is covered by
+ * an empty unreadable directory, so the run reaches Homes only through the views (its own workspace/ stays: a
+ * bind mount holds its directory, not its path). Says its namespace on fd 3 and waits on fd 4 until nasd
+ * knows the namespace, so no read of the command's goes unattributed.
  */
 const SETUP = `set -e
 mount --rbind -- "$1" "$2"
+# Other branches' workspace/ binds came along with the mount table: they are not this run's to reach.
+awk -v root="\${2%/*}/" -v own="$1/" 'index($2, root) == 1 && index($2, "@") && index($2 "/", own) != 1 { print $2 }' /proc/self/mounts |
+  while read -r m; do umount -l "$m" 2>/dev/null || true; done
 if [ -S "$4" ]; then mount --bind -- "$3" "$4"; fi
 mount -t tmpfs -o ro,mode=000,size=4k nas-store-hidden "$8"
 readlink /proc/self/ns/pid >&3
@@ -61,6 +65,8 @@ export class RunProcess {
         String(account.uid), String(account.gid), start.store, ...command],
       { stdio: ['inherit', 'inherit', 'inherit', 'pipe', 'pipe'], env },
     );
+    // The set-up may end before it reads "go" (a mount failed): a write to it then fails, which is no crash.
+    for (const fd of [3, 4]) (this.child.stdio[fd] as Readable | Writable | null)?.on('error', () => undefined);
     this.ended = new Promise((resolve) => {
       this.child.once('error', () => resolve({ code: 127 }));
       this.child.once('exit', (code, signal) => resolve(endedBy(code, signal)));
@@ -93,7 +99,8 @@ export class RunProcess {
     const input = this.child.stdio[4] as Writable;
     const starting = start && !this.early;
     this.going = starting;
-    input.end(starting ? 'go\n' : '');
+    if (starting) input.end('go\n');
+    else input.destroy();
     return starting;
   }
 

@@ -64,8 +64,9 @@ export class BranchView implements WritableView {
   private readonly committer: Committer;
   private readonly names: Names;
   private readonly defaults: { owner: Owner; quotaBytes: number };
-  /** The write lease in force (setLease), if any. */
-  private leaseId?: string;
+  /** The write leases in force (setLease): the newest owns the view; a descriptor writes while its own lasts. */
+  private leasesInForce = new Set<string>();
+  private newestLease?: string;
 
   private constructor(
     private readonly ctx: BranchContext,
@@ -118,8 +119,9 @@ export class BranchView implements WritableView {
    * The write lease in force, or none: its principal owns the view's files (the kernel's permission check
    * then keeps other users out) and its budget caps the branch's quota.
    */
-  async setLease(lease: { id: string; owner: Owner | null; budgetBytes?: number } | null): Promise<void> {
-    this.leaseId = lease?.id;
+  async setLease(lease: { owner: Owner | null; budgetBytes?: number } | null, inForce: string[] = []): Promise<void> {
+    this.leasesInForce = new Set(inForce);
+    this.newestLease = inForce[0];
     this.ctx.owner = lease?.owner ?? this.defaults.owner;
     this.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
@@ -257,14 +259,14 @@ export class BranchView implements WritableView {
   }
 
   private writer(h: Handle): Handle {
-    h.lease = this.leaseId;
+    h.lease = this.newestLease;
     this.committer.writers.add(h);
     return h;
   }
 
-  /** A descriptor opened under a lease that was revoked or expired (or replaced) writes nothing more. */
+  /** A descriptor opened under a lease that was revoked or has expired writes nothing more. */
   private checkLease(h: Handle): void {
-    if (h.lease && h.lease !== this.leaseId) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
+    if (h.lease && !this.leasesInForce.has(h.lease)) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
   }
 
   async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
