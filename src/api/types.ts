@@ -45,6 +45,8 @@ export interface BranchCreated extends BranchRecord {
 export interface BranchListing extends BranchRecord {
   /** Absent when the branch has a record but no open view. */
   head?: string;
+  /** Its TTL passed: read-only until its grace period ends and it is removed. */
+  expired: boolean;
   /** Changes written but not committed yet. */
   pending: number;
   quota?: { used: number; limit: number };

@@ -21,6 +21,8 @@ export interface LimitsConfig {
   branch_quota_bytes: number;
   /** TTL for branches created without --ttl. */
   branch_ttl_default: string;
+  /** How long an expired branch stays (read-only, for inspection) before its work goes to the recycle area. */
+  branch_grace: string;
   /** Token cap (o200k_base) for memory/MEMORY.md. */
   memory_md_max_tokens: number;
   /** Byte budgets for the resident (read-on-start) set. */
@@ -65,6 +67,7 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   version: 1,
   branch_quota_bytes: 2 * 1024 ** 3,
   branch_ttl_default: '48h',
+  branch_grace: '7d',
   memory_md_max_tokens: 1000,
   resident_bytes: { rules: 4096, shared: 4096, agent: 2048, total: 10240 },
 };
@@ -150,6 +153,7 @@ export function parseLimits(text: string, file = '.nas/limits.yaml'): Parsed<Lim
     version: isVersion,
     branch_quota_bytes: isInt(0),
     branch_ttl_default: isDuration,
+    branch_grace: isDuration,
     memory_md_max_tokens: isInt(1),
     resident_bytes: isBudgets,
   }, problems);

@@ -74,6 +74,22 @@ async function main(): Promise<void> {
     throw err;
   });
 
+  // TTLs: an expired branch's leases end with it and its waiting PRs can no longer be decided.
+  let expiring = false;
+  const expireBranches = async () => {
+    if (expiring) return;
+    expiring = true;
+    await registry.expireBranches({
+      expired: async (role, branch) => {
+        await leases.revokeBranch(role, branch);
+        await leases.apply(role);
+        await prs.expireBranch(role, branch);
+      },
+      discarded: async (role, branch) => void (await leases.revokeBranch(role, branch)),
+    }).catch((err) => log.error({ err }, 'cannot expire branches')).finally(() => (expiring = false));
+  };
+  await expireBranches();
+
   // Follow main at once when it moves outside a view (a merge, an operator's push); the tick lets lease
   // expiry take effect without a request, and re-reads main in case a change escaped the watcher.
   const refresh = () => registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
@@ -82,6 +98,7 @@ async function main(): Promise<void> {
     refresh();
     void leases.applyAll();
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
+    void expireBranches();
     // `umount` (or fusermount -u) from outside ends the service: commit what is pending and go.
     void stillMounted(config.mount).then((mounted) => {
       if (!mounted && !stopping) {

@@ -1,4 +1,5 @@
 import { validateBranch } from '../util/names.js';
+import { UserError } from '../util/errors.js';
 import { approvePr, cleanIntent, findPr, judgeProposal, mergePr, prStats, prsOf, rejectPr, type PrHome } from '../merge/propose.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
@@ -27,6 +28,7 @@ export class PrService {
     const who = await this.leases.authorize(role, branch, 'propose:main', creds, action);
     const intent = cleanIntent(opts.intent);
     const snap = await this.reg.snapshot(role, branch);
+    if (snap.view!.expired) throw new UserError(`${snap.name} expired (its TTL passed): it can no longer be proposed`, 409);
     const judged = await judgeProposal({
       role, branch, intent, checks: opts.checks ?? [], store: snap.home.store, head: snap.commit, mainHead: snap.mainHead,
       mainConfig: snap.config, principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit, reads: snap.view!.reads,
@@ -60,6 +62,19 @@ export class PrService {
   async reject(role: string, id: number, why: string | undefined, creds: Credentials): Promise<PullRequest> {
     requireOwner(creds, 'rejecting a PR', this.stateDir);
     return rejectPr(this.home(role), id, await this.owner(role), why);
+  }
+
+  /** A branch expired: its PRs still waiting can no longer be decided. */
+  async expireBranch(role: string, branch: string): Promise<number[]> {
+    const prs = this.home(role).prs;
+    const waiting = (await prs.list()).filter((p) => p.branch === branch && p.state === 'waiting');
+    for (const p of waiting) {
+      await prs.transition(p.id, ['waiting'], (pr) => {
+        pr.state = 'expired';
+        pr.reasons = [...pr.reasons, `its branch ${branch} expired before a decision`];
+      }).catch(() => undefined); // decided meanwhile: that decision stands
+    }
+    return waiting.map((p) => p.id);
   }
 
   async stats(role: string): Promise<PrStats> {

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { fsError, UserError } from '../util/errors.js';
+import { parseDuration } from '../util/duration.js';
 import type { Caller } from '../util/owner.js';
 import { validateBranch, validateRelPath, validateRole } from '../util/names.js';
 import type { Identity } from '../store/store.js';
@@ -47,6 +48,8 @@ interface Mounted {
   config: HomeConfig;
   main: MainView;
   branches: Map<string, BranchView>;
+  /** Each open branch's record (its TTL). */
+  records: Map<string, BranchRecord>;
 }
 
 /**
@@ -77,7 +80,7 @@ export class Registry {
     const config = await home.config(head);
     for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
     const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config.maintenance));
-    const mounted: Mounted = { home, config, main, branches: new Map() };
+    const mounted: Mounted = { home, config, main, branches: new Map(), records: new Map() };
     this.homes.set(home.role, mounted);
     for (const b of await home.branches()) await this.openBranch(mounted, b);
     return mounted;
@@ -106,6 +109,7 @@ export class Registry {
       scratchRoots(config.maintenance),
     );
     m.branches.set(record.name, view);
+    m.records.set(record.name, record);
     for (const b of this.scratchBinds(view)) await this.opts.binds?.bind(b.source, b.target);
     return view;
   }
@@ -266,7 +270,7 @@ export class Registry {
     const records = await m.home.branches();
     return Promise.all(records.map(async (r) => {
       const view = m.branches.get(r.name);
-      return { ...r, head: view?.head, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
+      return { ...r, head: view?.head, expired: view?.expired ?? false, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
     }));
   }
 
@@ -288,6 +292,7 @@ export class Registry {
     // Out of the mount first, then commit what is pending: nothing can land after the work is counted.
     await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
     m.branches.delete(branch);
+    m.records.delete(branch);
     try {
       await view.close();
     } catch (err) {
@@ -302,6 +307,41 @@ export class Registry {
     await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run));
     await m.home.removeBranch(branch);
     return { discarded: view.name, head, recycled: work.map((c) => c.path) };
+  }
+
+  /**
+   * Branches whose TTL passed: each is made read-only (what was pending committed first, its workspace/ bind
+   * undone so scratch is read-only too) and `expired` is called once for it; once the Home's `branch_grace`
+   * has passed as well, its work goes to the recycle area and the branch is removed (`discarded` is called).
+   * Runs in the periodic pass; a restart re-finds what expired meanwhile.
+   */
+  async expireBranches(
+    hooks: { expired(role: string, branch: string): Promise<void>; discarded(role: string, branch: string): Promise<void> },
+    now = Date.now(),
+  ): Promise<void> {
+    for (const [role, m] of this.homes) {
+      for (const [branch, record] of [...m.records]) {
+        const view = m.branches.get(branch);
+        const expires = Date.parse(record.expires);
+        if (!view || !(expires <= now)) continue;
+        if (!view.expired) {
+          await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
+          await view.expire(`${view.name} expired at ${record.expires} (ttl ${record.ttl}); it is read-only until it is removed`);
+          this.opts.log.warn({ view: view.name, expires: record.expires, ttl: record.ttl }, 'branch expired: read-only now');
+          await hooks.expired(role, branch);
+        }
+        let grace: number;
+        try {
+          grace = parseDuration(m.config.limits.branch_grace) * 1000;
+        } catch {
+          continue;
+        }
+        if (now < expires + grace) continue;
+        await this.discardBranch(role, branch);
+        this.opts.log.warn({ view: view.name, grace: m.config.limits.branch_grace }, 'expired branch removed after its grace period; its work is in the recycle area');
+        await hooks.discarded(role, branch);
+      }
+    }
   }
 
   async trashList(role: string): Promise<TrashRecord[]> {

@@ -9,7 +9,7 @@ import { PRS_REF, prHeadRef } from '../store/refs.js';
  */
 
 /** `merging` while a merge is under way (by policy or an approval): no other decision can take the PR then. */
-export type PrState = 'merged' | 'waiting' | 'conflict' | 'failed' | 'rejected' | 'merging';
+export type PrState = 'merged' | 'waiting' | 'conflict' | 'failed' | 'rejected' | 'merging' | 'expired';
 
 export class PrStateConflict extends Error {}
 

@@ -54,6 +54,7 @@ describe('nas run input', () => {
   it('finds the program in PATH or by path, and says why one cannot run', async () => {
     const nobody = (await lookupAccount('nobody'))!;
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-run-inputs-'));
+    await fs.chmod(dir, 0o755);
     try {
       const home = async () => dir;
       expect(await resolveProgram('sh', nobody, home)).toMatch(/\/sh$/);
@@ -66,6 +67,10 @@ describe('nas run input', () => {
       await expect(resolveProgram(`${dir}/private.sh`, nobody, home)).rejects.toThrow(/not executable by nobody/);
       expect(await resolveProgram(`${dir}/private.sh`, (await lookupAccount('root'))!, home)).toBe(`${dir}/private.sh`);
       await expect(resolveProgram(`${dir}/sub`, nobody, home)).rejects.toThrow(/is not a file/);
+      // Executable, but behind a directory nobody may enter.
+      await fs.mkdir(`${dir}/closed`, { mode: 0o700 });
+      await fs.writeFile(`${dir}/closed/tool.sh`, '#!/bin/sh\n', { mode: 0o755 });
+      await expect(resolveProgram(`${dir}/closed/tool.sh`, nobody, home)).rejects.toThrow(/not executable by nobody/);
       await expect(resolveProgram('no-such-program-xyz', nobody, home)).rejects.toThrow(/command not found: no-such-program-xyz/);
     } finally {
       await fs.rm(dir, { recursive: true, force: true });

@@ -27,7 +27,7 @@ export const commands = [
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => table([
       ['BRANCH', 'HEAD', 'FROM', 'EXPIRES', 'PENDING', 'VERSIONED', 'SCRATCH'],
-      ...r.map((b) => [b.name, short(b.head), b.from, b.expires, String(b.pending), size(b.bytes?.versioned), size(b.bytes?.scratch)]),
+      ...r.map((b) => [b.name, short(b.head), b.from, b.expired ? `${b.expires} (expired)` : b.expires, String(b.pending), size(b.bytes?.versioned), size(b.bytes?.scratch)]),
     ]),
   }),
   command({

@@ -264,8 +264,20 @@ export class BranchView implements WritableView {
     return h;
   }
 
-  /** A descriptor opened under a lease that was revoked or has expired writes nothing more. */
+  /** The branch's TTL passed: what is pending is committed, and from now on every change is EROFS. */
+  async expire(why: string): Promise<void> {
+    if (this.overlay.closedBecause) return;
+    await this.sync();
+    this.overlay.closedBecause = why;
+  }
+
+  get expired(): boolean {
+    return this.overlay.closedBecause !== undefined;
+  }
+
+  /** A descriptor opened under a lease that was revoked or has expired writes nothing more; nothing writes once the branch expired. */
   private checkLease(h: Handle): void {
+    if (this.overlay.closedBecause) throw fsError('EROFS', this.overlay.closedBecause);
     if (h.lease && !this.leasesInForce.has(h.lease)) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
   }
 

@@ -61,7 +61,11 @@ export class Overlay {
   }
 
   /** Policy's answer for a mutation of rel, as an FsError. */
+  /** Why the branch takes no more changes (its TTL passed), once it does not. */
+  closedBecause?: string;
+
   async check(op: Mutation, rel: string, exists = false): Promise<void> {
+    if (this.closedBecause) throw fsError('EROFS', this.closedBecause);
     let code = checkMutation('branch', this.rules, op, rel, exists);
     // What git cannot hold (.git, hard links, special files) may live where git ignores: ask again only then.
     if (code === 'EPERM' && !this.scratch(rel) && (await this.scratchAt(rel))) code = checkMutation('branch', this.rules, op, rel, exists, true);
