@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored,
 } from './types.js';
 
 /**
@@ -82,6 +82,11 @@ export const ROUTES = {
   },
   listRuns: { method: 'GET', path: '/v1/homes/:role/runs', body: none },
   pickRun: { method: 'POST', path: '/v1/homes/:role/tasks/:task/pick', body: { run: 'string' } },
+
+  createCheckpoint: { method: 'POST', path: '/v1/homes/:role/checkpoints', body: { name: 'string', branch: 'string?', message: 'string?' } },
+  listCheckpoints: { method: 'GET', path: '/v1/homes/:role/checkpoints', body: none },
+  deleteCheckpoint: { method: 'POST', path: '/v1/homes/:role/checkpoints/:name/delete', body: none },
+  restore: { method: 'POST', path: '/v1/homes/:role/restore', body: { branch: 'string', from: 'string', paths: 'strings?' } },
 } as const satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof ROUTES;
@@ -118,6 +123,10 @@ export interface Results {
   finishRun: RunView;
   listRuns: RunView[];
   pickRun: PickResult;
+  createCheckpoint: Checkpoint;
+  listCheckpoints: Checkpoint[];
+  deleteCheckpoint: Checkpoint;
+  restore: Restored;
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

@@ -219,3 +219,18 @@ export interface PickResult {
   /** Attempts whose work went to the recycle area (only once the chosen one merged). */
   discarded: string[];
 }
+
+// ---- Checkpoints and restore ----------------------------------------------------------------------
+
+export type { Checkpoint } from '../home/checkpoints.js';
+
+export interface Restored {
+  view: string;
+  /** The commit restored from. */
+  from: string;
+  restored: string[];
+  /** Paths the branch had that the restored state does not (they went to the recycle area). */
+  removed: string[];
+  refused: { path: string; reason: string }[];
+  head: string;
+}

@@ -31,6 +31,8 @@ const FLAGS = {
   checks: { takes: 'value' },
   why: { takes: 'value' },
   task: { takes: 'list', needs: 'a path' },
+  path: { takes: 'list', needs: 'a path' },
+  message: { takes: 'value' },
   check: { takes: 'switch' },
   user: { takes: 'value' },
   attempts: { takes: 'value' },

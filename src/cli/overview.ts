@@ -9,6 +9,10 @@ commands:
                                             run a command in its own branch at <mount>/<role>, propose its work
   run list <role>                           runs: id, task, branch, user, state, exit, PR
   run pick <role> <task> <run>              owner: merge one attempt of a task, recycle the others
+  checkpoint create <role>[@<branch>] <name> [--message M]
+                                            name a commit for good; checkpoint list <role>, delete (owner)
+  restore <role>@<branch> <checkpoint|commit> [--path P]...
+                                            return files to that state as a new commit (replaced: recycle area)
   status                                    what nasd serves
   home create <role> [--template default]   create a Home from a template
   home list                                 list Homes, their branches and metadata problems

@@ -4,6 +4,7 @@ import type { MemoryService } from './memory-service.js';
 import type { LeaseService } from './lease-service.js';
 import type { PrService } from './pr-service.js';
 import type { RunService } from './run-service.js';
+import type { HistoryService } from './history-service.js';
 import { requireOwner, type Credentials } from './auth.js';
 
 /**
@@ -16,6 +17,7 @@ export interface Services {
   leases: LeaseService;
   prs: PrService;
   runs: RunService;
+  history: HistoryService;
   stateDir: string;
 }
 
@@ -30,7 +32,7 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
-export function handlers(reg: Registry, { memory, leases, prs, runs, stateDir }: Services): Handlers {
+export function handlers(reg: Registry, { memory, leases, prs, runs, history, stateDir }: Services): Handlers {
   const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
   // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
   const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
@@ -89,5 +91,10 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, stateDir }:
     finishRun: ({ params, body, creds }) => runs.finish(params.role, params.id, body, creds),
     listRuns: ({ params }) => runs.list(params.role),
     pickRun: ({ params, body, creds }) => runs.pick(params.role, params.task, body.run, creds),
+
+    createCheckpoint: ({ params, body, creds }) => history.create(params.role, body, creds),
+    listCheckpoints: ({ params }) => history.list(params.role),
+    deleteCheckpoint: ({ params, creds }) => history.delete(params.role, params.name, creds),
+    restore: ({ params, body, creds }) => history.restore(params.role, body, creds),
   };
 }

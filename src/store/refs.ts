@@ -20,3 +20,6 @@ export const RUNS_REF = 'refs/nas/runs';
 export const branchRef = (branch: string): string => `${BRANCH_PREFIX}${branch}`;
 /** Keeps a proposed commit alive whatever its branch does later. */
 export const prHeadRef = (id: number): string => `refs/nas/pr-heads/${id}`;
+/** Checkpoints: a named, immutable ref each, and their records (`<name>.yaml`: commit, branch, who, when, message). */
+export const checkpointRef = (name: string): string => `refs/nas/checkpoints/${name}`;
+export const CHECKPOINT_RECORDS_REF = 'refs/nas/checkpoint-records';

@@ -119,6 +119,18 @@ export class Store {
 
   // ---- reading objects --------------------------------------------------------------------------
 
+  /** The commit a full or abbreviated (4+ hex digits) commit id names in this Store, or null. */
+  async findCommit(spec: string): Promise<string | null> {
+    if (!/^[0-9a-f]{4,40}$/i.test(spec)) return null;
+    try {
+      const obj = await NodeGit.Revparse.single(this.repo, spec);
+      const commit = await obj.peel(NodeGit.Object.TYPE.COMMIT);
+      return commit.id().tostrS();
+    } catch {
+      return null;
+    }
+  }
+
   async readCommit(oid: string): Promise<CommitInfo> {
     const commit = await this.repo.getCommit(oid);
     return {

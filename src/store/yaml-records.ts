@@ -23,6 +23,10 @@ export class YamlRecords<T> {
     return entry ? (yaml.load((await this.store.readBlob(entry.oid)).toString()) as T) : undefined;
   }
 
+  async remove(id: string, message: string): Promise<void> {
+    await this.store.commitToRef(this.ref, async (tree) => (tree && (await this.store.lookupPath(tree, `${id}.yaml`)) ? new Map([[`${id}.yaml`, null]]) : null), message, this.identity);
+  }
+
   async put(id: string, record: T, message: string): Promise<void> {
     const oid = await this.store.writeBlob(yaml.dump(record));
     await this.store.commitToRef(this.ref, async () => new Map([[`${id}.yaml`, { oid, mode: MODE.file }]]), message, this.identity);

@@ -126,6 +126,10 @@ describe('coverage of the contract', () => {
     'run list': ['run', 'list', 'demo'],
     'run pick': ['run', 'pick', 'demo', 't0123abcd', 'r0123abcd'],
     'hook session-start': ['hook', 'session-start', 'demo@draft', '--max-tokens', '800'],
+    'checkpoint create': ['checkpoint', 'create', 'demo@draft', 'before-refactor', '--message', 'safe point'],
+    'checkpoint list': ['checkpoint', 'list', 'demo'],
+    'checkpoint delete': ['checkpoint', 'delete', 'demo', 'before-refactor'],
+    'restore': ['restore', 'demo@draft', 'before-refactor', '--path', 'outbox', '--path', 'memory/notes'],
   };
 
   it("builds, for every command, a request the daemon's validation accepts", async () => {

@@ -11,10 +11,11 @@ import * as sync from './sync.js';
 import * as trash from './trash.js';
 import * as run from './run.js';
 import * as hook from './hook.js';
+import * as checkpoint from './checkpoint.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 

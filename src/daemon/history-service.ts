@@ -1,0 +1,74 @@
+import { UserError } from '../util/errors.js';
+import { validateBranch, validateRelPath } from '../util/names.js';
+import { Checkpoints, type Checkpoint } from '../home/checkpoints.js';
+import { kindOfMode } from '../trash/trash.js';
+import type { Restored } from '../api/types.js';
+import { requireOwner, type Credentials } from './auth.js';
+import type { LeaseService } from './lease-service.js';
+import type { Registry } from './registry.js';
+
+/** Checkpoints and restores through the control API: who may, then the Home's checkpoints and the branch view. */
+export class HistoryService {
+  constructor(private readonly reg: Registry, private readonly leases: LeaseService, private readonly stateDir: string) {}
+
+  private checkpoints(role: string): Checkpoints {
+    const home = this.reg.homeOf(role);
+    return new Checkpoints(home.store, home.identity);
+  }
+
+  /** Of main: the owner's. Of a branch: the owner's or a write lease's on it (what is pending is committed first). */
+  async create(role: string, b: { name: string; branch?: string; message?: string }, creds: Credentials): Promise<Checkpoint> {
+    const branch = b.branch && b.branch !== 'main' ? validateBranch(b.branch) : 'main';
+    let by: string;
+    if (branch === 'main') {
+      requireOwner(creds, 'a checkpoint of main', this.stateDir);
+      by = (await this.reg.snapshot(role)).config.role.owner ?? 'owner';
+    } else by = (await this.leases.authorize(role, branch, 'write', creds, `a checkpoint of ${role}/${branch}`)).principal;
+    const snap = await this.reg.snapshot(role, branch);
+    return this.checkpoints(role).create({ name: b.name, commit: snap.commit, branch, by, ...(b.message ? { message: b.message } : {}) });
+  }
+
+  list(role: string): Promise<Checkpoint[]> {
+    return this.checkpoints(role).list();
+  }
+
+  async delete(role: string, name: string, creds: Credentials): Promise<Checkpoint> {
+    requireOwner(creds, 'deleting a checkpoint', this.stateDir);
+    return this.checkpoints(role).delete(name);
+  }
+
+  /**
+   * Return a branch's files (or those under the given paths) to a checkpoint's or a commit's state, as one new
+   * commit on the branch: nothing is rewritten, and what the restore replaces or removes goes to the recycle
+   * area. Paths policy protects (.nas/) are left as they are and reported.
+   */
+  async restore(role: string, b: { branch: string; from: string; paths?: string[] }, creds: Credentials): Promise<Restored> {
+    if (b.branch === 'main') throw new UserError('main changes only by merge: restore into a branch (nas branch create <role>/<branch>), then propose it', 409);
+    const branch = validateBranch(b.branch);
+    await this.leases.authorize(role, branch, 'write', creds, `restoring into ${role}/${branch}`);
+    const paths = (b.paths ?? []).map(validateRelPath);
+    const store = this.reg.homeOf(role).store;
+    const checkpoint = /^[0-9a-f]{4,40}$/i.test(b.from) ? undefined : await this.checkpoints(role).get(b.from);
+    const commit = checkpoint?.commit ?? (await store.findCommit(b.from));
+    if (!commit) throw new UserError(`no checkpoint or commit "${b.from}" in Home ${role}; see nas checkpoint list ${role}`, 404);
+    const snap = await this.reg.snapshot(role, branch);
+    const view = snap.view!;
+    const [now, then] = await Promise.all([snap.commit, commit].map(async (c) => (await store.readCommit(c)).tree));
+    const under = (p: string) => paths.length === 0 || paths.some((q) => p === q || p.startsWith(`${q}/`));
+    const out: Restored = { view: view.name, from: commit, restored: [], removed: [], refused: [], head: '' };
+    for (const c of (await store.fileChanges(now, then)).filter((x) => under(x.path))) {
+      // Same bytes and mode, only times or owner differ: the file is as it was.
+      if (c.before && c.after && c.before.oid === c.after.oid && c.before.mode === c.after.mode) continue;
+      try {
+        if (c.before) await view.unlink(c.path);
+        if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid));
+        (c.after ? out.restored : out.removed).push(c.path);
+      } catch (err) {
+        out.refused.push({ path: c.path, reason: (err as Error).message });
+      }
+    }
+    await view.sync();
+    out.head = view.head;
+    return out;
+  }
+}

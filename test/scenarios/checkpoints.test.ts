@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import { TestDaemon, eventually } from '../helpers.js';
+
+/** Checkpoints name a commit for good; restore returns a branch to one as a new commit, recycling what it replaces. */
+describe('checkpoints and restore', () => {
+  let d: TestDaemon;
+  const p = (rel: string) => d.path('demo@work', rel);
+
+  beforeAll(async () => {
+    d = await TestDaemon.withBranch('work');
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('takes a checkpoint of a branch (pending work included) that no lease can move or delete', async () => {
+    await fs.writeFile(p('outbox/a.md'), 'version one\n');
+    await fs.writeFile(p('outbox/b.md'), 'b one\n');
+    const cp = await d.nasJson('checkpoint', 'create', 'demo@work', 'safe', '--message', 'before the refactor');
+    expect(cp).toMatchObject({ name: 'safe', branch: 'work', message: 'before the refactor' });
+    expect((await d.gitBlob(`${cp.commit}:outbox/a.md`)).toString()).toBe('version one\n');
+    expect((await d.git('rev-parse', 'refs/nas/checkpoints/safe')).stdout.trim()).toBe(cp.commit);
+    const again = await d.nas('checkpoint', 'create', 'demo@work', 'safe');
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/exists already \(checkpoints never move\)/);
+    // A lease holder may make one of its branch, but not delete any.
+    const token = (await d.nas('lease', 'issue', 'demo/work', '--principal', 'nobody')).stdout.trim();
+    const byLease = await d.nasWith({ NAS_LEASE: token, owner: false }, 'checkpoint', 'create', 'demo@work', 'lease-made');
+    expect(byLease.code, byLease.stderr).toBe(0);
+    const del = await d.nasWith({ NAS_LEASE: token, owner: false }, 'checkpoint', 'delete', 'demo', 'safe');
+    expect(del.code).toBe(1);
+    expect(del.stderr).toMatch(/owner action/);
+    expect((await d.nasJson<any[]>('checkpoint', 'list', 'demo')).map((c) => c.name)).toEqual(['safe', 'lease-made']);
+    const main = await d.nasWith({ NAS_LEASE: token, owner: false }, 'checkpoint', 'create', 'demo', 'main-cp');
+    expect(main.code).toBe(1);
+  });
+
+  it('restores a branch to a checkpoint as a new commit; what it replaces goes to the recycle area', async () => {
+    await fs.writeFile(p('outbox/a.md'), 'version two, broken\n');
+    await fs.unlink(p('outbox/b.md'));
+    await fs.writeFile(p('outbox/c.md'), 'added after\n');
+    await d.sync('demo/work');
+    const before = (await d.git('rev-parse', 'work')).stdout.trim();
+    const r = await d.nasJson('restore', 'demo@work', 'safe');
+    expect(r.restored.sort()).toEqual(['outbox/a.md', 'outbox/b.md']);
+    expect(r.removed).toEqual(['outbox/c.md']);
+    expect(r.refused).toEqual([]);
+    expect(await fs.readFile(p('outbox/a.md'), 'utf8')).toBe('version one\n');
+    expect(await fs.readFile(p('outbox/b.md'), 'utf8')).toBe('b one\n');
+    // The kernel may show a name for up to a second after a change made outside the mount (README).
+    await eventually(async () => fs.access(p('outbox/c.md')).then(() => false, () => true), 'c.md to be gone from the view');
+    // Nothing rewritten: the broken version is the parent's, and the replaced files are in the recycle area.
+    expect((await d.git('merge-base', '--is-ancestor', before, 'work')).code).toBe(0);
+    const trash = await d.nasJson<any[]>('trash', 'list', 'demo');
+    expect(trash).toContainEqual(expect.objectContaining({ path: 'outbox/c.md', branch: 'work' }));
+    expect(trash).toContainEqual(expect.objectContaining({ path: 'outbox/a.md', branch: 'work' }));
+  });
+
+  it('restores only the paths asked for, from a commit id too, and never main', async () => {
+    const first = (await d.nasJson<any[]>('checkpoint', 'list', 'demo'))[0].commit as string;
+    await fs.writeFile(p('outbox/a.md'), 'changed again\n');
+    await fs.writeFile(p('memory/notes/n.md'), '---\ndescription: x\n---\nnote\n');
+    await d.sync('demo/work');
+    const r = await d.nasJson('restore', 'demo@work', first.slice(0, 12), '--path', 'outbox');
+    expect(r.restored).toEqual(['outbox/a.md']);
+    expect(await fs.readFile(p('memory/notes/n.md'), 'utf8')).toMatch(/note/);
+    const onMain = await d.nas('restore', 'demo', 'safe');
+    expect(onMain.code).toBe(2);
+    const unknown = await d.nas('restore', 'demo@work', 'no-such-checkpoint');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/no checkpoint or commit "no-such-checkpoint"/);
+  });
+
+  it('lets the owner delete a checkpoint; the commit stays in history', async () => {
+    const gone = await d.nasJson('checkpoint', 'delete', 'demo', 'lease-made');
+    expect((await d.git('cat-file', '-t', gone.commit)).stdout.trim()).toBe('commit');
+    expect((await d.nasJson<any[]>('checkpoint', 'list', 'demo')).map((c) => c.name)).toEqual(['safe']);
+  });
+});
