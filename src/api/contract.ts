@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport,
 } from './types.js';
 
 /**
@@ -87,6 +87,8 @@ export const ROUTES = {
   listCheckpoints: { method: 'GET', path: '/v1/homes/:role/checkpoints', body: none },
   deleteCheckpoint: { method: 'POST', path: '/v1/homes/:role/checkpoints/:name/delete', body: none },
   restore: { method: 'POST', path: '/v1/homes/:role/restore', body: { branch: 'string', from: 'string', paths: 'strings?' } },
+  log: { method: 'POST', path: '/v1/homes/:role/log', body: { branch: 'string?', path: 'string?', limit: 'number?' } },
+  diff: { method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' } },
 } as const satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof ROUTES;
@@ -127,6 +129,8 @@ export interface Results {
   listCheckpoints: Checkpoint[];
   deleteCheckpoint: Checkpoint;
   restore: Restored;
+  log: LogEntry[];
+  diff: DiffReport;
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

@@ -234,3 +234,20 @@ export interface Restored {
   refused: { path: string; reason: string }[];
   head: string;
 }
+
+export interface LogEntry {
+  commit: string;
+  parents: string[];
+  time: string;
+  subject: string;
+  /** Nas-Run, Nas-Lease, Nas-Principal, Nas-Intent, Nas-Branch ... as the commit message carries them. */
+  trailers: Record<string, string>;
+}
+
+export interface DiffReport {
+  view: string;
+  from: string;
+  to: string;
+  changes: { path: string; status: string }[];
+  patch: string;
+}

@@ -33,6 +33,7 @@ const FLAGS = {
   task: { takes: 'list', needs: 'a path' },
   path: { takes: 'list', needs: 'a path' },
   message: { takes: 'value' },
+  limit: { takes: 'value' },
   check: { takes: 'switch' },
   user: { takes: 'value' },
   attempts: { takes: 'value' },

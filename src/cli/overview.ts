@@ -13,6 +13,8 @@ commands:
                                             name a commit for good; checkpoint list <role>, delete (owner)
   restore <role>@<branch> <checkpoint|commit> [--path P]...
                                             return files to that state as a new commit (replaced: recycle area)
+  log <role>[@<branch>] [PATH] [--limit N]  history with who and why (Nas-* trailers)
+  diff <role>[@<branch>] [A] [B] [--path P] changes between checkpoints or commits (default: since the fork)
   status                                    what nasd serves
   home create <role> [--template default]   create a Home from a template
   home list                                 list Homes, their branches and metadata problems

@@ -2,7 +2,7 @@ import { UserError } from '../util/errors.js';
 import { validateBranch, validateRelPath } from '../util/names.js';
 import { Checkpoints, type Checkpoint } from '../home/checkpoints.js';
 import { kindOfMode } from '../trash/trash.js';
-import type { Restored } from '../api/types.js';
+import type { DiffReport, LogEntry, Restored } from '../api/types.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
 import type { Registry } from './registry.js';
@@ -37,6 +37,59 @@ export class HistoryService {
     return this.checkpoints(role).delete(name);
   }
 
+  /** A checkpoint's name or a commit id, as a commit of this Home. */
+  private async commitOf(role: string, spec: string): Promise<string> {
+    const checkpoint = /^[0-9a-f]{4,40}$/i.test(spec) ? undefined : await this.checkpoints(role).get(spec);
+    const commit = checkpoint?.commit ?? (await this.reg.homeOf(role).store.findCommit(spec));
+    if (!commit) throw new UserError(`no checkpoint or commit "${spec}" in Home ${role}; see nas checkpoint list ${role} or nas log ${role}`, 404);
+    return commit;
+  }
+
+  /**
+   * The history of a branch (or main), newest first along first parents: each commit with its author, time,
+   * subject and Nas-* trailers (run, lease, principal, intent...); with a path, only commits that changed it.
+   */
+  async log(role: string, b: { branch?: string; path?: string; limit?: number }): Promise<LogEntry[]> {
+    const path = b.path ? validateRelPath(b.path) : undefined;
+    const limit = b.limit ?? 50;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UserError('--limit must be a whole number from 1 to 10000');
+    const snap = await this.reg.snapshot(role, b.branch);
+    const store = snap.home.store;
+    const out: LogEntry[] = [];
+    for (let c: string | undefined = snap.commit, seen = 0; c && out.length < limit && seen < 100_000; seen++) {
+      const commit = await store.readCommit(c);
+      const parent = commit.parents[0];
+      if (!path || (await this.touches(role, commit.tree, parent, path))) {
+        const [subject, ...rest] = commit.message.split('\n');
+        const trailers = Object.fromEntries(rest.map((l) => /^(Nas-[A-Za-z-]+): (.*)$/.exec(l)).filter((m): m is RegExpExecArray => m !== null).map((m) => [m[1], m[2]]));
+        out.push({ commit: c, parents: commit.parents, time: new Date(commit.time * 1000).toISOString(), subject, trailers });
+      }
+      c = parent;
+    }
+    return out;
+  }
+
+  private async touches(role: string, tree: string, parent: string | undefined, path: string): Promise<boolean> {
+    const store = this.reg.homeOf(role).store;
+    const before = parent ? (await store.readCommit(parent)).tree : null;
+    return (await store.fileChanges(before, tree)).some((c) => c.path === path || c.path.startsWith(`${path}/`));
+  }
+
+  /** The patch between two states (checkpoints or commits; by default a branch's fork point and its head, or main's last change). */
+  async diff(role: string, b: { branch?: string; from?: string; to?: string; path?: string }): Promise<DiffReport> {
+    const path = b.path ? validateRelPath(b.path) : undefined;
+    const snap = await this.reg.snapshot(role, b.branch);
+    const store = snap.home.store;
+    const to = b.to ? await this.commitOf(role, b.to) : snap.commit;
+    const from = b.from ? await this.commitOf(role, b.from)
+      : snap.view ? ((await store.mergeBase(to, snap.mainHead)) ?? to) : ((await store.readCommit(to)).parents[0] ?? to);
+    const [a, z] = await Promise.all([from, to].map(async (c) => (await store.readCommit(c)).tree));
+    let patch = await store.diffText(a, z);
+    if (path) patch = patch.split(/(?=^diff --git )/m).filter((block) => new RegExp(`^diff --git a/${escape(path)}(/| )`).test(block)).join('');
+    const changes = (await store.fileChanges(a, z)).filter((c) => !path || c.path === path || c.path.startsWith(`${path}/`));
+    return { view: snap.name, from, to, changes: changes.map((c) => ({ path: c.path, status: c.status })), patch };
+  }
+
   /**
    * Return a branch's files (or those under the given paths) to a checkpoint's or a commit's state, as one new
    * commit on the branch: nothing is rewritten, and what the restore replaces or removes goes to the recycle
@@ -48,9 +101,7 @@ export class HistoryService {
     await this.leases.authorize(role, branch, 'write', creds, `restoring into ${role}/${branch}`);
     const paths = (b.paths ?? []).map(validateRelPath);
     const store = this.reg.homeOf(role).store;
-    const checkpoint = /^[0-9a-f]{4,40}$/i.test(b.from) ? undefined : await this.checkpoints(role).get(b.from);
-    const commit = checkpoint?.commit ?? (await store.findCommit(b.from));
-    if (!commit) throw new UserError(`no checkpoint or commit "${b.from}" in Home ${role}; see nas checkpoint list ${role}`, 404);
+    const commit = await this.commitOf(role, b.from);
     const snap = await this.reg.snapshot(role, branch);
     const view = snap.view!;
     const [now, then] = await Promise.all([snap.commit, commit].map(async (c) => (await store.readCommit(c)).tree));
@@ -72,3 +123,5 @@ export class HistoryService {
     return out;
   }
 }
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -77,4 +77,23 @@ describe('checkpoints and restore', () => {
     expect((await d.git('cat-file', '-t', gone.commit)).stdout.trim()).toBe('commit');
     expect((await d.nasJson<any[]>('checkpoint', 'list', 'demo')).map((c) => c.name)).toEqual(['safe']);
   });
+
+  it('shows history with who and why, and diffs between checkpoints, commits and the fork point', async () => {
+    const log = await d.nasJson<any[]>('log', 'demo@work', 'outbox/a.md');
+    expect(log.length).toBeGreaterThanOrEqual(3);
+    expect(log.every((e) => e.trailers['Nas-Branch'] === 'work')).toBe(true);
+    expect(log[0].subject).toMatch(/outbox\/a\.md/);
+    const human = await d.nas('log', 'demo@work', '--limit', '2');
+    expect(human.code).toBe(0);
+    expect(human.stdout.trim().split('\n').filter((l) => /^[0-9a-f]{12}  /.test(l))).toHaveLength(2);
+    const fork = await d.nasJson('diff', 'demo@work', '--path', 'outbox');
+    expect(fork.changes.map((c: any) => c.path)).toContain('outbox/a.md');
+    expect(fork.patch).toMatch(/^diff --git a\/outbox\/a\.md/m);
+    expect(fork.patch).not.toMatch(/memory\/notes/);
+    const between = await d.nasJson('diff', 'demo@work', 'safe', log[0].commit.slice(0, 10));
+    expect(between.changes).toContainEqual({ path: 'memory/notes/n.md', status: 'added' });
+    const bad = await d.nas('diff', 'demo@work', 'nowhere');
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/no checkpoint or commit "nowhere"/);
+  });
 });

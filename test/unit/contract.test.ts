@@ -130,6 +130,8 @@ describe('coverage of the contract', () => {
     'checkpoint list': ['checkpoint', 'list', 'demo'],
     'checkpoint delete': ['checkpoint', 'delete', 'demo', 'before-refactor'],
     'restore': ['restore', 'demo@draft', 'before-refactor', '--path', 'outbox', '--path', 'memory/notes'],
+    'log': ['log', 'demo@draft', 'outbox', '--limit', '20'],
+    'diff': ['diff', 'demo@draft', 'before-refactor', 'abc1234', '--path', 'outbox'],
   };
 
   it("builds, for every command, a request the daemon's validation accepts", async () => {

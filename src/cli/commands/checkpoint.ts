@@ -1,4 +1,4 @@
-import { Usage, splitTarget } from '../args.js';
+import { Usage, splitTarget, wholeNumber } from '../args.js';
 import { command } from '../command.js';
 import { short, table } from '../format.js';
 
@@ -9,6 +9,12 @@ export const help = {
     'A checkpoint names a commit of a branch (or of main) for good: its own ref keeps it, it never moves, and\n' +
     'only the owner deletes one. A branch\'s write lease or the owner makes one of a branch (what is pending is\n' +
     'committed first); of main, the owner. nas restore returns a branch to one.\n',
+  log:
+    'usage: nas log <role>[@<branch>] [PATH] [--limit N]\n\nThe history of a branch (or main), newest first: commit, time, subject,' +
+    ' and who and why from the commit\'s\nNas-* trailers (principal, run, lease, intent). With a path, only commits that changed it.\n',
+  diff:
+    'usage: nas diff <role>[@<branch>] [A] [B] [--path P]\n\nThe changes from A to B (checkpoint names or commit ids). By default: a branch\'s fork' +
+    ' point to its head; on main,\nits last change.\n',
   restore:
     'usage: nas restore <role>@<branch> <checkpoint|commit> [--path P]...\n\n' +
     'Returns the branch\'s files (or those under each --path) to the checkpoint\'s or commit\'s state, as one new\n' +
@@ -17,6 +23,33 @@ export const help = {
 };
 
 export const commands = [
+  command({
+    name: 'log',
+    route: 'log',
+    flags: ['limit'],
+    request: (args) => {
+      const [role, branch] = splitTarget(args.need(1, '<role>[@<branch>]'));
+      return { params: { role }, body: { branch, path: args.positional[2], limit: wholeNumber(args, 'limit', '--limit takes a whole number') } };
+    },
+    print: (r) => r.map((e) => {
+      const t = e.trailers;
+      const who = [t['Nas-Principal'] && `by ${t['Nas-Principal']}`, t['Nas-Run'] && t['Nas-Run'] !== '-' && `run ${t['Nas-Run']}`,
+        t['Nas-Lease'] && t['Nas-Lease'] !== '-' && `lease ${t['Nas-Lease']}`].filter(Boolean).join(', ');
+      return `${short(e.commit)}  ${e.time}  ${e.subject}${who ? `  (${who})` : ''}${t['Nas-Intent'] ? `\n    intent: ${t['Nas-Intent']}` : ''}\n`;
+    }).join(''),
+  }),
+  command({
+    name: 'diff',
+    route: 'diff',
+    flags: ['path'],
+    request: (args) => {
+      const [role, branch] = splitTarget(args.need(1, '<role>[@<branch>]'));
+      const paths = args.list('path');
+      if (paths.length > 1) throw new Usage('diff takes one --path');
+      return { params: { role }, body: { branch, from: args.positional[2], to: args.positional[3], path: paths[0] } };
+    },
+    print: (r) => `${r.view}: ${short(r.from)}..${short(r.to)}, ${r.changes.length} file(s) changed\n${r.patch}`,
+  }),
   command({
     name: 'checkpoint create',
     route: 'createCheckpoint',
