@@ -95,6 +95,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     const errno = toErrno(err);
     const code = (err as { code?: string }).code ?? 'EIO';
     if (err instanceof FsError && !QUIET.has(code)) log.info({ op, path, code, why: err.message }, 'refused');
+    else if (code === 'ENOSPC') log.warn({ op, path, code }, 'the disk that holds the state directory is full: free space there (deletes keep their content in the recycle area, so they need some too)');
     else if (!(err instanceof FsError) && errno === -osConstants.errno.EIO) log.error({ op, path, err }, 'operation failed');
     else log.debug({ op, path, code }, 'failed');
     return errno;

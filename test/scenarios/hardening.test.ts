@@ -215,6 +215,34 @@ describe('hardening', () => {
     }
   });
 
+  it('on a full disk, answers ENOSPC (deleting too) with the reason in the log, loses nothing, and keeps serving', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-full-'));
+    await fs.mkdir(`${dir}/state`);
+    expect((await run('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'nas-full', `${dir}/state`])).code).toBe(0);
+    let full: TestDaemon | undefined;
+    try {
+      full = await TestDaemon.start({ dir, extraArgs: ['--demo'] });
+      expect((await full.nas('branch', 'create', 'demo/full')).code).toBe(0);
+      const q = (rel: string) => full!.path('demo@full', rel);
+      await fs.writeFile(q('outbox/small.md'), 'small\n');
+      await full.sync('demo/full');
+      const dd = await run('dd', ['if=/dev/urandom', `of=${q('outbox/big.bin')}`, 'bs=64k', 'count=200']);
+      expect(dd.stderr).toMatch(/No space left on device/);
+      // The deletion must be logged before it is answered and its content kept: with no room for either it is
+      // refused, and the log says why (nothing is lost: the file is still there).
+      expect(await codeOf(fs.unlink(q('outbox/small.md')))).toBe('ENOSPC');
+      expect(full.log).toMatch(/the disk that holds the state directory is full/);
+      expect(await fs.readFile(q('outbox/small.md'), 'utf8')).toBe('small\n');
+      // Still serving: reads work, and the status answers.
+      expect(await fs.readFile(full.path('demo', 'AGENTS.md'), 'utf8')).toMatch(/\S/);
+      expect((await full.nas('status')).code).toBe(0);
+    } finally {
+      await full?.stop();
+      await run('umount', ['-l', `${dir}/state`]);
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('says its version, and writes only JSON lines to its log', async () => {
     expect((await d.nas('--version')).stdout).toMatch(/^nas \d+\.\d+\.\d+\n$/);
     const v = await run(process.execPath, [path.resolve(import.meta.dirname, '../../dist/src/daemon/main.js'), '--version']);
