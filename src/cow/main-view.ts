@@ -96,5 +96,7 @@ export class MainView implements View {
 /** What any mutation of main gets, as policy decides it (the adapter sends main's mutations here). */
 export function mainRefusal(view: { name: string }, op: Mutation, rel: string): FsError {
   const code = checkMutation('main', DEFAULT_RULES, op, rel) ?? 'EROFS';
+  const colon = view.name.indexOf(':');
+  if (colon > 0) return fsError(code, `${view.name} is a checkpoint, read-only; to work from it: nas restore ${view.name.slice(0, colon)}@<branch> ${view.name.slice(colon + 1)}`);
   return fsError(code, `${view.name} is the protected main line; write in a branch view (${view.name}@<branch>)`);
 }

@@ -25,7 +25,9 @@ export class HistoryService {
       by = (await this.reg.snapshot(role)).config.role.owner ?? 'owner';
     } else by = (await this.leases.authorize(role, branch, 'write', creds, `a checkpoint of ${role}/${branch}`)).principal;
     const snap = await this.reg.snapshot(role, branch);
-    return this.checkpoints(role).create({ name: b.name, commit: snap.commit, branch, by, ...(b.message ? { message: b.message } : {}) });
+    const checkpoint = await this.checkpoints(role).create({ name: b.name, commit: snap.commit, branch, by, ...(b.message ? { message: b.message } : {}) });
+    await this.reg.showCheckpoint(role, checkpoint.name, checkpoint.commit);
+    return checkpoint;
   }
 
   list(role: string): Promise<Checkpoint[]> {
@@ -34,7 +36,9 @@ export class HistoryService {
 
   async delete(role: string, name: string, creds: Credentials): Promise<Checkpoint> {
     requireOwner(creds, 'deleting a checkpoint', this.stateDir);
-    return this.checkpoints(role).delete(name);
+    const checkpoint = await this.checkpoints(role).delete(name);
+    await this.reg.showCheckpoint(role, name, null);
+    return checkpoint;
   }
 
   /** A checkpoint's name or a commit id, as a commit of this Home. */

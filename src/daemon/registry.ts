@@ -6,6 +6,7 @@ import type { Caller } from '../util/owner.js';
 import { validateBranch, validateRelPath, validateRole } from '../util/names.js';
 import type { Identity } from '../store/store.js';
 import { Home, type BranchRecord } from '../home/home.js';
+import { Checkpoints } from '../home/checkpoints.js';
 import { scratchRoots, type HomeConfig } from '../config/home-config.js';
 import { branchRef } from '../store/refs.js';
 import type { ScratchBinds } from '../fuse-ops/scratch-binds.js';
@@ -50,6 +51,8 @@ interface Mounted {
   branches: Map<string, BranchView>;
   /** Each open branch's record (its TTL). */
   records: Map<string, BranchRecord>;
+  /** Read-only views of the Home's checkpoints, by checkpoint name (`<role>:<name>` under the mount root). */
+  checkpoints: Map<string, MainView>;
 }
 
 /**
@@ -80,10 +83,22 @@ export class Registry {
     const config = await home.config(head);
     for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
     const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config.maintenance));
-    const mounted: Mounted = { home, config, main, branches: new Map(), records: new Map() };
+    const mounted: Mounted = { home, config, main, branches: new Map(), records: new Map(), checkpoints: new Map() };
     this.homes.set(home.role, mounted);
     for (const b of await home.branches()) await this.openBranch(mounted, b);
+    for (const c of await new Checkpoints(home.store, home.identity).list()) await this.showCheckpoint(home.role, c.name, c.commit);
     return mounted;
+  }
+
+  /**
+   * A checkpoint shows as `<role>:<name>` under the mount root, read-only (':' is in no role or branch name, so
+   * it cannot collide); it goes when the checkpoint is deleted.
+   */
+  async showCheckpoint(role: string, name: string, commit: string | null): Promise<void> {
+    const m = this.need(role);
+    if (!commit) return void m.checkpoints.delete(name);
+    const layer = new GitLayer(m.home.store, await m.home.store.readCommit(commit));
+    m.checkpoints.set(name, new MainView(`${role}:${name}`, layer, this.opts.owner, []));
   }
 
   private async openBranch(m: Mounted, record: BranchRecord): Promise<BranchView> {
@@ -132,6 +147,7 @@ export class Registry {
     for (const [role, m] of this.homes) {
       names.push(role);
       for (const branch of m.branches.keys()) names.push(`${role}@${branch}`);
+      for (const checkpoint of m.checkpoints.keys()) names.push(`${role}:${checkpoint}`);
     }
     return names;
   }
@@ -141,6 +157,8 @@ export class Registry {
    * `/agents/<role>` is the run's branch and main stays reachable under that name (it is not listed).
    */
   view(name: string): View | undefined {
+    const colon = name.indexOf(':');
+    if (colon > 0) return this.homes.get(name.slice(0, colon))?.checkpoints.get(name.slice(colon + 1));
     const at = name.indexOf('@');
     const m = this.homes.get(at < 0 ? name : name.slice(0, at));
     if (!m) return undefined;

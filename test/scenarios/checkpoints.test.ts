@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon, eventually } from '../helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 /** Checkpoints name a commit for good; restore returns a branch to one as a new commit, recycling what it replaces. */
 describe('checkpoints and restore', () => {
@@ -72,10 +72,19 @@ describe('checkpoints and restore', () => {
     expect(unknown.stderr).toMatch(/no checkpoint or commit "no-such-checkpoint"/);
   });
 
+  it('shows each checkpoint read-only at <role>:<name> under the mount', async () => {
+    expect(await fs.readdir(d.mnt)).toContain('demo:safe');
+    expect(await fs.readFile(d.path('demo:safe', 'outbox/a.md'), 'utf8')).toBe('version one\n');
+    expect(await codeOf(fs.writeFile(d.path('demo:safe', 'outbox/a.md'), 'x'))).toBe('EROFS');
+    expect(await codeOf(fs.unlink(d.path('demo:safe', 'outbox/b.md')))).toBe('EROFS');
+    expect((await run('grep', ['-r', 'b one', d.path('demo:safe', 'outbox')])).stdout).toMatch(/b\.md/);
+  });
+
   it('lets the owner delete a checkpoint; the commit stays in history', async () => {
     const gone = await d.nasJson('checkpoint', 'delete', 'demo', 'lease-made');
     expect((await d.git('cat-file', '-t', gone.commit)).stdout.trim()).toBe('commit');
     expect((await d.nasJson<any[]>('checkpoint', 'list', 'demo')).map((c) => c.name)).toEqual(['safe']);
+    await eventually(async () => !(await fs.readdir(d.mnt)).includes('demo:lease-made'), 'the view to go');
   });
 
   it('shows history with who and why, and diffs between checkpoints, commits and the fork point', async () => {
