@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged,
 } from './types.js';
 
 /**
@@ -38,6 +38,7 @@ export const ROUTES = {
 
   listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none },
   restoreTrash: { method: 'POST', path: '/v1/homes/:role/trash/restore', body: { path: 'string?', id: 'string?', branch: 'string?', to: 'string?' } },
+  purgeTrash: { method: 'POST', path: '/v1/homes/:role/trash/purge', body: { olderThan: 'string?' } },
 
   listLeases: { method: 'GET', path: '/v1/homes/:role/leases', body: none },
   issueLease: {
@@ -104,6 +105,7 @@ export interface Results {
   sync: SyncResult;
   listTrash: TrashRecord[];
   restoreTrash: TrashRestored;
+  purgeTrash: TrashPurged;
   listLeases: LeaseView[];
   issueLease: LeaseIssued;
   revokeLease: LeaseView;

@@ -251,3 +251,9 @@ export interface DiffReport {
   changes: { path: string; status: string }[];
   patch: string;
 }
+
+export interface TrashPurged {
+  /** What was deleted before this time is gone from the recycle area. */
+  cutoff: string;
+  purged: TrashRecord[];
+}

@@ -34,6 +34,7 @@ const FLAGS = {
   path: { takes: 'list', needs: 'a path' },
   message: { takes: 'value' },
   limit: { takes: 'value' },
+  'older-than': { takes: 'value' },
   check: { takes: 'switch' },
   user: { takes: 'value' },
   attempts: { takes: 'value' },

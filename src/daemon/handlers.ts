@@ -60,6 +60,8 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, st
       return reg.trashRestore(role, body);
     },
 
+    purgeTrash: ({ params, body, creds }) => (owner(creds, 'purging the recycle area'), reg.trashPurge(params.role, body.olderThan)),
+
     listLeases: ({ params }) => leases.list(params.role),
     issueLease: ({ params, body: { branch, ...opts }, creds }) => leases.issue(params.role, branch, opts, creds),
     revokeLease: ({ params, creds }) => leases.revoke(params.role, params.id, creds),

@@ -91,6 +91,15 @@ async function main(): Promise<void> {
   };
   await expireBranches();
 
+  // Once an hour (and a minute after start): the recycle area keeps trash_keep_days, and git packs what is loose.
+  const maintain = async () => {
+    for (const role of registry.roles()) await registry.trashPurge(role).catch((err) => log.error({ err, role }, 'maintenance failed'));
+  };
+  const firstMaintenance = setTimeout(() => void maintain(), 60_000);
+  const maintenance = setInterval(() => void maintain(), 3_600_000);
+  firstMaintenance.unref();
+  maintenance.unref();
+
   // Follow main at once when it moves outside a view (a merge, an operator's push); the tick lets lease
   // expiry take effect without a request, and re-reads main in case a change escaped the watcher.
   const refresh = () => registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
@@ -116,6 +125,8 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'stopping: committing pending changes, then unmounting');
     clearInterval(follow);
+    clearInterval(maintenance);
+    clearTimeout(firstMaintenance);
     await refs.close();
     server.close();
     await runs.close();

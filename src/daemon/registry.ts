@@ -17,7 +17,7 @@ import { BranchView } from '../cow/branch/branch-view.js';
 import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
 import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
-import type { BranchCreated, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashRestored } from '../api/types.js';
+import type { BranchCreated, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashPurged, TrashRestored } from '../api/types.js';
 import { RunTracker } from './run-tracker.js';
 
 export interface RegistryOptions {
@@ -360,6 +360,20 @@ export class Registry {
         await hooks.discarded(role, branch);
       }
     }
+  }
+
+  /**
+   * Empty the recycle area of what was deleted before the cutoff (default: the Home's trash_keep_days ago), then
+   * let git pack and prune (`gc --auto`, in the background).
+   */
+  async trashPurge(role: string, olderThan?: string): Promise<TrashPurged> {
+    const m = this.need(role);
+    const seconds = olderThan !== undefined ? parseDuration(olderThan) : m.config.maintenance.trash_keep_days * 86400;
+    const cutoff = new Date(Date.now() - seconds * 1000);
+    const purged = await m.home.trash.purge(cutoff);
+    if (purged.length > 0) this.opts.log.info({ role, purged: purged.length, cutoff: cutoff.toISOString() }, 'recycle area purged');
+    void m.home.store.gc().catch((err) => this.opts.log.warn({ err, role }, 'git gc failed'));
+    return { cutoff: cutoff.toISOString(), purged };
   }
 
   async trashList(role: string): Promise<TrashRecord[]> {

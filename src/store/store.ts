@@ -241,6 +241,30 @@ export class Store {
     }
   }
 
+  /**
+   * Pack loose objects and drop unreachable ones old enough (`git gc --auto`: only when git finds it worth it).
+   * Runs as its own process; safe beside nasd's writes (git keeps recent unreachable objects two weeks).
+   */
+  gc(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn('git', ['--git-dir', this.path, 'gc', '--auto', '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (d) => (err += d));
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`git gc: ${err.trim() || `exit ${code}`}`))));
+    });
+  }
+
+  /**
+   * Replace a metadata ref's content with `tree` as a commit without parents (its old history becomes
+   * unreachable, so gc can reclaim it), by compare-and-swap from `head`.
+   */
+  async restartRef(ref: string, head: string, tree: string, message: string, author: Identity): Promise<string> {
+    const commit = await this.writeCommit({ tree, parents: [], message, author });
+    await this.updateRef(ref, commit, head, message.split('\n')[0]);
+    return commit;
+  }
+
   private async gitHashObject(fd: number): Promise<string> {
     const args = ['--git-dir', this.path, '-c', 'core.looseCompression=0', 'hash-object', '-w', '--no-filters', '--stdin'];
     const oid = await new Promise<string>((resolve, reject) => {

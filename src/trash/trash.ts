@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import yaml from 'js-yaml';
-import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
+import { MODE, RefConflict, type Entry, type Identity, type Store } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
 import { TRASH_REF } from '../store/refs.js';
 
@@ -95,6 +95,32 @@ export class Trash {
   private async hashFile(file: string, kind: TrashKind): Promise<string> {
     if (kind === 'symlink') return this.store.writeBlob(await fs.readlink(file));
     return this.store.writeBlobFromFile(file);
+  }
+
+  /**
+   * Remove what was deleted before `cutoff` from the recycle area for good. The area starts a new history with
+   * what is left, so what went becomes unreachable (git gc reclaims it once it is old enough; content a branch
+   * or main still has in its history stays). Retried if a deletion lands meanwhile.
+   */
+  async purge(cutoff: Date): Promise<TrashRecord[]> {
+    for (;;) {
+      const head = await this.store.readRef(TRASH_REF);
+      if (!head) return [];
+      const gone = (await this.list()).filter((r) => Date.parse(r.deletedAt) < cutoff.getTime());
+      if (gone.length === 0) return [];
+      const changes = new Map<string, Entry | null>();
+      for (const r of gone) {
+        changes.set(`${recordDir(r)}/record.yaml`, null);
+        if (r.oid) changes.set(`${recordDir(r)}/content`, null);
+      }
+      const tree = await this.store.editTree((await this.store.readCommit(head)).tree, changes);
+      try {
+        await this.store.restartRef(TRASH_REF, head, tree, `trash: purged ${gone.length} deleted before ${cutoff.toISOString()}\n`, this.identity);
+        return gone;
+      } catch (e) {
+        if (!(e instanceof RefConflict)) throw e;
+      }
+    }
   }
 
   /** Every record, newest first. */

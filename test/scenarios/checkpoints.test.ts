@@ -105,4 +105,24 @@ describe('checkpoints and restore', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/no checkpoint or commit "nowhere"/);
   });
+
+  it('purges the recycle area of what is older than asked (owner only), and git packs what is loose', async () => {
+    const before = await d.nasJson<any[]>('trash', 'list', 'demo');
+    expect(before.length).toBeGreaterThan(0);
+    const token = (await d.nas('lease', 'issue', 'demo/work', '--principal', 'nobody')).stdout.trim();
+    const refused = await d.nasWith({ NAS_LEASE: token, owner: false }, 'trash', 'purge', 'demo', '--older-than', '1s');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/owner action/);
+    await new Promise((r) => setTimeout(r, 1100));
+    await fs.writeFile(p('outbox/fresh.md'), 'fresh\n');
+    await fs.unlink(p('outbox/fresh.md'));
+    await d.sync('demo/work');
+    const purged = await d.nasJson('trash', 'purge', 'demo', '--older-than', '1s');
+    expect(purged.purged.length).toBe(before.length);
+    const after = await d.nasJson<any[]>('trash', 'list', 'demo');
+    expect(after.map((t) => t.path)).toEqual(['outbox/fresh.md']);
+    // The recycle area's history starts again, so what went is unreachable from it.
+    expect((await d.git('rev-list', '--count', 'refs/nas/trash')).stdout.trim()).toBe('1');
+    expect((await d.git('fsck', '--no-dangling')).code).toBe(0);
+  });
 });

@@ -104,6 +104,7 @@ describe('coverage of the contract', () => {
     'branch discard': ['branch', 'discard', 'demo/draft'],
     'sync': ['sync', 'demo/draft'],
     'trash list': ['trash', 'list', 'demo'],
+    'trash purge': ['trash', 'purge', 'demo', '--older-than', '7d'],
     'trash restore': ['trash', 'restore', 'demo', 'outbox/x.md', '--branch', 'draft', '--to', 'outbox/y.md', '--id', 'abc'],
     'lease issue': ['lease', 'issue', 'demo/draft', '--principal', 'alice', '--ttl', '2h', '--scopes', 'write', '--budget', '1000'],
     'lease list': ['lease', 'list', 'demo'],

@@ -5,7 +5,9 @@ export const help = {
   trash:
     'usage: nas trash list <role>\n       nas trash restore <role> <path> [--branch B] [--to P] [--id ID]\n\n' +
     'restore puts the newest deleted copy of <path> back into branch B (default: the branch it was deleted from).\n' +
-    'It refuses to overwrite a path that exists; --to restores it under another path.\n',
+    'It refuses to overwrite a path that exists; --to restores it under another path.\n' +
+    '       nas trash purge <role> [--older-than 7d]\n\nowner: remove for good what was deleted longer ago than that (default: the Home\'s\n' +
+    'maintenance.yaml trash_keep_days, which nasd also applies once an hour), then let git pack and prune.\n',
 };
 
 export const commands = [
@@ -28,5 +30,12 @@ export const commands = [
       body: { path: args.positional[3], id: args.value('id'), branch: args.value('branch'), to: args.value('to') },
     }),
     print: (r) => `restored ${r.restored.path} (deleted ${r.restored.deletedAt} from ${r.restored.branch}) to ${r.view}/${r.to}\n`,
+  }),
+  command({
+    name: 'trash purge',
+    route: 'purgeTrash',
+    flags: ['older-than'],
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: { olderThan: args.value('older-than') } }),
+    print: (r) => `purged ${r.purged.length} item(s) deleted before ${r.cutoff}\n`,
   }),
 ];
