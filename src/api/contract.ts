@@ -88,6 +88,7 @@ export const ROUTES = {
   listCheckpoints: { method: 'GET', path: '/v1/homes/:role/checkpoints', body: none },
   deleteCheckpoint: { method: 'POST', path: '/v1/homes/:role/checkpoints/:name/delete', body: none },
   restore: { method: 'POST', path: '/v1/homes/:role/restore', body: { branch: 'string', from: 'string', paths: 'strings?' } },
+  proposeConfig: { method: 'POST', path: '/v1/homes/:role/config', body: { file: 'string', content: 'string', intent: 'string?' } },
   log: { method: 'POST', path: '/v1/homes/:role/log', body: { branch: 'string?', path: 'string?', limit: 'number?' } },
   diff: { method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' } },
 } as const satisfies Record<string, RouteSpec>;
@@ -131,6 +132,7 @@ export interface Results {
   listCheckpoints: Checkpoint[];
   deleteCheckpoint: Checkpoint;
   restore: Restored;
+  proposeConfig: PullRequest;
   log: LogEntry[];
   diff: DiffReport;
 }

@@ -98,6 +98,7 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, st
     listCheckpoints: ({ params }) => history.list(params.role),
     deleteCheckpoint: ({ params, creds }) => history.delete(params.role, params.name, creds),
     restore: ({ params, body, creds }) => history.restore(params.role, body, creds),
+    proposeConfig: ({ params, body, creds }) => history.proposeConfig(params.role, body, creds),
     log: ({ params, body }) => history.log(params.role, body),
     diff: ({ params, body }) => history.diff(params.role, body),
   };

@@ -5,11 +5,24 @@ import { kindOfMode } from '../trash/trash.js';
 import type { DiffReport, LogEntry, Restored } from '../api/types.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
+import type { PrService } from './pr-service.js';
+import type { PullRequest } from '../merge/pr-store.js';
+import { parseCheckDefinitions } from '../merge/checks.js';
+import { readHomeConfig } from '../config/home-config.js';
+import { MODE } from '../store/store.js';
 import type { Registry } from './registry.js';
 
 /** Checkpoints and restores through the control API: who may, then the Home's checkpoints and the branch view. */
+/** The `.nas/` files a Home reads. */
+const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.yaml', '.nas/policy.yaml', '.nas/checks.yaml'];
+
 export class HistoryService {
-  constructor(private readonly reg: Registry, private readonly leases: LeaseService, private readonly stateDir: string) {}
+  constructor(
+    private readonly reg: Registry,
+    private readonly leases: LeaseService,
+    private readonly prs: PrService,
+    private readonly stateDir: string,
+  ) {}
 
   private checkpoints(role: string): Checkpoints {
     const home = this.reg.homeOf(role);
@@ -92,6 +105,35 @@ export class HistoryService {
     if (path) patch = patch.split(/(?=^diff --git )/m).filter((block) => new RegExp(`^diff --git a/${escape(path)}(/| )`).test(block)).join('');
     const changes = (await store.fileChanges(a, z)).filter((c) => !path || c.path === path || c.path.startsWith(`${path}/`));
     return { view: snap.name, from, to, changes: changes.map((c) => ({ path: c.path, status: c.status })), patch };
+  }
+
+  /**
+   * The supported way to change a Home's `.nas/` files (branches refuse them, main only merges): the new content
+   * is checked first (nothing is made when it does not read whole), committed on a new branch `nas-config-<time>`
+   * off main, and proposed; the PR waits for the owner, as every metadata change does.
+   */
+  async proposeConfig(role: string, b: { file: string; content: string; intent?: string }, creds: Credentials): Promise<PullRequest> {
+    requireOwner(creds, 'changing .nas/', this.stateDir);
+    const file = validateRelPath(b.file);
+    if (!CONFIG_FILES.includes(file)) throw new UserError(`${file} is not a Home metadata file; one of: ${CONFIG_FILES.join(', ')}`);
+    const snap = await this.reg.snapshot(role);
+    const store = snap.home.store;
+    const mainTree = (await store.readCommit(snap.commit)).tree;
+    const problems = file === '.nas/checks.yaml'
+      ? parseCheckDefinitions(b.content).problems
+      : (await readHomeConfig(async (p) => {
+        if (p === file) return b.content;
+        const e = await store.lookupPath(mainTree, p);
+        return e ? (await store.readBlob(e.oid)).toString() : null;
+      })).problems.filter((p) => p.startsWith(`${file}:`));
+    if (problems.length > 0) throw new UserError(`${file} would not read whole; nothing was proposed:\n  ${problems.join('\n  ')}`);
+    const owner = snap.config.role.owner ?? 'owner';
+    const tree = await store.editTree(mainTree, new Map([[file, { oid: await store.writeBlob(b.content), mode: MODE.file }]]));
+    if (tree === mainTree) throw new UserError(`${file} on main already reads so; nothing was proposed`, 409);
+    const commit = await store.writeCommit({ tree, parents: [snap.commit], message: `Change ${file}\n\nNas-Principal: ${owner}\n`, author: { name: owner, email: `${owner}@agent-nas` } });
+    const branch = `nas-config-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 14)}-${commit.slice(0, 6)}`;
+    await this.reg.createBranch(role, branch, { at: commit, ttl: '7d' });
+    return this.prs.propose(role, branch, { intent: b.intent ?? `change ${file}` }, creds);
   }
 
   /**

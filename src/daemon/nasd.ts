@@ -64,7 +64,7 @@ async function main(): Promise<void> {
   const runSockets = new RunSockets();
   const runs = new RunService(registry, leases, prs, memory, runSockets, path.join(path.dirname(config.socket), 'runs'), config.state_dir, log);
   await runs.recover();
-  const services = { memory, leases, prs, runs, history: new HistoryService(registry, leases, config.state_dir), stateDir: config.state_dir };
+  const services = { memory, leases, prs, runs, history: new HistoryService(registry, leases, prs, config.state_dir), stateDir: config.state_dir };
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
   const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null), log));

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
+import path from 'node:path';
 import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 describe('limits and policy from .nas/', () => {
@@ -73,5 +74,22 @@ describe('limits and policy from .nas/', () => {
     expect(await codeOf(fs.writeFile(p('skills/x.md'), 'x'))).toBe('EPERM');
     await fs.appendFile(p('outbox/ledger.md'), 'three\n');
     expect(await codeOf(fs.writeFile(p('outbox/ledger.md'), 'four\n'))).toBe('EPERM');
+  });
+
+  it('changes .nas/ the supported way: checked, proposed on its own branch, merged only when the owner approves', async () => {
+    const bad = await run(process.execPath, [path.resolve(import.meta.dirname, '../../dist/src/cli/main.js'), '--socket', d.socket,
+      'home', 'config', 'demo', '.nas/policy.yaml'], { env: { NAS_OWNER_TOKEN_FILE: `${d.state}/owner.token` }, input: 'version: 1\nread_only: ["x"\n' });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/would not read whole; nothing was proposed/);
+    const policy = 'version: 1\nread_only:\n  - "outbox/frozen.md"\n';
+    await fs.writeFile(`${d.dir}/policy.yaml`, policy);
+    const pr = await d.nasJson('home', 'config', 'demo', '.nas/policy.yaml', '--from', `${d.dir}/policy.yaml`, '--intent', 'freeze outbox/frozen');
+    expect(pr.state).toBe('waiting');
+    expect(pr.reasons.join(' ')).toMatch(/changes Home metadata: \.nas\/policy\.yaml/);
+    expect((await d.gitBlob('main:.nas/policy.yaml')).toString()).not.toBe(policy);
+    expect((await d.nasJson('pr', 'approve', 'demo', String(pr.id))).state).toBe('merged');
+    expect((await d.gitBlob('main:.nas/policy.yaml')).toString()).toBe(policy);
+    expect((await d.nas('branch', 'create', 'demo/frozen')).code).toBe(0);
+    expect(await codeOf(fs.writeFile(d.path('demo@frozen', 'outbox/frozen.md'), 'x'))).toBe('EPERM');
   });
 });

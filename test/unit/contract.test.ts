@@ -99,6 +99,7 @@ describe('coverage of the contract', () => {
     'status': ['status'],
     'home create': ['home', 'create', 'writer', '--template', 'default', '--owner', 'alice'],
     'home list': ['home', 'list'],
+    'home config': ['home', 'config', 'demo', '.nas/policy.yaml', '--from', import.meta.filename, '--intent', 'stricter'],
     'branch create': ['branch', 'create', 'demo/draft', '--from', 'main', '--ttl', '2h', '--run', 'r1'],
     'branch list': ['branch', 'list', 'demo'],
     'branch discard': ['branch', 'discard', 'demo/draft'],
