@@ -18,6 +18,7 @@ commands:
   status                                    what nasd serves
   home create <role> [--template default]   create a Home from a template
   home list                                 list Homes, their branches and metadata problems
+  home config <role> <.nas/file> [--from F] owner: propose a new .nas/ file (checked first; the PR waits)
   branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]
                                             create a writable branch view <mount>/<role>@<branch>
   branch list <role>                        list a Home's branches
@@ -25,6 +26,7 @@ commands:
   trash list <role>                         the recycle area: what was deleted, where, when
   trash restore <role> <path> [--branch B] [--to P] [--id ID]
                                             bring a deleted path back into a branch
+  trash purge <role> [--older-than 7d]      owner: remove older deletions for good (default trash_keep_days)
   memory check <role>[@<branch>]            budgets, indexes and trust labels; exit 1 on any error
   memory index <role>@<branch> [--check]    regenerate the topic index blocks (--check: only report)
   memory measure <role>[@<branch>] [--task PATH]...
