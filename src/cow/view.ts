@@ -14,6 +14,8 @@ export interface Handle {
   dirty: boolean;
   /** Size when opened: append-only files may not be written below it. */
   floor: number;
+  /** Whether the file is append-only (asked once per open and rename, not per write). */
+  appendOnly?: boolean;
   /** Largest size this handle has seen, for quota accounting. */
   size: number;
   /** The blob a file opened on main comes from: what a run's read manifest records for it. */

@@ -10,6 +10,7 @@ import type { PullRequest } from '../merge/pr-store.js';
 import { parseCheckDefinitions } from '../merge/checks.js';
 import { readHomeConfig } from '../config/home-config.js';
 import { MODE } from '../store/store.js';
+import { metaPath } from '../store/file-meta.js';
 import type { Registry } from './registry.js';
 
 /** Checkpoints and restores through the control API: who may, then the Home's checkpoints and the branch view. */
@@ -86,10 +87,15 @@ export class HistoryService {
     return out;
   }
 
+  /** Whether a commit changed a path (a file or a directory, its metadata records included): two lookups a side. */
   private async touches(role: string, tree: string, parent: string | undefined, path: string): Promise<boolean> {
     const store = this.reg.homeOf(role).store;
     const before = parent ? (await store.readCommit(parent)).tree : null;
-    return (await store.fileChanges(before, tree)).some((c) => c.path === path || c.path.startsWith(`${path}/`));
+    for (const p of [path, metaPath(path)]) {
+      const [a, b] = await Promise.all([before ? store.lookupPath(before, p) : null, store.lookupPath(tree, p)]);
+      if (a?.oid !== b?.oid || a?.mode !== b?.mode) return true;
+    }
+    return false;
   }
 
   /** The patch between two states (checkpoints or commits; by default a branch's fork point and its head, or main's last change). */
@@ -102,7 +108,7 @@ export class HistoryService {
       : snap.view ? ((await store.mergeBase(to, snap.mainHead)) ?? to) : ((await store.readCommit(to)).parents[0] ?? to);
     const [a, z] = await Promise.all([from, to].map(async (c) => (await store.readCommit(c)).tree));
     let patch = await store.diffText(a, z);
-    if (path) patch = patch.split(/(?=^diff --git )/m).filter((block) => new RegExp(`^diff --git a/${escape(path)}(/| )`).test(block)).join('');
+    if (path) patch = patch.split(/(?=^diff --git )/m).filter((block) => [`a/${path}/`, `a/${path} `].some((p) => block.startsWith(`diff --git ${p}`))).join('');
     const changes = (await store.fileChanges(a, z)).filter((c) => !path || c.path === path || c.path.startsWith(`${path}/`));
     return { view: snap.name, from, to, changes: changes.map((c) => ({ path: c.path, status: c.status })), patch };
   }
@@ -169,5 +175,3 @@ export class HistoryService {
     return out;
   }
 }
-
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -71,13 +71,3 @@ export async function startInBackground(entry: string, call: MountCall): Promise
   }
   throw new UserError(`nasd did not answer within 60 s; see ${call.log}`);
 }
-
-/** Whether the mount point is still a FUSE mount (the kernel's list escapes spaces and the like as octal). */
-export async function stillMounted(mountPoint: string): Promise<boolean> {
-  const escaped = mountPoint.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);
-  const mounts = await fs.readFile('/proc/self/mounts', 'utf8');
-  return mounts.split('\n').some((l) => {
-    const [, at, type] = l.split(' ');
-    return at === escaped && type?.startsWith('fuse');
-  });
-}

@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { UserError } from '../util/errors.js';
 import { loadConfig, USAGE } from './config.js';
 import { Registry } from './registry.js';
-import { preflight, mountFuse, type FuseMount } from '../fuse-ops/mount.js';
+import { preflight, mountFuse, fuseMountedAt, type FuseMount } from '../fuse-ops/mount.js';
 import path from 'node:path';
 import { RunSockets, serveControl } from './control.js';
 import { RunService } from './run-service.js';
@@ -18,7 +18,7 @@ import { watchMainRefs } from './ref-watcher.js';
 import { ScratchBinds } from '../fuse-ops/scratch-binds.js';
 import { countTokens } from '../memory/tokens.js';
 import { version } from '../util/version.js';
-import { mountCall, startInBackground, stillMounted } from './mount-helper.js';
+import { mountCall, startInBackground } from './mount-helper.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -110,7 +110,7 @@ async function main(): Promise<void> {
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
     void expireBranches();
     // `umount` (or fusermount -u) from outside ends the service: commit what is pending and go.
-    void stillMounted(config.mount).then((mounted) => {
+    void fuseMountedAt(config.mount).then((mounted) => {
       if (!mounted && !stopping) {
         log.warn({ mount: config.mount }, 'the mount was removed from outside: stopping');
         void stop('umount');
@@ -132,7 +132,7 @@ async function main(): Promise<void> {
     await runs.close();
     await binds.stop();
     await registry.close();
-    if (await stillMounted(config.mount)) await mount.unmount();
+    if (await fuseMountedAt(config.mount)) await mount.unmount();
     log.info('stopped');
     process.exit(0);
   };

@@ -14,7 +14,7 @@ import type { MemoryService } from './memory-service.js';
 import type { PrService } from './pr-service.js';
 import type { Registry } from './registry.js';
 import type { RunSockets } from './control.js';
-import { startTimeOf } from './run-tracker.js';
+import { startTimeOf } from '../util/pid-namespace.js';
 
 /**
  * Runs through the control API (`nas run` is the launcher; the daemon keeps the books): a run is a branch

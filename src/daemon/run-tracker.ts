@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { namespaceMembers, namespaceOf } from '../util/pid-namespace.js';
 
 /**
  * Which run a process belongs to. Each run lives in its own PID namespace (nas run makes it), so a
@@ -41,28 +41,6 @@ export class RunTracker {
 
   /** The processes of a run (to stop what is left when its launcher died). */
   members(run: ActiveRun): number[] {
-    return readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => namespaceOf(pid) === run.ns);
-  }
-}
-
-export function namespaceOf(pid: number): string | null {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/pid`);
-  } catch {
-    return null;
-  }
-}
-
-/**
- * A process's start time (field 22 of /proc/<pid>/stat), so a reused pid is not mistaken for the process it
- * was; null when it is gone.
- */
-export function startTimeOf(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may hold spaces and parentheses: count fields after its closing one.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null;
+    return namespaceMembers(run.ns, true);
   }
 }

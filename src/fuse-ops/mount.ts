@@ -66,6 +66,11 @@ async function mountsAt(path: string): Promise<string[]> {
   return out;
 }
 
+/** Whether a FUSE filesystem is still mounted at path (it is gone after an `umount` from outside). */
+export async function fuseMountedAt(path: string): Promise<boolean> {
+  return (await mountsAt(path)).some((type) => type.startsWith('fuse'));
+}
+
 async function isStale(path: string): Promise<boolean> {
   try {
     await fs.stat(path);

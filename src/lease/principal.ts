@@ -1,4 +1,4 @@
-import fs from 'node:fs/promises';
+import { lookupAccount } from '../util/accounts.js';
 import type { Owner } from '../util/owner.js';
 
 /**
@@ -8,10 +8,6 @@ import type { Owner } from '../util/owner.js';
  */
 export async function resolvePrincipal(principal: string): Promise<Owner | null> {
   if (/^\d+$/.test(principal)) return { uid: Number(principal), gid: Number(principal) };
-  const passwd = await fs.readFile('/etc/passwd', 'utf8').catch(() => '');
-  for (const line of passwd.split('\n')) {
-    const [name, , uid, gid] = line.split(':');
-    if (name === principal && uid && gid) return { uid: Number(uid), gid: Number(gid) };
-  }
-  return null;
+  const account = await lookupAccount(principal);
+  return account && { uid: account.uid, gid: account.gid };
 }

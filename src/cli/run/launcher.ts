@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { namespaceMembers } from '../../util/pid-namespace.js';
 import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { Account } from '../../util/accounts.js';
@@ -125,20 +125,7 @@ export class RunProcess {
   }
 
   private members(): number[] {
-    if (!this.ns) return [];
-    const pids: number[] = [];
-    for (const name of readdirSync('/proc')) {
-      if (!/^\d+$/.test(name)) continue;
-      try {
-        if (readlinkSync(`/proc/${name}/ns/pid`) !== this.ns) continue;
-        // NSpid: the pid in each namespace, outermost first; 1 in the innermost is the init.
-        const nspid = /^NSpid:\s+(.*)$/m.exec(readFileSync(`/proc/${name}/status`, 'utf8'))?.[1].trim().split(/\s+/);
-        if (nspid?.at(-1) !== '1') pids.push(Number(name));
-      } catch {
-        // Ended meanwhile.
-      }
-    }
-    return pids;
+    return this.ns ? namespaceMembers(this.ns, false) : [];
   }
 }
 

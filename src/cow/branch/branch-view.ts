@@ -260,6 +260,7 @@ export class BranchView implements WritableView {
 
   private writer(h: Handle): Handle {
     h.lease = this.newestLease;
+    h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
     this.committer.writers.add(h);
     return h;
   }
@@ -305,12 +306,12 @@ export class BranchView implements WritableView {
     if (!h.writable || h.fd === null) throw fsError('EBADF');
     this.checkLease(h);
     const end = pos + len;
-    const refusal = checkAppend(this.overlay.rules, h.rel, pos, h.floor) ?? this.space.refusal(end - h.size);
+    const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? this.space.refusal(end - h.size);
     if (refusal) throw fsError(refusal, `write to ${h.rel} refused`);
     const n = await fsx.write(h.fd, buf, len, pos);
     // Append-only means every write appends (as with chattr +a), also in a file made without O_APPEND:
     // what was written, and maybe committed, is not written over.
-    if (isAppendOnly(this.overlay.rules, h.rel)) h.floor = Math.max(h.floor, pos + n);
+    if (h.appendOnly) h.floor = Math.max(h.floor, pos + n);
     if (end > h.size) {
       this.space.used += end - h.size;
       h.size = end;

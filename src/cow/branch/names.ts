@@ -232,7 +232,8 @@ export class Names {
       if (h.rel === from || h.rel.startsWith(`${from}/`)) {
         h.rel = to + h.rel.slice(from.length);
         // Writes through an open descriptor now answer to the new path's rules, from its current end.
-        if (isAppendOnly(this.overlay.rules, h.rel)) h.floor = h.size;
+        h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
+        if (h.appendOnly) h.floor = h.size;
       }
     }
     for (const p of [...this.committer.dirty.keys()]) if (p === from || p.startsWith(`${from}/`)) this.committer.dirty.delete(p);
