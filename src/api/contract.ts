@@ -3,7 +3,7 @@ import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
-  BranchCreated, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
+  BranchCreated, BranchExtended, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
   SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged,
 } from './types.js';
@@ -34,6 +34,7 @@ export const ROUTES = {
   listBranches: { method: 'GET', path: '/v1/homes/:role/branches', body: none },
   createBranch: { method: 'POST', path: '/v1/homes/:role/branches', body: { branch: 'string', from: 'string?', ttl: 'string?', run: 'string?' } },
   discardBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/discard', body: none },
+  extendBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/extend', body: { ttl: 'string' } },
   sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' } },
 
   listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none },
@@ -103,6 +104,7 @@ export interface Results {
   listBranches: BranchListing[];
   createBranch: BranchCreated;
   discardBranch: Discarded;
+  extendBranch: BranchExtended;
   sync: SyncResult;
   listTrash: TrashRecord[];
   restoreTrash: TrashRestored;

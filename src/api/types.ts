@@ -42,6 +42,12 @@ export interface BranchCreated extends BranchRecord {
   createdInMs: number;
 }
 
+export interface BranchExtended extends BranchRecord {
+  view: string;
+  /** It had expired and takes writes again. */
+  reopened: boolean;
+}
+
 export interface BranchListing extends BranchRecord {
   /** Absent when the branch has a record but no open view. */
   head?: string;

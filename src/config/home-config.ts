@@ -19,6 +19,10 @@ export interface LimitsConfig {
   version: 1;
   /** Bytes a branch may hold in its upper directory (new and changed files, scratch included). */
   branch_quota_bytes: number;
+  /** Bytes all branches of the Home together may hold in their upper directories. */
+  home_quota_bytes: number;
+  /** Branches the Home may have at once; creating one more is refused. */
+  max_branches: number;
   /** TTL for branches created without --ttl. */
   branch_ttl_default: string;
   /** How long an expired branch stays (read-only, for inspection) before its work goes to the recycle area. */
@@ -66,6 +70,8 @@ export interface Parsed<T> {
 export const DEFAULT_LIMITS: LimitsConfig = {
   version: 1,
   branch_quota_bytes: 2 * 1024 ** 3,
+  home_quota_bytes: 20 * 1024 ** 3,
+  max_branches: 100,
   branch_ttl_default: '48h',
   branch_grace: '7d',
   memory_md_max_tokens: 1000,
@@ -152,6 +158,8 @@ export function parseLimits(text: string, file = '.nas/limits.yaml'): Parsed<Lim
   const value = validate(file, doc, DEFAULT_LIMITS, {
     version: isVersion,
     branch_quota_bytes: isInt(0),
+    home_quota_bytes: isInt(0),
+    max_branches: isInt(1),
     branch_ttl_default: isDuration,
     branch_grace: isDuration,
     memory_md_max_tokens: isInt(1),

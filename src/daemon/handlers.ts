@@ -52,6 +52,8 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, st
       const result = await reg.discardBranch(role, branch);
       return { ...result, revokedLeases: await leases.revokeBranch(role, branch) };
     },
+    extendBranch: ({ params: { role, branch }, body, creds }) =>
+      (owner(creds, 'extending a branch'), reg.extendBranch(role, branch, body.ttl)),
     sync: ({ params, body }) => reg.sync(params.role, body.branch),
 
     listTrash: ({ params }) => reg.trashList(params.role),

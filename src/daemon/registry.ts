@@ -17,7 +17,8 @@ import { BranchView } from '../cow/branch/branch-view.js';
 import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
 import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
-import type { BranchCreated, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashPurged, TrashRestored } from '../api/types.js';
+import { Space } from '../cow/branch/space.js';
+import type { BranchCreated, BranchExtended, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashPurged, TrashRestored } from '../api/types.js';
 import { RunTracker } from './run-tracker.js';
 
 export interface RegistryOptions {
@@ -53,7 +54,16 @@ interface Mounted {
   records: Map<string, BranchRecord>;
   /** Read-only views of the Home's checkpoints, by checkpoint name (`<role>:<name>` under the mount root). */
   checkpoints: Map<string, MainView>;
+  /** Read-only views of commits looked up by id (`<role>:<commit>`), the most recently used last. */
+  commits: Map<string, MainView>;
+  /** The Home's quota across all branches: every branch's Space adds to it. */
+  pool: Space;
 }
+
+/** A commit id (or an unambiguous prefix of one) under the mount root: `<role>:<7 to 40 hex digits>`. */
+const COMMIT_ID = /^[0-9a-f]{7,40}$/;
+/** Commit views kept per Home; the least recently used goes first (it is looked up again when named). */
+const COMMIT_VIEWS = 32;
 
 /**
  * Every Home and its views, by the name that appears under the mount root: `<role>` for main,
@@ -83,7 +93,10 @@ export class Registry {
     const config = await home.config(head);
     for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
     const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config.maintenance));
-    const mounted: Mounted = { home, config, main, branches: new Map(), records: new Map(), checkpoints: new Map() };
+    const mounted: Mounted = {
+      home, config, main, branches: new Map(), records: new Map(), checkpoints: new Map(), commits: new Map(),
+      pool: new Space(config.limits.home_quota_bytes),
+    };
     this.homes.set(home.role, mounted);
     for (const b of await home.branches()) await this.openBranch(mounted, b);
     for (const c of await new Checkpoints(home.store, home.identity).list()) await this.showCheckpoint(home.role, c.name, c.commit);
@@ -115,6 +128,7 @@ export class Registry {
         owner: this.opts.owner,
         rules: compileRules(config.policy, config.maintenance),
         quotaBytes: config.limits.branch_quota_bytes,
+        homeSpace: m.pool,
         runId: record.run,
         base: record.base,
         dir: m.home.branchDir(record.name),
@@ -158,12 +172,35 @@ export class Registry {
    */
   view(name: string): View | undefined {
     const colon = name.indexOf(':');
-    if (colon > 0) return this.homes.get(name.slice(0, colon))?.checkpoints.get(name.slice(colon + 1));
+    if (colon > 0) {
+      const m = this.homes.get(name.slice(0, colon));
+      const spec = name.slice(colon + 1);
+      return m?.checkpoints.get(spec) ?? m?.commits.get(spec);
+    }
     const at = name.indexOf('@');
     const m = this.homes.get(at < 0 ? name : name.slice(0, at));
     if (!m) return undefined;
     const branch = name.slice(at + 1);
     return at < 0 || branch === 'main' ? m.main : m.branches.get(branch);
+  }
+
+  /**
+   * Make `<role>:<commit>` a view when it names a commit of the Home (a lookup of a name not listed): history
+   * is browsable by commit id, read-only, as checkpoints are. Checkpoint names never look like commit ids.
+   */
+  async resolve(name: string): Promise<void> {
+    const colon = name.indexOf(':');
+    if (colon < 0 || this.view(name)) return;
+    const m = this.homes.get(name.slice(0, colon));
+    const spec = name.slice(colon + 1);
+    if (!m || !COMMIT_ID.test(spec)) return;
+    const commit = await m.home.store.findCommit(spec);
+    if (!commit || m.commits.has(spec)) return;
+    m.commits.set(spec, new MainView(name, new GitLayer(m.home.store, await m.home.store.readCommit(commit)), this.opts.owner, []));
+    for (const old of m.commits.keys()) {
+      if (m.commits.size <= COMMIT_VIEWS) break;
+      m.commits.delete(old);
+    }
   }
 
   /** A run's processes see their own branch, main and branches no run owns; another run's branch is EACCES. */
@@ -259,6 +296,7 @@ export class Registry {
       const head = await m.home.mainHead();
       if (head === m.main.head) continue;
       m.config = await m.home.config(head);
+      m.pool.limit = m.config.limits.home_quota_bytes;
       for (const problem of m.config.problems) this.opts.log.warn({ role: m.home.role, problem }, 'Home metadata problem; defaults apply');
       m.main.setHead(new GitLayer(m.home.store, await m.home.store.readCommit(head)));
     }
@@ -276,6 +314,11 @@ export class Registry {
 
   async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
     const m = this.need(role);
+    const max = m.config.limits.max_branches;
+    if (m.branches.size >= max) {
+      throw new UserError(`Home ${role} has ${m.branches.size} branches, the most its .nas/limits.yaml allows (max_branches: ${max}); ` +
+        'discard one (nas branch discard) or raise the limit (nas home config)', 409);
+    }
     const started = process.hrtime.bigint();
     const record = await m.home.createBranch(branch, { ...opts, defaultTtl: m.config.limits.branch_ttl_default });
     await this.openBranch(m, record);
@@ -290,6 +333,29 @@ export class Registry {
       const view = m.branches.get(r.name);
       return { ...r, head: view?.head, expired: view?.expired ?? false, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
     }));
+  }
+
+  /**
+   * The owner gives a branch more time: it now expires `ttl` from now. An expired branch (in its grace period)
+   * takes writes again and gets its scratch binds back; leases that ended with it stay ended, and its PR stays
+   * expired (propose it again).
+   */
+  async extendBranch(role: string, branch: string, ttl: string): Promise<BranchExtended> {
+    const m = this.need(role);
+    const view = this.needBranch(role, branch);
+    const record = m.records.get(branch);
+    if (!record) throw new UserError(`${role}@${branch} has no branch record; it cannot be extended`, 409);
+    const seconds = parseDuration(ttl);
+    const extended: BranchRecord = { ...record, ttl, expires: new Date(Date.now() + seconds * 1000).toISOString() };
+    await m.home.writeBranchRecord(extended);
+    m.records.set(branch, extended);
+    const reopened = view.expired;
+    if (reopened) {
+      view.reopen();
+      for (const b of this.scratchBinds(view)) await this.opts.binds?.bind(b.source, b.target);
+      this.opts.log.info({ view: view.name, expires: extended.expires }, 'expired branch extended: writable again');
+    }
+    return { ...extended, view: view.name, reopened };
   }
 
   /** Commit everything pending in one branch (or all of a Home's) and report the heads. */

@@ -11,6 +11,8 @@ import type { Mutation } from '../policy/policy.js';
 export interface Router {
   rootNames(): string[];
   view(name: string): View | undefined;
+  /** Make a name that is not listed a view when it stands for one (a commit by id); called before a lookup. */
+  resolve?(name: string): Promise<void>;
   /** Space for df: the view's (a branch's quota), or the mount's when there is no view. */
   statfs(view?: View): Promise<FsStats>;
   /** Refuse (EACCES) a run's process that reaches into another run's branch; asks for the caller only when that matters. */
@@ -122,6 +124,8 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   return {
     getattr: (path: string, cb: Cb) =>
       answer('getattr', path, cb, async () => {
+        // The kernel looks a name up (getattr) before anything else uses it: the one place a view is made on demand.
+        if (router.resolve && path.indexOf('/', 1) < 0 && path !== '/') await router.resolve(path.slice(1));
         const r = route(path);
         return r ? r.view.getattr(r.rel) : rootAttr();
       }),

@@ -23,6 +23,8 @@ export function validateCheckpointName(name: string): string {
   if (!NAME.test(name) || name.includes('..') || name.endsWith('.lock') || name.endsWith('.')) {
     throw new UserError(`invalid checkpoint name ${JSON.stringify(name).slice(0, 80)}: use 1-100 characters from A-Z, a-z, 0-9, '.', '-' and '_', starting with a letter or digit`);
   }
+  // `<role>:<hex>` under the mount root and `nas restore <hex>` read a commit id.
+  if (/^[0-9a-f]{4,40}$/.test(name)) throw new UserError(`invalid checkpoint name "${name}": it reads as a commit id; add a letter beyond a-f`);
   return name;
 }
 

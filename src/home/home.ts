@@ -201,7 +201,8 @@ export class Home {
     await fs.rm(this.branchDir(name), { recursive: true, force: true });
   }
 
-  private async writeBranchRecord(record: BranchRecord): Promise<void> {
+  /** Write (or rewrite) a branch's record. */
+  async writeBranchRecord(record: BranchRecord): Promise<void> {
     const blob = await this.store.writeBlob(`# Branch record, written by nas branch create.\n${yaml.dump(record)}`);
     const changes = new Map([[`${record.name}.yaml`, { oid: blob, mode: MODE.file }]]);
     await this.store.commitToRef(BRANCHES_REF, async () => changes, `nas: record branch ${record.name}\n`, this.identity);

@@ -33,6 +33,8 @@ export function defaultTemplate(role: string, owner: string, now: Date): Templat
       `# The person who reviews and merges changes into main.\nowner: ${owner}\ncreated: "${now.toISOString()}"\n`),
     f('.nas/limits.yaml', '# Quotas and budgets (see README, "Home metadata").\nversion: 1\n' +
       '# Bytes a branch may hold in its upper directory; a write past it fails with EDQUOT.\nbranch_quota_bytes: 2147483648\n' +
+      '# Bytes all branches together may hold, and how many branches the Home may have at once.\n' +
+      'home_quota_bytes: 21474836480\nmax_branches: 100\n' +
       '# TTL for branches created without --ttl.\nbranch_ttl_default: 48h\n' +
       '# Token cap (o200k_base) for memory/MEMORY.md.\nmemory_md_max_tokens: 1000\n' +
       '# Byte budgets of the read-on-start set.\nresident_bytes:\n  rules: 4096\n  shared: 4096\n  agent: 2048\n  total: 10240\n'),

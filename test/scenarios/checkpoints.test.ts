@@ -80,6 +80,23 @@ describe('checkpoints and restore', () => {
     expect((await run('grep', ['-r', 'b one', d.path('demo:safe', 'outbox')])).stdout).toMatch(/b\.md/);
   });
 
+  it('shows any commit by id at <role>:<commit>, read-only, without listing it; checkpoint names never look like ids', async () => {
+    const log = await d.nasJson<any[]>('log', 'demo@work', 'outbox/a.md');
+    const oldest = log[log.length - 1].commit as string;
+    const expected = (await d.gitBlob(`${oldest}:outbox/a.md`)).toString();
+    for (const id of [oldest.slice(0, 7), oldest]) {
+      expect(await fs.readFile(d.path(`demo:${id}`, 'outbox/a.md'), 'utf8')).toBe(expected);
+      expect(await codeOf(fs.writeFile(d.path(`demo:${id}`, 'outbox/new.md'), 'x'))).toBe('EROFS');
+    }
+    expect((await run('ls', [d.path(`demo:${oldest.slice(0, 9)}`, 'outbox')])).stdout).toMatch(/a\.md/);
+    expect(await fs.readdir(d.mnt)).not.toContain(`demo:${oldest.slice(0, 7)}`);
+    expect(await codeOf(fs.stat(d.path('demo:0000000000')))).toBe('ENOENT');
+    expect(await codeOf(fs.stat(d.path('demo:not-a-commit')))).toBe('ENOENT');
+    const hexName = await d.nas('checkpoint', 'create', 'demo@work', 'cafe1234');
+    expect(hexName.code).toBe(1);
+    expect(hexName.stderr).toMatch(/reads as a commit id/);
+  });
+
   it('lets the owner delete a checkpoint; the commit stays in history', async () => {
     const gone = await d.nasJson('checkpoint', 'delete', 'demo', 'lease-made');
     expect((await d.git('cat-file', '-t', gone.commit)).stdout.trim()).toBe('commit');

@@ -32,6 +32,33 @@ describe('limits and policy from .nas/', () => {
     expect((await d.gitBlob('small:outbox/small.md')).toString()).toBe('ok\n');
   });
 
+  it('holds all branches of a Home to home_quota_bytes together, and refuses a branch past max_branches', async () => {
+    // The first test's branch holds some bytes already: the Home's quota leaves 110,000 beside them.
+    const small = (await d.nasJson<any[]>('branch', 'list', 'demo')).find((b) => b.name === 'small').quota.used as number;
+    const limits = (await fs.readFile(d.path('demo', '.nas/limits.yaml'), 'utf8'))
+      .replace(/home_quota_bytes: \d+/, `home_quota_bytes: ${small + 110_000}`).replace(/max_branches: \d+/, 'max_branches: 3');
+    await d.pushToMain({ '.nas/limits.yaml': limits });
+    await eventually(async () => (await fs.readFile(d.path('demo', '.nas/limits.yaml'), 'utf8')).includes('max_branches: 3'), 'main to show the limits');
+    expect((await d.nas('branch', 'create', 'demo/pool-a')).code).toBe(0);
+    expect((await d.nas('branch', 'create', 'demo/pool-b')).code).toBe(0);
+    // pool-a fits under its own quota (65,536) and the Home's; pool-b would fit its own, not the Home's.
+    await fs.writeFile(d.path('demo@pool-a', 'outbox/a.bin'), Buffer.alloc(60_000, 1));
+    expect(await codeOf(fs.writeFile(d.path('demo@pool-b', 'outbox/b.bin'), Buffer.alloc(60_000, 2)))).toBe('EDQUOT');
+    await fs.writeFile(d.path('demo@pool-b', 'outbox/b.bin'), Buffer.alloc(20_000, 2));
+    // Discarding a branch gives its bytes back to the Home.
+    expect((await d.nas('branch', 'discard', 'demo/pool-a')).code).toBe(0);
+    await fs.writeFile(d.path('demo@pool-b', 'outbox/c.bin'), Buffer.alloc(40_000, 3));
+    // small, pool-b, and one more make three: a fourth is refused, clearly, and nothing is made.
+    expect((await d.nas('branch', 'create', 'demo/third')).code).toBe(0);
+    const fourth = await d.nas('branch', 'create', 'demo/fourth');
+    expect(fourth.code).toBe(1);
+    expect(fourth.stderr).toMatch(/has 3 branches, the most its \.nas\/limits\.yaml allows \(max_branches: 3\)/);
+    expect((await d.git('show-ref')).stdout).not.toMatch(/fourth/);
+    for (const b of ['pool-b', 'third']) expect((await d.nas('branch', 'discard', `demo/${b}`)).code).toBe(0);
+    await d.pushToMain({ '.nas/limits.yaml': limits.replace(/home_quota_bytes: \d+/, 'home_quota_bytes: 21474836480').replace(/max_branches: \d+/, 'max_branches: 100') });
+    await eventually(async () => (await fs.readFile(d.path('demo', '.nas/limits.yaml'), 'utf8')).includes('max_branches: 100'), 'main to show the limits');
+  });
+
   it('applies the strictest defaults when policy.yaml is malformed, reports it, and keeps serving', async () => {
     await d.pushToMain({ '.nas/policy.yaml': 'version: 1\nread_only: [".nas/**"\nappend_only: {\n' });
     await eventually(async () => {

@@ -48,4 +48,29 @@ describe('branch TTL', () => {
     expect(trash).toContainEqual(expect.objectContaining({ path: 'outbox/kept.md', branch: 'brief' }));
     await expect(fs.access(p(''))).rejects.toThrow(/ENOENT/);
   });
+
+  it('lets the owner extend a branch, also one that expired, which then takes writes again', async () => {
+    expect((await d.nas('branch', 'create', 'demo/longer', '--ttl', '3s')).code).toBe(0);
+    const p = (rel: string) => d.path('demo@longer', rel);
+    await fs.writeFile(p('outbox/first.md'), 'first\n');
+    await eventually(async () => (await d.nasJson<any[]>('branch', 'list', 'demo')).find((b) => b.name === 'longer')?.expired, 'the branch to expire', 15_000);
+    expect(await codeOf(fs.writeFile(p('outbox/late.md'), 'late\n'))).toBe('EROFS');
+    const token = (await d.nas('lease', 'issue', 'demo/longer', '--principal', 'nobody')).stdout.trim();
+    const byLease = await d.nasWith({ NAS_LEASE: token, owner: false }, 'branch', 'extend', 'demo/longer', '--ttl', '1h');
+    expect(byLease.code).toBe(1);
+    expect(byLease.stderr).toMatch(/owner action/);
+    expect((await d.nas('branch', 'extend', 'demo/longer')).code).toBe(2);
+    expect((await d.nas('branch', 'extend', 'demo/longer', '--ttl', 'soon')).code).toBe(1);
+    const r = await d.nasJson('branch', 'extend', 'demo/longer', '--ttl', '1h');
+    expect(r.reopened).toBe(true);
+    expect(Date.parse(r.expires) - Date.now()).toBeGreaterThan(3500_000);
+    await fs.writeFile(p('outbox/late.md'), 'late\n');
+    await fs.writeFile(p('workspace/scratch.txt'), 'scratch\n');
+    await d.sync('demo/longer');
+    expect((await d.gitBlob('longer:outbox/late.md')).toString()).toBe('late\n');
+    // The periodic pass (every 5 s) leaves it alone now, past the old grace period too.
+    await new Promise((res) => setTimeout(res, 9000));
+    const listed = (await d.nasJson<any[]>('branch', 'list', 'demo')).find((b) => b.name === 'longer');
+    expect(listed).toMatchObject({ expired: false, ttl: '1h' });
+  });
 });

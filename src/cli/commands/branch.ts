@@ -1,12 +1,16 @@
-import { branchSpec } from '../args.js';
+import { Usage, branchSpec } from '../args.js';
 import { command } from '../command.js';
 import { short, size, table } from '../format.js';
 
 export const help = {
   branch:
     'usage: nas branch create <role>/<branch> [--from <branch>|main] [--ttl 48h] [--run ID]\n' +
-    '       nas branch list <role>\n       nas branch discard <role>/<branch>\n\n' +
-    'The TTL is recorded now; expiry is enforced by a later release. discard (owner, or a lease with write on\n' +
+    '       nas branch list <role>\n       nas branch discard <role>/<branch>\n' +
+    '       nas branch extend <role>/<branch> --ttl 24h\n\n' +
+    'When a branch\'s TTL passes, what is pending is committed, its leases end, its view turns read-only\n' +
+    '(EROFS) and its waiting PR is marked expired; after the Home\'s branch_grace (7d) its work goes to the\n' +
+    'recycle area and it is removed. extend (owner) makes it expire TTL from now, and makes an expired branch\n' +
+    'writable again. A Home holds at most max_branches (.nas/limits.yaml) at once. discard (owner, or a lease with write on\n' +
     'the branch) moves the branch\'s work since it forked from main to the recycle area, then removes it.\n',
 };
 
@@ -29,6 +33,18 @@ export const commands = [
       ['BRANCH', 'HEAD', 'FROM', 'EXPIRES', 'PENDING', 'VERSIONED', 'SCRATCH'],
       ...r.map((b) => [b.name, short(b.head), b.from, b.expired ? `${b.expires} (expired)` : b.expires, String(b.pending), size(b.bytes?.versioned), size(b.bytes?.scratch)]),
     ]),
+  }),
+  command({
+    name: 'branch extend',
+    route: 'extendBranch',
+    flags: ['ttl'],
+    request: (args) => {
+      const [role, branch] = branchSpec(args, 2);
+      const ttl = args.value('ttl');
+      if (!ttl) throw new Usage('name the new TTL: --ttl 24h (the branch then expires that long from now)');
+      return { params: { role, branch }, body: { ttl } };
+    },
+    print: (r) => `${r.view} now expires ${r.expires} (ttl ${r.ttl})${r.reopened ? '; it had expired and takes writes again' : ''}\n`,
   }),
   command({
     name: 'branch discard',

@@ -30,6 +30,8 @@ export interface BranchContext {
   owner: Owner;
   rules: Rules;
   quotaBytes: number;
+  /** The Home's pool: its quota across all branches (absent: none). */
+  homeSpace?: Space;
   runId?: string;
   /** The commit the branch forked from: files the branch has not changed show its time. */
   base?: string;
@@ -78,7 +80,7 @@ export class BranchView implements WritableView {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
     this.overlay = new Overlay(`${ctx.dir}/upper`, `/proc/${process.pid}/fd/${upperRoot.fd}`, ctx.rules, layer);
-    this.space = new Space(ctx.quotaBytes);
+    this.space = new Space(ctx.quotaBytes, ctx.homeSpace);
     this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.space, () => this.ctx.owner);
     this.deletions = new Deletions(this.overlay, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`, (path) => this.committer.dirty.delete(path));
     this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions);
@@ -270,6 +272,11 @@ export class BranchView implements WritableView {
     if (this.overlay.closedBecause) return;
     await this.sync();
     this.overlay.closedBecause = why;
+  }
+
+  /** The owner extended an expired branch's TTL: it takes writes again (the leases that ended stay ended). */
+  reopen(): void {
+    this.overlay.closedBecause = undefined;
   }
 
   get expired(): boolean {
@@ -495,6 +502,7 @@ export class BranchView implements WritableView {
     await this.deletions.close();
     await this.reads.close();
     await this.upperRoot.close();
+    this.space.release();
   }
 }
 

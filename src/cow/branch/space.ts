@@ -1,14 +1,32 @@
 import { checkQuota } from '../../policy/policy.js';
 import type { ErrnoCode } from '../../util/errors.js';
 
-/** Bytes a branch holds in its upper directory, against its quota (the lease's budget can lower it). */
+/**
+ * Bytes a branch holds in its upper directory, against its quota (the lease's budget can lower it) and,
+ * when the branch has one, its Home's pool: the Home-level quota across all of its branches.
+ */
 export class Space {
-  used = 0;
+  private bytes = 0;
 
-  constructor(public limit: number) {}
+  constructor(public limit: number, private readonly pool?: Space) {}
 
-  /** EDQUOT when growing by `growth` bytes would pass the quota, else null. */
+  get used(): number {
+    return this.bytes;
+  }
+
+  /** Every change is passed on to the Home's pool, so the pool always holds the sum of its branches. */
+  set used(value: number) {
+    if (this.pool) this.pool.used += value - this.bytes;
+    this.bytes = value;
+  }
+
+  /** EDQUOT when growing by `growth` bytes would pass the branch's quota or the Home's, else null. */
   refusal(growth: number): ErrnoCode | null {
-    return checkQuota(this.used, growth, this.limit);
+    return checkQuota(this.bytes, growth, this.limit) ?? this.pool?.refusal(growth) ?? null;
+  }
+
+  /** A branch going away gives its bytes back to the pool. */
+  release(): void {
+    this.used = 0;
   }
 }
