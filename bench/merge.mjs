@@ -56,7 +56,7 @@ try {
   }
   git(seed, 'add', '-A');
   git(seed, 'commit', '-qm', `seed ${FILES} files`);
-  git(seed, 'push', '-q', 'origin', 'main');
+  sh('git', ['push', '-q', 'origin', 'main'], { cwd: seed, env: { ...process.env, NAS_OPERATOR_PUSH: '1' } });
   await new Promise((r) => setTimeout(r, 1500));
 
   // One branch per size, all forked from the same main; each rewrites line two of its own files. Proposed in

@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport,
 } from './types.js';
 
 /**
@@ -91,6 +91,7 @@ export const ROUTES = {
   restore: { method: 'POST', path: '/v1/homes/:role/restore', body: { branch: 'string', from: 'string', paths: 'strings?' } },
   proposeConfig: { method: 'POST', path: '/v1/homes/:role/config', body: { file: 'string', content: 'string', intent: 'string?' } },
   log: { method: 'POST', path: '/v1/homes/:role/log', body: { branch: 'string?', path: 'string?', limit: 'number?' } },
+  maintenance: { method: 'POST', path: '/v1/maintenance', body: { role: 'string?' } },
   diff: { method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' } },
 } as const satisfies Record<string, RouteSpec>;
 
@@ -137,6 +138,7 @@ export interface Results {
   proposeConfig: PullRequest;
   log: LogEntry[];
   diff: DiffReport;
+  maintenance: MaintenanceReport[];
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

@@ -1,3 +1,4 @@
+import type { ObjectCounts } from '../store/types.js';
 import type { BranchRecord } from '../home/home.js';
 import type { TrashRecord } from '../trash/trash.js';
 import type { Lease } from '../lease/lease.js';
@@ -262,4 +263,19 @@ export interface TrashPurged {
   /** What was deleted before this time is gone from the recycle area. */
   cutoff: string;
   purged: TrashRecord[];
+}
+
+/** What `nas maintenance run` did to one Home. */
+export interface MaintenanceReport {
+  role: string;
+  /** Recycle-area entries deleted before this were removed for good. */
+  cutoff: string;
+  purged: number;
+  /** Expired branches removed after their grace period (their work is in the recycle area). */
+  discarded: string[];
+  /** Waiting PRs whose branch is gone, now expired. */
+  expiredPrs: number[];
+  /** The object store before and after packing (unreachable objects older than the window pruned). */
+  objects: { before: ObjectCounts; after: ObjectCounts };
+  ms: number;
 }

@@ -22,11 +22,13 @@ commands:
   branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]
                                             create a writable branch view <mount>/<role>@<branch>
   branch list <role>                        list a Home's branches
+  branch extend <role>/<branch> --ttl 24h   owner: expire that long from now (an expired branch: writable again)
   sync <role>[/<branch>]                    commit everything pending now, and wait for it
   trash list <role>                         the recycle area: what was deleted, where, when
   trash restore <role> <path> [--branch B] [--to P] [--id ID]
                                             bring a deleted path back into a branch
   trash purge <role> [--older-than 7d]      owner: remove older deletions for good (default trash_keep_days)
+  maintenance run [<role>]                  owner: expired branches, recycle window, stale PRs, git pack; a report
   memory check <role>[@<branch>]            budgets, indexes and trust labels; exit 1 on any error
   memory index <role>@<branch> [--check]    regenerate the topic index blocks (--check: only report)
   memory measure <role>[@<branch>] [--task PATH]...

@@ -39,7 +39,7 @@ export interface MaintenanceConfig {
   version: 1;
   /** Per-path retention classes; paths not listed are versioned. */
   retention: { path: string; class: RetentionClass }[];
-  /** Days the recycle area keeps a deleted file. */
+  /** Days the recycle area keeps a deleted file (fractions allowed: 0.5 is twelve hours). */
   trash_keep_days: number;
 }
 
@@ -95,6 +95,7 @@ export const DEFAULT_POLICY: PolicyConfig = {
 
 type Check = (value: unknown) => string | null;
 const isInt = (min: number): Check => (v) => (Number.isInteger(v) && (v as number) >= min ? null : `must be an integer >= ${min}`);
+const isNumber = (min: number): Check => (v) => (typeof v === 'number' && Number.isFinite(v) && v >= min ? null : `must be a number >= ${min}`);
 const isString: Check = (v) => (typeof v === 'string' && v.length > 0 ? null : 'must be a non-empty string');
 const isStringList: Check = (v) =>
   Array.isArray(v) && v.every((x) => typeof x === 'string' && x.length > 0) ? null : 'must be a list of non-empty strings';
@@ -183,7 +184,7 @@ export function parseMaintenance(text: string, file = '.nas/maintenance.yaml'): 
     }
     return null;
   };
-  const value = validate(file, doc, DEFAULT_MAINTENANCE, { version: isVersion, retention: isRetention, trash_keep_days: isInt(0) }, problems);
+  const value = validate(file, doc, DEFAULT_MAINTENANCE, { version: isVersion, retention: isRetention, trash_keep_days: isNumber(0) }, problems);
   return { value, problems };
 }
 

@@ -5,6 +5,7 @@ import type { LeaseService } from './lease-service.js';
 import type { PrService } from './pr-service.js';
 import type { RunService } from './run-service.js';
 import type { HistoryService } from './history-service.js';
+import type { MaintenanceService } from './maintenance-service.js';
 import { requireOwner, type Credentials } from './auth.js';
 
 /**
@@ -18,6 +19,7 @@ export interface Services {
   prs: PrService;
   runs: RunService;
   history: HistoryService;
+  maintenance: MaintenanceService;
   stateDir: string;
 }
 
@@ -32,7 +34,7 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
-export function handlers(reg: Registry, { memory, leases, prs, runs, history, stateDir }: Services): Handlers {
+export function handlers(reg: Registry, { memory, leases, prs, runs, history, maintenance, stateDir }: Services): Handlers {
   const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
   // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
   const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
@@ -62,7 +64,7 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, st
       return reg.trashRestore(role, body);
     },
 
-    purgeTrash: ({ params, body, creds }) => (owner(creds, 'purging the recycle area'), reg.trashPurge(params.role, body.olderThan)),
+    purgeTrash: ({ params, body, creds }) => maintenance.purgeTrash(params.role, body.olderThan, creds),
 
     listLeases: ({ params }) => leases.list(params.role),
     issueLease: ({ params, body: { branch, ...opts }, creds }) => leases.issue(params.role, branch, opts, creds),
@@ -103,5 +105,6 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, st
     proposeConfig: ({ params, body, creds }) => history.proposeConfig(params.role, body, creds),
     log: ({ params, body }) => history.log(params.role, body),
     diff: ({ params, body }) => history.diff(params.role, body),
+    maintenance: ({ body, creds }) => maintenance.run(body.role, creds),
   };
 }

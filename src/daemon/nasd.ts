@@ -8,6 +8,7 @@ import path from 'node:path';
 import { RunSockets, serveControl } from './control.js';
 import { RunService } from './run-service.js';
 import { HistoryService } from './history-service.js';
+import { MaintenanceService } from './maintenance-service.js';
 import { fuseOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
 import { loadOwnerToken } from './auth.js';
@@ -64,7 +65,9 @@ async function main(): Promise<void> {
   const runSockets = new RunSockets();
   const runs = new RunService(registry, leases, prs, memory, runSockets, path.join(path.dirname(config.socket), 'runs'), config.state_dir, log);
   await runs.recover();
-  const services = { memory, leases, prs, runs, history: new HistoryService(registry, leases, prs, config.state_dir), stateDir: config.state_dir };
+  const maintenance = new MaintenanceService(registry, leases, prs, config.state_dir, log);
+  const history = new HistoryService(registry, leases, prs, config.state_dir);
+  const services = { memory, leases, prs, runs, history, maintenance, stateDir: config.state_dir };
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
   const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null), log));
@@ -75,30 +78,12 @@ async function main(): Promise<void> {
     throw err;
   });
 
-  // TTLs: an expired branch's leases end with it and its waiting PRs can no longer be decided.
-  let expiring = false;
-  const expireBranches = async () => {
-    if (expiring) return;
-    expiring = true;
-    await registry.expireBranches({
-      expired: async (role, branch) => {
-        await leases.revokeBranch(role, branch);
-        await leases.apply(role);
-        await prs.expireBranch(role, branch);
-      },
-      discarded: async (role, branch) => void (await leases.revokeBranch(role, branch)),
-    }).catch((err) => log.error({ err }, 'cannot expire branches')).finally(() => (expiring = false));
-  };
-  await expireBranches();
-
-  // Once an hour (and a minute after start): the recycle area keeps trash_keep_days, and git packs what is loose.
-  const maintain = async () => {
-    for (const role of registry.roles()) await registry.trashPurge(role).catch((err) => log.error({ err, role }, 'maintenance failed'));
-  };
-  const firstMaintenance = setTimeout(() => void maintain(), 60_000);
-  const maintenance = setInterval(() => void maintain(), 3_600_000);
-  firstMaintenance.unref();
-  maintenance.unref();
+  // TTLs every 5 s (below); the recycle area's window once an hour (and a minute after start).
+  await maintenance.expireBranches();
+  const firstHourly = setTimeout(() => void maintenance.hourly(), 60_000);
+  const hourly = setInterval(() => void maintenance.hourly(), 3_600_000);
+  firstHourly.unref();
+  hourly.unref();
 
   // Follow main at once when it moves outside a view (a merge, an operator's push); the tick lets lease
   // expiry take effect without a request, and re-reads main in case a change escaped the watcher.
@@ -108,7 +93,7 @@ async function main(): Promise<void> {
     refresh();
     void leases.applyAll();
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
-    void expireBranches();
+    void maintenance.expireBranches();
     // `umount` (or fusermount -u) from outside ends the service: commit what is pending and go.
     void fuseMountedAt(config.mount).then((mounted) => {
       if (!mounted && !stopping) {
@@ -125,8 +110,8 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'stopping: committing pending changes, then unmounting');
     clearInterval(follow);
-    clearInterval(maintenance);
-    clearTimeout(firstMaintenance);
+    clearInterval(hourly);
+    clearTimeout(firstHourly);
     await refs.close();
     server.close();
     await runs.close();

@@ -64,17 +64,26 @@ export class PrService {
     return rejectPr(this.home(role), id, await this.owner(role), why);
   }
 
-  /** A branch expired: its PRs still waiting can no longer be decided. */
-  async expireBranch(role: string, branch: string): Promise<number[]> {
+  /** A branch expired (or is gone): its PRs still waiting can no longer be decided. */
+  async expireBranch(role: string, branch: string, why = `its branch ${branch} expired before a decision`): Promise<number[]> {
     const prs = this.home(role).prs;
     const waiting = (await prs.list()).filter((p) => p.branch === branch && p.state === 'waiting');
     for (const p of waiting) {
       await prs.transition(p.id, ['waiting'], (pr) => {
         pr.state = 'expired';
-        pr.reasons = [...pr.reasons, `its branch ${branch} expired before a decision`];
+        pr.reasons = [...pr.reasons, why];
       }).catch(() => undefined); // decided meanwhile: that decision stands
     }
     return waiting.map((p) => p.id);
+  }
+
+  /** PRs waiting for a branch that no longer exists (discarded by hand, or removed after its grace) become expired. */
+  async expireStale(role: string, liveBranches: string[]): Promise<number[]> {
+    const live = new Set(liveBranches);
+    const gone = new Set((await this.home(role).prs.list()).filter((p) => p.state === 'waiting' && !live.has(p.branch)).map((p) => p.branch));
+    const expired: number[] = [];
+    for (const branch of gone) expired.push(...(await this.expireBranch(role, branch, `its branch ${branch} was removed before a decision`)));
+    return expired;
   }
 
   async stats(role: string): Promise<PrStats> {

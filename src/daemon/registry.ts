@@ -261,6 +261,10 @@ export class Registry {
     return this.needBranch(role, branch);
   }
 
+  branchNames(role: string): string[] {
+    return [...this.need(role).branches.keys()];
+  }
+
   branchViews(role: string): BranchView[] {
     return [...this.need(role).branches.values()];
   }
@@ -429,8 +433,7 @@ export class Registry {
   }
 
   /**
-   * Empty the recycle area of what was deleted before the cutoff (default: the Home's trash_keep_days ago), then
-   * let git pack and prune (`gc --auto`, in the background).
+   * Empty the recycle area of what was deleted before the cutoff (default: the Home's trash_keep_days ago).
    */
   async trashPurge(role: string, olderThan?: string): Promise<TrashPurged> {
     const m = this.need(role);
@@ -438,7 +441,6 @@ export class Registry {
     const cutoff = new Date(Date.now() - seconds * 1000);
     const purged = await m.home.trash.purge(cutoff);
     if (purged.length > 0) this.opts.log.info({ role, purged: purged.length, cutoff: cutoff.toISOString() }, 'recycle area purged');
-    void m.home.store.gc().catch((err) => this.opts.log.warn({ err, role }, 'git gc failed'));
     return { cutoff: cutoff.toISOString(), purged };
   }
 

@@ -6,6 +6,7 @@ import { parseDuration } from '../util/duration.js';
 import { MODE, RefConflict, Store, type Entry, type Identity } from '../store/store.js';
 import { Trash } from '../trash/trash.js';
 import { defaultTemplate, TEMPLATES } from './template.js';
+import { PRE_RECEIVE } from './push-guard.js';
 import { readHomeConfig, type HomeConfig } from '../config/home-config.js';
 import { BRANCHES_REF, BRANCH_PREFIX, MAIN_REF, branchRef } from '../store/refs.js';
 
@@ -61,6 +62,7 @@ export class Home {
       throw e;
     }
     const store = await Store.init(dir);
+    await store.installHook('pre-receive', PRE_RECEIVE);
     const changes = new Map<string, Entry>();
     for (const f of defaultTemplate(role, opts.owner, new Date())) {
       const mode = f.kind === 'symlink' ? MODE.link : f.kind === 'exec' ? MODE.exec : MODE.file;
@@ -76,6 +78,7 @@ export class Home {
     const dir = Home.dirFor(stateDir, role);
     const store = await Store.open(dir);
     if (!(await store.readRef(MAIN_REF))) throw new Error(`${dir} has no main branch: not a Home`);
+    await store.installHook('pre-receive', PRE_RECEIVE);
     return new Home(role, dir, store, identity);
   }
 

@@ -4,7 +4,7 @@ import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
 import { applyEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
 import { isMetaPath, META_ROOT, metaPath, metaSubject, parseMeta, type FileMeta } from './file-meta.js';
-import { MODE, type Change, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
+import { MODE, type Change, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
  * The Store: one bare git repository per Home. The only module that talks to git.
@@ -245,13 +245,44 @@ export class Store {
    * Pack loose objects and drop unreachable ones old enough (`git gc --auto`: only when git finds it worth it).
    * Runs as its own process; safe beside nasd's writes (git keeps recent unreachable objects two weeks).
    */
-  gc(): Promise<void> {
+  async gc(): Promise<void> {
+    await this.git(['gc', '--auto', '--quiet']);
+  }
+
+  /**
+   * Pack every object now and drop unreachable ones older than `pruneAfterSeconds` (never younger than an
+   * hour: an object nasd has just written may not be on a ref yet).
+   */
+  async pack(pruneAfterSeconds: number): Promise<void> {
+    await this.git(['gc', '--quiet', `--prune=${Math.max(3600, Math.floor(pruneAfterSeconds))}.seconds.ago`]);
+  }
+
+  /** What the object store holds: loose objects and their bytes, packed objects and the packs' bytes. */
+  async objectCounts(): Promise<ObjectCounts> {
+    const out = Object.fromEntries((await this.git(['count-objects', '-v'])).split('\n').map((l) => l.split(': ')).filter((kv) => kv.length === 2));
+    const n = (key: string) => Number(out[key] ?? 0);
+    return { loose: n('count'), looseBytes: n('size') * 1024, packed: n('in-pack'), packBytes: n('size-pack') * 1024 };
+  }
+
+  /** Install (or replace) a hook script of this repository. */
+  async installHook(name: string, script: string): Promise<void> {
+    const file = `${this.path}/hooks/${name}`;
+    if ((await fs.readFile(file, 'utf8').catch(() => null)) === script) return;
+    await fs.mkdir(`${this.path}/hooks`, { recursive: true });
+    await fs.writeFile(`${file}.tmp`, script, { mode: 0o755 });
+    await fs.rename(`${file}.tmp`, file);
+  }
+
+  /** Run git on this Store as its own process: its stdout, or an error with git's own words. */
+  private git(args: string[], stdin: 'ignore' | number = 'ignore'): Promise<string> {
     return new Promise((resolve, reject) => {
-      const child = spawn('git', ['--git-dir', this.path, 'gc', '--auto', '--quiet'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn('git', ['--git-dir', this.path, ...args], { stdio: [stdin, 'pipe', 'pipe'] });
+      let out = '';
       let err = '';
+      child.stdout!.on('data', (d) => (out += d));
       child.stderr!.on('data', (d) => (err += d));
       child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`git gc: ${err.trim() || `exit ${code}`}`))));
+      child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`git ${args.join(' ')}: ${err.trim() || `exit ${code}`}`))));
     });
   }
 
@@ -266,16 +297,7 @@ export class Store {
   }
 
   private async gitHashObject(fd: number): Promise<string> {
-    const args = ['--git-dir', this.path, '-c', 'core.looseCompression=0', 'hash-object', '-w', '--no-filters', '--stdin'];
-    const oid = await new Promise<string>((resolve, reject) => {
-      const child = spawn('git', args, { stdio: [fd, 'pipe', 'pipe'] });
-      let out = '';
-      let err = '';
-      child.stdout!.on('data', (d) => (out += d));
-      child.stderr!.on('data', (d) => (err += d));
-      child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`git hash-object: ${err.trim() || `exit ${code}`}`))));
-    });
+    const oid = (await this.git(['-c', 'core.looseCompression=0', 'hash-object', '-w', '--no-filters', '--stdin'], fd)).trim();
     if (!/^[0-9a-f]{40}$/.test(oid)) throw new Error(`git hash-object printed ${JSON.stringify(oid)}`);
     return oid;
   }

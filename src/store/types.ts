@@ -45,3 +45,11 @@ export interface MergeConflict {
   ours?: Entry;
   theirs?: Entry;
 }
+
+/** The object store's size, as `git count-objects -v` reports it (bytes). */
+export interface ObjectCounts {
+  loose: number;
+  looseBytes: number;
+  packed: number;
+  packBytes: number;
+}

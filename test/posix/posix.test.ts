@@ -52,7 +52,7 @@ describe('POSIX cases: native directory, versioned folder, workspace/, main', ()
     // Main's fixtures: each case's setup run natively, then pushed by the owner with plain git (main is
     // protected from views, not from its owner). `.keep` keeps a directory git would otherwise drop.
     const work = `${native}/.main-clone`;
-    const git = (...args: string[]) => run('git', ['-c', 'user.name=op', '-c', 'user.email=op@x', ...args], { cwd: work });
+    const git = (...args: string[]) => run('git', ['-c', 'user.name=op', '-c', 'user.email=op@x', ...args], { cwd: work, env: { NAS_OPERATOR_PUSH: '1' } });
     expect((await run('git', ['clone', '-q', `${d.state}/homes/demo.git`, work])).code).toBe(0);
     for (const c of CASES) {
       const dir = `${work}/outbox/${slug(c)}`;

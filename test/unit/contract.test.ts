@@ -103,6 +103,8 @@ describe('coverage of the contract', () => {
     'branch create': ['branch', 'create', 'demo/draft', '--from', 'main', '--ttl', '2h', '--run', 'r1'],
     'branch list': ['branch', 'list', 'demo'],
     'branch discard': ['branch', 'discard', 'demo/draft'],
+    'branch extend': ['branch', 'extend', 'demo/draft', '--ttl', '24h'],
+    'maintenance run': ['maintenance', 'run', 'demo'],
     'sync': ['sync', 'demo/draft'],
     'trash list': ['trash', 'list', 'demo'],
     'trash purge': ['trash', 'purge', 'demo', '--older-than', '7d'],

@@ -12,10 +12,11 @@ import * as trash from './trash.js';
 import * as run from './run.js';
 import * as hook from './hook.js';
 import * as checkpoint from './checkpoint.js';
+import * as maintenance from './maintenance.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 

@@ -7,7 +7,7 @@ export const help = {
     'restore puts the newest deleted copy of <path> back into branch B (default: the branch it was deleted from).\n' +
     'It refuses to overwrite a path that exists; --to restores it under another path.\n' +
     '       nas trash purge <role> [--older-than 7d]\n\nowner: remove for good what was deleted longer ago than that (default: the Home\'s\n' +
-    'maintenance.yaml trash_keep_days, which nasd also applies once an hour), then let git pack and prune.\n',
+    'maintenance.yaml trash_keep_days, which nasd also applies once an hour), then let git pack (gc --auto).\n',
 };
 
 export const commands = [

@@ -1,0 +1,108 @@
+import type { Logger } from 'pino';
+import type { MaintenanceReport, TrashPurged } from '../api/types.js';
+import { requireOwner, type Credentials } from './auth.js';
+import type { LeaseService } from './lease-service.js';
+import type { PrService } from './pr-service.js';
+import type { Registry } from './registry.js';
+
+/**
+ * Keeping Homes tidy: branch TTLs (every few seconds), the recycle area's window (hourly, with `git gc --auto`),
+ * and `nas maintenance run` (daily, from the systemd timer, or by hand): all of that plus stale PRs and a full
+ * pack of the Store, reported. Nothing reachable from main, a live branch, a checkpoint or the recycle window
+ * is removed: git prunes only unreachable objects, and only those older than the window.
+ */
+export class MaintenanceService {
+  private expiring = false;
+  /** One maintenance run at a time: a second waits for the first. */
+  private running: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly reg: Registry,
+    private readonly leases: LeaseService,
+    private readonly prs: PrService,
+    private readonly stateDir: string,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Branches whose TTL passed turn read-only, their leases end and their waiting PRs expire; past the grace
+   * period they go to the recycle area. Returns the branches removed, by Home. A pass already running is not doubled.
+   */
+  async expireBranches(): Promise<Map<string, string[]>> {
+    const discarded = new Map<string, string[]>();
+    if (this.expiring) return discarded;
+    this.expiring = true;
+    try {
+      await this.reg.expireBranches({
+        expired: async (role, branch) => {
+          await this.leases.revokeBranch(role, branch);
+          await this.leases.apply(role);
+          await this.prs.expireBranch(role, branch);
+        },
+        discarded: async (role, branch) => {
+          await this.leases.revokeBranch(role, branch);
+          discarded.set(role, [...(discarded.get(role) ?? []), branch]);
+        },
+      });
+    } catch (err) {
+      this.log.error({ err }, 'cannot expire branches');
+    } finally {
+      this.expiring = false;
+    }
+    return discarded;
+  }
+
+  /** Purge a Home's recycle area (owner only), then let git pack what is loose when it finds it worth it. */
+  async purgeTrash(role: string, olderThan: string | undefined, creds: Credentials): Promise<TrashPurged> {
+    requireOwner(creds, 'purging the recycle area', this.stateDir);
+    const purged = await this.reg.trashPurge(role, olderThan);
+    this.gcSoon(role);
+    return purged;
+  }
+
+  /** The hourly pass: every Home's recycle area keeps its trash_keep_days. */
+  async hourly(): Promise<void> {
+    for (const role of this.reg.roles()) {
+      try {
+        await this.reg.trashPurge(role);
+        this.gcSoon(role);
+      } catch (err) {
+        this.log.error({ err, role }, 'maintenance failed');
+      }
+    }
+  }
+
+  private gcSoon(role: string): void {
+    void this.reg.homeOf(role).store.gc().catch((err) => this.log.warn({ err, role }, 'git gc failed'));
+  }
+
+  /** `nas maintenance run [<role>]` (owner): everything, for one Home or all, with what it did. */
+  run(role: string | undefined, creds: Credentials): Promise<MaintenanceReport[]> {
+    requireOwner(creds, 'running maintenance', this.stateDir);
+    const roles = role ? [this.reg.homeOf(role).role] : this.reg.roles();
+    const pass = this.running.then(() => this.runNow(roles));
+    this.running = pass.catch(() => undefined);
+    return pass;
+  }
+
+  private async runNow(roles: string[]): Promise<MaintenanceReport[]> {
+    const discarded = await this.expireBranches();
+    const reports: MaintenanceReport[] = [];
+    for (const role of roles) {
+      const started = process.hrtime.bigint();
+      const store = this.reg.homeOf(role).store;
+      const before = await store.objectCounts();
+      const { cutoff, purged } = await this.reg.trashPurge(role);
+      const expiredPrs = await this.prs.expireStale(role, ['main', ...this.reg.branchNames(role)]);
+      const keepDays = (await this.reg.snapshot(role)).config.maintenance.trash_keep_days;
+      await store.pack(keepDays * 86400);
+      const report: MaintenanceReport = {
+        role, cutoff, purged: purged.length, discarded: discarded.get(role) ?? [], expiredPrs,
+        objects: { before, after: await store.objectCounts() }, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6),
+      };
+      this.log.info({ ...report }, 'maintenance done');
+      reports.push(report);
+    }
+    return reports;
+  }
+}
