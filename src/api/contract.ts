@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported,
 } from './types.js';
 
 /**
@@ -92,6 +92,8 @@ export const ROUTES = {
   proposeConfig: { method: 'POST', path: '/v1/homes/:role/config', body: { file: 'string', content: 'string', intent: 'string?' } },
   log: { method: 'POST', path: '/v1/homes/:role/log', body: { branch: 'string?', path: 'string?', limit: 'number?' } },
   maintenance: { method: 'POST', path: '/v1/maintenance', body: { role: 'string?' } },
+  exportHome: { method: 'POST', path: '/v1/homes/:role/export', body: { file: 'string' } },
+  importHome: { method: 'POST', path: '/v1/import', body: { file: 'string', as: 'string?' } },
   diff: { method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' } },
 } as const satisfies Record<string, RouteSpec>;
 
@@ -139,6 +141,8 @@ export interface Results {
   log: LogEntry[];
   diff: DiffReport;
   maintenance: MaintenanceReport[];
+  exportHome: Exported;
+  importHome: Imported;
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

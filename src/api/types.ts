@@ -279,3 +279,19 @@ export interface MaintenanceReport {
   objects: { before: ObjectCounts; after: ObjectCounts };
   ms: number;
 }
+
+/** `nas export`: the file written (a git bundle of every ref). */
+export interface Exported {
+  role: string;
+  file: string;
+  bytes: number;
+  refs: number;
+  ms: number;
+}
+
+/** `nas import`: the Home made from the file. */
+export interface Imported extends HomeSummary {
+  file: string;
+  refs: number;
+  ms: number;
+}

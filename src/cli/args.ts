@@ -35,6 +35,7 @@ const FLAGS = {
   message: { takes: 'value' },
   limit: { takes: 'value' },
   'older-than': { takes: 'value' },
+  as: { takes: 'value' },
   check: { takes: 'switch' },
   user: { takes: 'value' },
   attempts: { takes: 'value' },

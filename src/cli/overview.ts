@@ -19,6 +19,8 @@ commands:
   home create <role> [--template default]   create a Home from a template
   home list                                 list Homes, their branches and metadata problems
   home config <role> <.nas/file> [--from F] owner: propose a new .nas/ file (checked first; the PR waits)
+  export <role> <file>                      owner: the whole Home in one file (a git bundle of every ref)
+  import <file> [--as <role>]               owner: a Home from such a file, every ref as it was
   branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]
                                             create a writable branch view <mount>/<role>@<branch>
   branch list <role>                        list a Home's branches

@@ -106,5 +106,7 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, ma
     log: ({ params, body }) => history.log(params.role, body),
     diff: ({ params, body }) => history.diff(params.role, body),
     maintenance: ({ body, creds }) => maintenance.run(body.role, creds),
+    exportHome: ({ params, body, creds }) => (owner(creds, 'exporting a Home'), reg.exportHome(params.role, body.file)),
+    importHome: ({ body, creds }) => (owner(creds, 'importing a Home'), reg.importHome(body.file, body.as)),
   };
 }

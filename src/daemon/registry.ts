@@ -7,6 +7,7 @@ import { validateBranch, validateRelPath, validateRole } from '../util/names.js'
 import type { Identity } from '../store/store.js';
 import { Home, type BranchRecord } from '../home/home.js';
 import { Checkpoints } from '../home/checkpoints.js';
+import { exportHome, importHome, IMPORTING } from '../home/portable.js';
 import { scratchRoots, type HomeConfig } from '../config/home-config.js';
 import { branchRef } from '../store/refs.js';
 import type { ScratchBinds } from '../fuse-ops/scratch-binds.js';
@@ -18,7 +19,7 @@ import type { Owner } from '../cow/attr.js';
 import type { FsStats, View } from '../cow/view.js';
 import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
 import { Space } from '../cow/branch/space.js';
-import type { BranchCreated, BranchExtended, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashPurged, TrashRestored } from '../api/types.js';
+import type { Exported, Imported, BranchCreated, BranchExtended, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashPurged, TrashRestored } from '../api/types.js';
 import { RunTracker } from './run-tracker.js';
 
 export interface RegistryOptions {
@@ -280,6 +281,24 @@ export class Registry {
     return this.describeHome(m);
   }
 
+  /** The whole Home in one file (a git bundle), after committing what every branch has pending. */
+  async exportHome(role: string, file: string): Promise<Exported> {
+    const m = this.need(role);
+    const started = process.hrtime.bigint();
+    await this.sync(role);
+    const { bytes, refs } = await exportHome(m.home, file);
+    return { role, file, bytes, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
+  }
+
+  /** A Home from an exported file, under its own role or `as`; mounted at once, its branches with it. */
+  async importHome(file: string, as?: string): Promise<Imported> {
+    const started = process.hrtime.bigint();
+    const home = await importHome(this.opts.stateDir, file, as, this.opts.identity);
+    const m = await this.mount(home);
+    const refs = (await home.store.listRefs('refs/')).size;
+    return { ...this.describeHome(m), file, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
+  }
+
   listHomes(): HomeSummary[] {
     return [...this.homes.values()].map((m) => this.describeHome(m));
   }
@@ -529,6 +548,10 @@ export class Registry {
     const { stateDir, log } = this.opts;
     await fs.mkdir(`${stateDir}/homes`, { recursive: true, mode: 0o700 });
     const homes = (await fs.readdir(`${stateDir}/homes`)).filter((n) => n.endsWith('.git')).map((n) => `${stateDir}/homes/${n}`);
+    for (const partial of (await fs.readdir(`${stateDir}/homes`)).filter((n) => n.startsWith(IMPORTING))) {
+      await fs.rm(`${stateDir}/homes/${partial}`, { recursive: true, force: true });
+      log.warn({ dir: partial }, 'removed what an interrupted import left');
+    }
     for (const dir of [stateDir, `${stateDir}/homes`, ...homes]) {
       const st = await fs.lstat(dir);
       if (!st.isDirectory() || (st.mode & 0o077) === 0) continue;

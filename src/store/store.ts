@@ -264,6 +264,17 @@ export class Store {
     return { loose: n('count'), looseBytes: n('size') * 1024, packed: n('in-pack'), packBytes: n('size-pack') * 1024 };
   }
 
+  /** Write every ref and everything they reach into one file (a git bundle), which `fetchBundle` reads back. */
+  async bundle(file: string): Promise<void> {
+    await this.git(['bundle', 'create', '--quiet', file, '--all']);
+  }
+
+  /** Take every ref of a bundle as it is (this Store is new and empty); git checks the bundle whole first. */
+  async fetchBundle(file: string): Promise<void> {
+    await this.git(['bundle', 'verify', '--quiet', file]);
+    await this.git(['fetch', '--quiet', '--no-write-fetch-head', file, '+refs/*:refs/*']);
+  }
+
   /** Install (or replace) a hook script of this repository. */
   async installHook(name: string, script: string): Promise<void> {
     const file = `${this.path}/hooks/${name}`;

@@ -105,6 +105,8 @@ describe('coverage of the contract', () => {
     'branch discard': ['branch', 'discard', 'demo/draft'],
     'branch extend': ['branch', 'extend', 'demo/draft', '--ttl', '24h'],
     'maintenance run': ['maintenance', 'run', 'demo'],
+    'export': ['export', 'demo', '/tmp/demo.bundle'],
+    'import': ['import', '/tmp/demo.bundle', '--as', 'copy'],
     'sync': ['sync', 'demo/draft'],
     'trash list': ['trash', 'list', 'demo'],
     'trash purge': ['trash', 'purge', 'demo', '--older-than', '7d'],

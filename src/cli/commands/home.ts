@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Usage } from '../args.js';
 import { command } from '../command.js';
-import { prState, short, table } from '../format.js';
+import { prState, short, size, table } from '../format.js';
 
 export const help = {
   home:
@@ -10,6 +11,13 @@ export const help = {
     'config (owner) proposes a new version of one of the Home\'s .nas/ files (the content from --from, else from\n' +
     'standard input): it is checked first, committed on a new branch off main and proposed; the PR waits for\n' +
     'nas pr approve, as every metadata change does.\n',
+  export:
+    'usage: nas export <role> <file>\n\nowner: write the whole Home to a new file (a git bundle, mode 0600): main, every branch (what\n' +
+    'is pending is committed first), the recycle area, PRs, leases, checkpoints, runs and the files\' metadata.\n' +
+    'Scratch (workspace/, ignored paths) is not in git and is not exported. nas import reads it back.\n',
+  import:
+    'usage: nas import <file> [--as <role>]\n\nowner: make a Home from a file nas export wrote, with every ref as it was, under its own role or\n' +
+    '<role>; it is mounted at once. A file that is not a whole bundle, or a role that exists, leaves nothing behind.\n',
 };
 
 export const commands = [
@@ -46,5 +54,18 @@ export const commands = [
     print: (r) =>
       table([['HOME', 'MAIN', 'BRANCHES', 'STORE'], ...r.map((h) => [h.role, short(h.main), h.branches.join(', ') || '-', h.store])]) +
       r.flatMap((h) => h.problems.map((p) => `warning: ${h.role}: ${p}\n`)).join(''),
+  }),
+  command({
+    name: 'export',
+    route: 'exportHome',
+    request: (args) => ({ params: { role: args.need(1, '<role>') }, body: { file: path.resolve(args.need(2, '<file>')) } }),
+    print: (r) => `exported Home ${r.role} to ${r.file}: ${size(r.bytes)}, ${r.refs} refs, in ${r.ms} ms\n`,
+  }),
+  command({
+    name: 'import',
+    route: 'importHome',
+    flags: ['as'],
+    request: (args) => ({ params: {}, body: { file: path.resolve(args.need(1, '<file>')), as: args.value('as') } }),
+    print: (r) => `imported Home ${r.role} from ${r.file}: ${r.refs} refs, branches ${r.branches.join(', ') || '-'}, in ${r.ms} ms\n`,
   }),
 ];

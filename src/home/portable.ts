@@ -1,0 +1,82 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { UserError } from '../util/errors.js';
+import { validateRole } from '../util/names.js';
+import { Store, type Identity } from '../store/store.js';
+import { MAIN_REF } from '../store/refs.js';
+import { Home } from './home.js';
+import { parseRole } from '../config/home-config.js';
+
+/**
+ * A Home as one file: a git bundle of every ref of its Store. Main, branches (pending work committed first by the
+ * caller), the recycle area, PRs, leases, checkpoints, runs and the files' metadata records are all refs or
+ * reachable from them, so the bundle carries them all. Scratch (`workspace/`, ignored paths) is not in git and
+ * does not travel.
+ */
+
+/** Write the Home's bundle to `file` (absolute, not existing yet), readable by its owner only. */
+export async function exportHome(home: Home, file: string): Promise<{ bytes: number; refs: number }> {
+  const target = absoluteNew(file);
+  if (await fs.lstat(target).then(() => true, () => false)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
+  const dir = path.dirname(target);
+  if (!(await fs.stat(dir).then((s) => s.isDirectory(), () => false))) throw new UserError(`${dir} is not a directory; nothing was written`);
+  const partial = `${target}.partial-${process.pid}`;
+  try {
+    await home.store.bundle(partial);
+    await fs.chmod(partial, 0o600);
+    await fs.link(partial, target); // fails if the name was taken meanwhile: never overwrites
+  } finally {
+    await fs.rm(partial, { force: true });
+  }
+  return { bytes: (await fs.stat(target)).size, refs: (await home.store.listRefs('refs/')).size };
+}
+
+/**
+ * Make a Home from a bundle, under `role` (default: the role its `.nas/role.yaml` names). Built in a directory
+ * nasd does not list, and renamed into place only when whole: an import that fails (not a bundle, truncated, no
+ * main, the name taken) leaves nothing behind.
+ */
+export async function importHome(stateDir: string, file: string, role: string | undefined, identity: Identity): Promise<Home> {
+  if (role !== undefined) validateRole(role);
+  const source = absoluteNew(file);
+  if (!(await fs.stat(source).then((s) => s.isFile(), () => false))) throw new UserError(`${source} is not a file; export one with nas export <role> <file>`, 404);
+  const building = `${stateDir}/homes/${IMPORTING}${process.pid}-${Date.now()}`;
+  await fs.mkdir(building, { recursive: true, mode: 0o700 });
+  try {
+    const store = await Store.init(building);
+    try {
+      await store.fetchBundle(source);
+    } catch (err) {
+      throw new UserError(`${source} is not a whole git bundle of a Home (${(err as Error).message.split('\n')[0]}); nothing was imported`);
+    }
+    const main = await store.readRef(MAIN_REF);
+    if (!main) throw new UserError(`${source} has no main branch: it is not a Home's bundle; nothing was imported`);
+    const name = role ?? (await roleNamed(store, main));
+    if (!name) throw new UserError(`${source}'s .nas/role.yaml names no role; import it with --as <role>`);
+    const dir = Home.dirFor(stateDir, validateRole(name));
+    if (await fs.lstat(dir).then(() => true, () => false)) throw new UserError(`Home "${name}" already exists; nothing was imported. Import under another name with --as <role>`, 409);
+    await store.setHead(MAIN_REF);
+    await fs.mkdir(`${building}/nas/branches`, { recursive: true });
+    await fs.rename(building, dir);
+    return await Home.open(stateDir, name, identity);
+  } catch (err) {
+    await fs.rm(building, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/** Where an import is built: a name Home.list skips; what a crash leaves there is removed at the next start. */
+export const IMPORTING = '.import-';
+
+/** The role main's `.nas/role.yaml` names. */
+async function roleNamed(store: Store, main: string): Promise<string | undefined> {
+  const entry = await store.lookupPath((await store.readCommit(main)).tree, '.nas/role.yaml');
+  if (!entry) return undefined;
+  const role = parseRole((await store.readBlob(entry.oid)).toString()).value.role;
+  return typeof role === 'string' ? role : undefined;
+}
+
+function absoluteNew(file: string): string {
+  if (!path.isAbsolute(file)) throw new UserError(`${file}: give an absolute path (the daemon reads and writes it)`);
+  return path.normalize(file);
+}

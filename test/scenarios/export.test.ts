@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import { TestDaemon, run } from '../helpers.js';
+
+/** nas export and nas import: a whole Home in one file, and back, every ref as it was. */
+describe('export and import', () => {
+  let d: TestDaemon;
+  let other: TestDaemon | undefined;
+  let file: string;
+  const refsOf = async (state: string, role: string) => (await run('git', [`--git-dir=${state}/homes/${role}.git`, 'show-ref'])).stdout;
+
+  beforeAll(async () => {
+    d = await TestDaemon.withBranch('work');
+    file = `${d.dir}/demo.bundle`;
+  });
+  afterAll(async () => {
+    await other?.cleanup();
+    await d?.cleanup();
+  });
+
+  it('writes every ref of a Home to one file, pending work committed first; the owner only', async () => {
+    const p = (rel: string) => d.path('demo@work', rel);
+    await fs.writeFile(p('outbox/secret.md'), 'only for me\n');
+    await fs.chmod(p('outbox/secret.md'), 0o600);
+    await fs.writeFile(p('outbox/gone.md'), 'to the recycle area\n');
+    await d.sync('demo/work');
+    await fs.unlink(p('outbox/gone.md'));
+    expect((await d.nas('checkpoint', 'create', 'demo@work', 'before-export')).code).toBe(0);
+    await fs.appendFile(p('AGENTS.md'), '\nA rule that waits.\n');
+    expect((await d.nasJson('propose', 'demo/work', '--into', 'main', '--intent', 'travel with me')).state).toBe('waiting');
+    await fs.writeFile(p('outbox/pending.md'), 'not committed yet\n');
+    const token = (await d.nas('lease', 'issue', 'demo/work', '--principal', 'nobody')).stdout.trim();
+    const byLease = await d.nasWith({ NAS_LEASE: token, owner: false }, 'export', 'demo', `${d.dir}/by-lease.bundle`);
+    expect(byLease.code).toBe(1);
+    expect(byLease.stderr).toMatch(/owner action/);
+
+    const r = await d.nasJson('export', 'demo', file);
+    expect(r).toMatchObject({ role: 'demo', file });
+    expect((await fs.stat(file)).mode & 0o777).toBe(0o600);
+    expect(r.bytes).toBe((await fs.stat(file)).size);
+    const heads = (await run('git', ['bundle', 'list-heads', file])).stdout;
+    for (const ref of ['refs/heads/main', 'refs/heads/work', 'refs/nas/trash', 'refs/nas/checkpoints/before-export']) expect(heads).toContain(ref);
+    expect((await d.gitBlob('work:outbox/pending.md')).toString()).toBe('not committed yet\n');
+    const again = await d.nas('export', 'demo', file);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/exists; nothing was written/);
+  });
+
+  it('imports it on a fresh state directory with identical refs, files, modes, PRs and recycle area', async () => {
+    other = await TestDaemon.start();
+    const r = await other.nasJson('import', file);
+    expect(r).toMatchObject({ role: 'demo', branches: ['work'] });
+    expect(await refsOf(other.state, 'demo')).toBe(await refsOf(d.state, 'demo'));
+    expect(await fs.readFile(other.path('demo@work', 'outbox/pending.md'), 'utf8')).toBe('not committed yet\n');
+    expect((await fs.stat(other.path('demo@work', 'outbox/secret.md'))).mode & 0o777).toBe(0o600);
+    expect(await fs.readFile(other.path('demo:before-export', 'outbox/secret.md'), 'utf8')).toBe('only for me\n');
+    expect((await other.nasJson<any[]>('pr', 'list', 'demo')).map((p) => [p.intent, p.state])).toEqual([['travel with me', 'waiting']]);
+    expect((await other.nasJson<any[]>('trash', 'list', 'demo')).map((t) => t.path)).toContain('outbox/gone.md');
+    expect((await run('git', [`--git-dir=${other.state}/homes/demo.git`, 'fsck'])).code).toBe(0);
+    // The imported Home works: a write in its branch commits.
+    await fs.writeFile(other.path('demo@work', 'outbox/after.md'), 'after import\n');
+    await other.sync('demo/work');
+  });
+
+  it('imports under another role; refuses a name that exists, a truncated file and a file that is not a bundle, leaving nothing', async () => {
+    const copy = await d.nasJson('import', file, '--as', 'copy');
+    expect(copy.role).toBe('copy');
+    expect(await refsOf(d.state, 'copy')).toBe(await refsOf(d.state, 'demo'));
+    expect(await fs.readFile(d.path('copy@work', 'outbox/secret.md'), 'utf8')).toBe('only for me\n');
+    const taken = await d.nas('import', file);
+    expect(taken.code).toBe(1);
+    expect(taken.stderr).toMatch(/Home "demo" already exists; nothing was imported/);
+    const bundle = await fs.readFile(file);
+    await fs.writeFile(`${d.dir}/truncated.bundle`, bundle.subarray(0, Math.floor(bundle.length / 2)));
+    await fs.writeFile(`${d.dir}/text.bundle`, 'just some text\n');
+    for (const bad of ['truncated.bundle', 'text.bundle']) {
+      const r = await d.nas('import', `${d.dir}/${bad}`, '--as', 'broken');
+      expect(r.code, bad).toBe(1);
+      expect(r.stderr).toMatch(/is not a whole git bundle of a Home/);
+    }
+    const missing = await d.nas('import', `${d.dir}/nowhere.bundle`);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/is not a file/);
+    expect((await fs.readdir(`${d.state}/homes`)).sort()).toEqual(['copy.git', 'demo.git']);
+    expect((await d.nasJson<any[]>('home', 'list')).map((h) => h.role).sort()).toEqual(['copy', 'demo']);
+  });
+});
