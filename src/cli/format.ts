@@ -35,6 +35,6 @@ export const prState = (r: PullRequest): string =>
   `PR ${r.id} (${r.branch} -> ${r.target}): ${r.state}${r.reasons?.length ? ` (${r.reasons.join('; ')})` : ''}\n` +
   (r.merged ? `merged as ${r.merged.commit.slice(0, 12)} by ${r.merged.by}\n` : '') +
   r.checks.map((c) => `  check ${c.name}: ${c.ok ? 'pass' : 'FAIL'}${c.ok ? '' : `\n${indent(c.output)}`}\n`).join('') +
-  (r.conflicts ?? []).map((c) => `  conflict ${c.kind} ${c.path}\n` + (c.hunks ?? []).map((h) =>
+  (r.conflicts ?? []).map((c) => `  conflict ${c.kind} ${c.path}${c.keys ? `: ${c.keys.join(', ')}` : ''}\n` + (c.hunks ?? []).map((h) =>
     `    at line ${h.line}:\n${indent(h.base.map((l) => `base   | ${l}`).join('\n'), 6)}\n` +
     `${indent(h.main.map((l) => `main   | ${l}`).join('\n'), 6)}\n${indent(h.branch.map((l) => `branch | ${l}`).join('\n'), 6)}\n`).join('')).join('');

@@ -53,8 +53,22 @@ export interface PolicyConfig {
   merge: { auto: boolean; required_checks: string[] };
 }
 
+/**
+ * How a file changed on both main and a branch is merged: `json` and `yaml` key by key (stopping on a key both
+ * changed differently), `text` line by line, `person` always at the Human Gate.
+ */
+export type MergeDriver = 'json' | 'yaml' | 'text' | 'person';
+export const MERGE_DRIVERS: readonly MergeDriver[] = ['json', 'yaml', 'text', 'person'];
+
+export interface MergeConfig {
+  version: 1;
+  /** The first rule whose glob matches a path names its driver. */
+  drivers: { path: string; driver: MergeDriver }[];
+}
+
 export interface HomeConfig {
   role: Partial<RoleConfig>;
+  merge: MergeConfig;
   limits: LimitsConfig;
   maintenance: MaintenanceConfig;
   policy: PolicyConfig;
@@ -82,6 +96,15 @@ export const DEFAULT_MAINTENANCE: MaintenanceConfig = {
   version: 1,
   retention: [{ path: 'workspace/', class: 'scratch' }],
   trash_keep_days: 7,
+};
+
+export const DEFAULT_MERGE: MergeConfig = {
+  version: 1,
+  drivers: [
+    { path: '**/*.json', driver: 'json' },
+    { path: '**/*.yaml', driver: 'yaml' },
+    { path: '**/*.yml', driver: 'yaml' },
+  ],
 };
 
 export const BUILTIN_CHECKS = ['links', 'schema', 'memory', 'journal'];
@@ -205,6 +228,23 @@ export function parsePolicy(text: string, file = '.nas/policy.yaml'): Parsed<Pol
   return { value, problems };
 }
 
+export function parseMerge(text: string, file = '.nas/merge.yaml'): Parsed<MergeConfig> {
+  const problems: string[] = [];
+  const doc = loadMapping(file, text, problems);
+  if (!doc) return { value: DEFAULT_MERGE, problems };
+  const isDrivers: Check = (v) => {
+    if (!Array.isArray(v)) return 'must be a list of {path, driver} entries';
+    for (const [i, r] of v.entries()) {
+      if (!r || typeof r !== 'object') return `entry ${i + 1} must be a mapping with path and driver`;
+      const { path, driver } = r as Record<string, unknown>;
+      if (typeof path !== 'string' || !path || path.includes('..')) return `entry ${i + 1}: path must be a glob of relative paths`;
+      if (!MERGE_DRIVERS.includes(driver as MergeDriver)) return `entry ${i + 1}: driver must be one of ${MERGE_DRIVERS.join(', ')}`;
+    }
+    return null;
+  };
+  return { value: validate(file, doc, DEFAULT_MERGE, { version: isVersion, drivers: isDrivers }, problems), problems };
+}
+
 export function parseRole(text: string, file = '.nas/role.yaml'): Parsed<Partial<RoleConfig>> {
   const problems: string[] = [];
   const doc = loadMapping(file, text, problems);
@@ -218,9 +258,9 @@ export function parseRole(text: string, file = '.nas/role.yaml'): Parsed<Partial
 /** A Home's whole `.nas/` metadata, given a way to read one file's text (null: missing). */
 export async function readHomeConfig(read: (path: string) => Promise<string | null>): Promise<HomeConfig> {
   const problems: string[] = [];
-  const take = async <T>(path: string, parse: (text: string) => Parsed<T>): Promise<T> => {
+  const take = async <T>(path: string, parse: (text: string) => Parsed<T>, optional = false): Promise<T> => {
     const text = await read(path);
-    if (text === null) problems.push(`${path}: missing; using the defaults`);
+    if (text === null && !optional) problems.push(`${path}: missing; using the defaults`);
     const parsed = parse(text ?? '');
     problems.push(...parsed.problems);
     return parsed.value;
@@ -230,6 +270,8 @@ export async function readHomeConfig(read: (path: string) => Promise<string | nu
     limits: await take('.nas/limits.yaml', parseLimits),
     maintenance: await take('.nas/maintenance.yaml', parseMaintenance),
     policy: await take('.nas/policy.yaml', parsePolicy),
+    // Homes made before merge drivers existed have none: the built-in drivers apply, nothing to report.
+    merge: await take('.nas/merge.yaml', parseMerge, true),
     problems,
   };
 }

@@ -15,7 +15,7 @@ import type { Registry } from './registry.js';
 
 /** Checkpoints and restores through the control API: who may, then the Home's checkpoints and the branch view. */
 /** The `.nas/` files a Home reads. */
-const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.yaml', '.nas/policy.yaml', '.nas/checks.yaml'];
+const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.yaml', '.nas/policy.yaml', '.nas/merge.yaml', '.nas/checks.yaml'];
 
 export class HistoryService {
   constructor(

@@ -41,6 +41,11 @@ export function defaultTemplate(role: string, owner: string, now: Date): Templat
     f('.nas/maintenance.yaml', '# Retention classes and recycle area (see README, "Home metadata").\nversion: 1\n' +
       '# scratch: lives in the branch only, never committed or merged. Everything else is versioned.\n' +
       'retention:\n  - path: workspace/\n    class: scratch\n# Days a deleted file stays restorable.\ntrash_keep_days: 7\n'),
+    f('.nas/merge.yaml', '# How a file changed on both main and a branch is merged (see README, "Home metadata").\n' +
+      '# json, yaml: key by key, stopping where both changed one key differently; text: line by line;\n' +
+      '# person: always the Human Gate. Other structured data (.toml, .xml, ...) and binary files go to a person.\n' +
+      'version: 1\ndrivers:\n  - path: "**/*.json"\n    driver: json\n  - path: "**/*.yaml"\n    driver: yaml\n' +
+      '  - path: "**/*.yml"\n    driver: yaml\n'),
     f('.nas/policy.yaml', '# Syscall-level rules for branch views (see README, "Home metadata").\n' +
       '# .nas/** is always read-only and memory/journal/** always append-only; these lists add more.\nversion: 1\n' +
       'read_only:\n  - ".nas/**"\nappend_only:\n  - "memory/journal/**"\n'),

@@ -19,6 +19,8 @@ export interface MergeFacts {
   inboxReads: string[];
   /** Changed auto-loaded context: AGENTS.md, the start set, skills (memory/start-set.ts). */
   startSet: string[];
+  /** Files main changed too that no registered driver merges (structured data, or a `person` rule). */
+  needsPerson: string[];
 }
 
 export type Decision = { action: 'merge' } | { action: 'wait'; reasons: string[] } | { action: 'fail'; reasons: string[] };
@@ -36,5 +38,6 @@ export function decide(f: MergeFacts): Decision {
   if (f.reviewedClaims.length > 0) reasons.push(`marks notes reviewed: ${few(f.reviewedClaims)}`);
   if (f.inboxReads.length > 0) reasons.push(`the run read untrusted input: ${few(f.inboxReads)}`);
   if (f.startSet.length > 0) reasons.push(`changes what agents load at session start: ${few(f.startSet)}`);
+  if (f.needsPerson.length > 0) reasons.push(`main changed ${few(f.needsPerson)} too, and no merge driver in .nas/merge.yaml merges it: a person decides`);
   return reasons.length > 0 ? { action: 'wait', reasons } : { action: 'merge' };
 }

@@ -4,6 +4,8 @@ import { META_ROOT, metaPath } from '../store/file-meta.js';
 import { itemsFromGit, type Trash } from '../trash/trash.js';
 import { decodeText } from '../util/text.js';
 import { conflictHunks } from './hunks.js';
+import { driverFor, mergeStructured } from './structured.js';
+import { parseMerge, type MergeConfig } from '../config/home-config.js';
 import type { Conflict } from './pr-store.js';
 
 /**
@@ -34,7 +36,7 @@ export async function mergeIntoMain(
       [base, main, opts.head].map(async (c) => (c ? (await store.readCommit(c)).tree : null)),
     );
     const merged = baseTree === mainTree ? { tree: headTree! } : await mergeContent(store, baseTree, mainTree!, headTree!);
-    if ('conflicts' in merged) return { kind: 'conflict', conflicts: await describe(store, merged.conflicts) };
+    if ('conflicts' in merged) return { kind: 'conflict', conflicts: [...merged.structured, ...(await describe(store, merged.conflicts))] };
     const deleted = (await store.fileChanges(mainTree, merged.tree)).filter((c) => c.status === 'deleted');
     let commit: string;
     try {
@@ -53,11 +55,17 @@ export async function mergeIntoMain(
  * The three-way merge of the files, then of their metadata records (file-meta.ts) path by path: the branch's
  * record wins where the branch changed it, main's stays elsewhere, so records never conflict on their own.
  */
-async function mergeContent(store: Store, baseTree: string | null, mainTree: string, headTree: string): Promise<{ tree: string } | { conflicts: MergeConflict[] }> {
+async function mergeContent(
+  store: Store, baseTree: string | null, mainTree: string, headTree: string,
+): Promise<{ tree: string } | { conflicts: MergeConflict[]; structured: Conflict[] }> {
   const empty = await store.writeTree(new Map());
   const [base, main, head] = await Promise.all([baseTree ?? empty, mainTree, headTree].map((t) => store.withoutMeta(t)));
-  const files = await store.mergeTrees(base, main, head);
-  if ('conflicts' in files) return files;
+  const resolved = await mergeByDriver(store, base, main, head, await mergeConfig(store, mainTree));
+  if (resolved.conflicts.length > 0) return { conflicts: [], structured: resolved.conflicts };
+  // Both sides then hold the driver's result, so git's merge takes it as it is.
+  const [mainSide, headSide] = await Promise.all([main, head].map((t) => store.editTree(t, resolved.edits)));
+  const files = await store.mergeTrees(base, mainSide, headSide);
+  if ('conflicts' in files) return { ...files, structured: [] };
   const records = async (tree: string | null) => (tree ? ((await store.lookupPath(tree, META_ROOT))?.oid ?? null) : null);
   const mainRecords = await records(mainTree);
   const withMain = mainRecords ? await store.editTree(files.tree, new Map([[META_ROOT, { oid: mainRecords, mode: MODE.tree }]])) : files.tree;
@@ -68,6 +76,41 @@ async function mergeContent(store: Store, baseTree: string | null, mainTree: str
     edits.set(metaPath(c.path), file && (file.mode === MODE.file || file.mode === MODE.exec) ? c.after! : null);
   }
   return { tree: edits.size > 0 ? await store.editTree(withMain, edits) : withMain };
+}
+
+/** Main's `.nas/merge.yaml` (the built-in drivers when it has none, or one that does not read). */
+async function mergeConfig(store: Store, mainTree: string): Promise<MergeConfig> {
+  const entry = await store.lookupPath(mainTree, '.nas/merge.yaml');
+  return parseMerge(entry ? (await store.readBlob(entry.oid)).toString() : '').value;
+}
+
+/**
+ * Files both sides changed that a JSON or YAML driver is registered for: merged key by key. Returns the merged
+ * blobs (to put on both sides) and, for files where both changed one key differently, a conflict naming the keys.
+ */
+async function mergeByDriver(
+  store: Store, base: string, main: string, head: string, config: MergeConfig,
+): Promise<{ edits: Map<string, Entry>; conflicts: Conflict[] }> {
+  const edits = new Map<string, Entry>();
+  const conflicts: Conflict[] = [];
+  for (const path of await changedOnBothSides(store, base, main, head)) {
+    const driver = driverFor(path, config);
+    if (driver !== 'json' && driver !== 'yaml') continue;
+    const [b, m, h] = await Promise.all([base, main, head].map((t) => store.lookupPath(t, path)));
+    if (!m || !h || m.mode === MODE.tree || h.mode === MODE.tree || m.mode === MODE.link || h.mode === MODE.link) continue;
+    const text = async (e: Entry | null) => (e ? (await store.readBlob(e.oid)).toString() : null);
+    const result = mergeStructured(driver, await text(b), (await text(m))!, (await text(h))!);
+    if ('conflict' in result) conflicts.push({ path, kind: 'structured', keys: result.conflict });
+    else edits.set(path, { oid: await store.writeBlob(result.text), mode: m.mode });
+  }
+  return { edits, conflicts };
+}
+
+/** Paths changed differently on main and on the branch since their common ancestor (files, records aside). */
+export async function changedOnBothSides(store: Store, base: string | null, main: string, head: string): Promise<string[]> {
+  const [onMain, onBranch] = await Promise.all([main, head].map((t) => store.fileChanges(base, t)));
+  const branchSide = new Map(onBranch.map((c) => [c.path, c.after?.oid]));
+  return onMain.filter((c) => branchSide.has(c.path) && branchSide.get(c.path) !== c.after?.oid).map((c) => c.path);
 }
 
 /** Each conflict with its kind, and for text the hunks where both sides changed the same lines. */

@@ -15,8 +15,13 @@ export class PrStateConflict extends Error {}
 
 export interface Conflict {
   path: string;
-  /** text: both sides changed lines; binary: both sides changed a file that is not text; delete: one side deleted what the other changed. */
-  kind: 'text' | 'binary' | 'delete';
+  /**
+   * text: both sides changed lines; binary: both sides changed a file that is not text; delete: one side deleted
+   * what the other changed; structured: both changed the same keys of a JSON or YAML file differently.
+   */
+  kind: 'text' | 'binary' | 'delete' | 'structured';
+  /** For structured: the keys (dotted paths) both sides changed differently, or why the file could not be merged. */
+  keys?: string[];
   /** Where both sides changed the same lines: the base's lines, main's, and the branch's. */
   hunks?: { line: number; base: string[]; main: string[]; branch: string[] }[];
 }

@@ -8,7 +8,8 @@ import { isNote } from '../memory/layout.js';
 import { branchMemory } from '../memory/branch-memory.js';
 import { autoLoadedChanges, linkedFromAgents } from '../memory/start-set.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
-import { mergeIntoMain, type MergeOutcome } from './merge.js';
+import { changedOnBothSides, mergeIntoMain, type MergeOutcome } from './merge.js';
+import { needsPerson } from './structured.js';
 import { decide } from './merge-policy.js';
 import { PrStateConflict, PrStore, type PrState, type PullRequest } from './pr-store.js';
 
@@ -109,6 +110,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     reviewedClaims: claims,
     inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
     startSet,
+    needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree)).filter((path) => needsPerson(path, p.mainConfig.merge)),
   });
   const now = new Date().toISOString();
   const count = (s: string) => changes.filter((c) => c.status === s).length;

@@ -357,6 +357,52 @@ describe('Agent PRs', () => {
     expect((await d.nas('pr', 'approve', 'demo', String(pr.id))).stderr).toMatch(/is conflict: only a waiting PR can be approved/);
   });
 
+  it('merges JSON and YAML key by key, stops where both changed one key, and sends other structured data to a person', async () => {
+    await d.pushToMain({
+      'outbox/settings.json': '{\n    "a": 1,\n    "b": { "x": 1, "y": 1 },\n    "list": [1]\n}\n',
+      'outbox/notes.yaml': 'title: notes\nowner: alice\n',
+      'outbox/config.toml': '[server]\nport = 80\n\n[client]\nretries = 1\n',
+    }, 'owner: structured files');
+    const names = ['json-1', 'json-2', 'json-3', 'toml-1', 'toml-2'];
+    const tokens: Record<string, string> = {};
+    for (const name of names) {
+      await branch(name);
+      tokens[name] = await lease(`demo/${name}`, '--principal', 'alice');
+    }
+    const edit = async (name: string, rel: string, fn: (text: string) => string) =>
+      fs.writeFile(p(name, rel), fn(await fs.readFile(p(name, rel), 'utf8')));
+    // Different keys of one JSON file, and of one YAML file: both merge by policy, key by key.
+    await edit('json-1', 'outbox/settings.json', (t) => t.replace('"a": 1', '"a": 2').replace('"x": 1', '"x": 2'));
+    await edit('json-1', 'outbox/notes.yaml', (t) => t.replace('title: notes', 'title: field notes'));
+    expect((await proposed(tokens['json-1'], 'demo/json-1')).state).toBe('merged');
+    await edit('json-2', 'outbox/settings.json', (t) => t.replace('"y": 1', '"y": 3').replace('"list": [1]', '"list": [1],\n    "c": true'));
+    await edit('json-2', 'outbox/notes.yaml', (t) => `${t}tags: [a, b]\n`);
+    const two = await proposed(tokens['json-2'], 'demo/json-2');
+    expect(two.state, JSON.stringify(two)).toBe('merged');
+    const merged = (await d.gitBlob('main:outbox/settings.json')).toString();
+    expect(JSON.parse(merged)).toEqual({ a: 2, b: { x: 2, y: 3 }, list: [1], c: true });
+    expect(merged).toMatch(/^\{\n {4}"a": 2,/);
+    expect(merged.endsWith('}\n')).toBe(true);
+    expect((await d.gitBlob('main:outbox/notes.yaml')).toString()).toBe('title: field notes\nowner: alice\ntags:\n  - a\n  - b\n');
+    // The same key changed on both sides: a conflict naming the key; main does not move.
+    await edit('json-3', 'outbox/settings.json', (t) => t.replace('"a": 1', '"a": 5'));
+    const head = await mainHead();
+    const three = await proposed(tokens['json-3'], 'demo/json-3');
+    expect(three.state).toBe('conflict');
+    expect(three.conflicts).toEqual([{ path: 'outbox/settings.json', kind: 'structured', keys: ['a'] }]);
+    expect(await mainHead()).toBe(head);
+    expect((await d.nas('pr', 'show', 'demo', String(three.id))).stdout).toMatch(/conflict structured outbox\/settings\.json: a\n/);
+    // TOML has no driver: changed on both sides, the PR waits for a person, who can merge it (line by line).
+    await edit('toml-1', 'outbox/config.toml', (t) => t.replace('port = 80', 'port = 8080'));
+    expect((await proposed(tokens['toml-1'], 'demo/toml-1')).state).toBe('merged');
+    await edit('toml-2', 'outbox/config.toml', (t) => t.replace('retries = 1', 'retries = 3'));
+    const toml = await proposed(tokens['toml-2'], 'demo/toml-2');
+    expect(toml.state).toBe('waiting');
+    expect(toml.reasons).toContain('main changed outbox/config.toml too, and no merge driver in .nas/merge.yaml merges it: a person decides');
+    expect((await d.nasJson('pr', 'approve', 'demo', String(toml.id))).state).toBe('merged');
+    expect((await d.gitBlob('main:outbox/config.toml')).toString()).toBe('[server]\nport = 8080\n\n[client]\nretries = 3\n');
+  });
+
   it('refuses an empty proposal and an unknown PR id clearly', async () => {
     await branch('empty');
     const t = await lease('demo/empty', '--principal', 'alice');

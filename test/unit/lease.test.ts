@@ -67,7 +67,7 @@ describe('leases', () => {
 
 describe('merge policy', () => {
   const facts = (over: Partial<MergeFacts> = {}): MergeFacts => ({
-    auto: true, policyProblems: [], checks: [{ name: 'links', ok: true }], deleted: [], metadata: [], reviewedClaims: [], inboxReads: [], startSet: [], ...over,
+    auto: true, policyProblems: [], checks: [{ name: 'links', ok: true }], deleted: [], metadata: [], reviewedClaims: [], inboxReads: [], startSet: [], needsPerson: [], ...over,
   });
 
   it('merges only when every condition holds', () => {
@@ -81,6 +81,7 @@ describe('merge policy', () => {
     expect(decide(facts({ reviewedClaims: ['memory/notes/x.md'] }))).toEqual({ action: 'wait', reasons: ['marks notes reviewed: memory/notes/x.md'] });
     expect(decide(facts({ inboxReads: ['inbox/t.md'] }))).toEqual({ action: 'wait', reasons: ['the run read untrusted input: inbox/t.md'] });
     expect(decide(facts({ startSet: ['AGENTS.md'] }))).toEqual({ action: 'wait', reasons: ['changes what agents load at session start: AGENTS.md'] });
+    expect(decide(facts({ needsPerson: ['config.toml'] }))).toEqual({ action: 'wait', reasons: ['main changed config.toml too, and no merge driver in .nas/merge.yaml merges it: a person decides'] });
     expect(decide(facts({ auto: false })).action).toBe('wait');
     expect(decide(facts({ policyProblems: ['.nas/policy.yaml: malformed'] })).action).toBe('wait');
     const many = decide(facts({ deleted: Array.from({ length: 8 }, (_, i) => `f${i}`) }));

@@ -1,0 +1,76 @@
+import yaml from 'js-yaml';
+import { globToRegExp } from '../util/glob.js';
+import type { MergeConfig, MergeDriver } from '../config/home-config.js';
+
+/**
+ * Structured data merges by its structure, not its lines: a JSON or YAML file changed on both main and a
+ * branch is merged key by key (three-way), and stops where both sides changed one key differently. Files of
+ * other structured formats with no registered driver are not merged line by line by policy: a person decides.
+ */
+
+/** Formats whose lines mean nothing on their own: merged only by a registered driver or a person. */
+const STRUCTURED = /\.(json|ya?ml|toml|xml|plist|ipynb|ini)$/i;
+
+/** The driver main's `.nas/merge.yaml` registers for a path (the first glob that matches), if any. */
+export function driverFor(path: string, config: MergeConfig): MergeDriver | undefined {
+  return config.drivers.find((d) => globToRegExp(d.path).test(path))?.driver;
+}
+
+/** Whether a file changed on both sides needs a person before it merges: a `person` rule, or structured data with no driver. */
+export function needsPerson(path: string, config: MergeConfig): boolean {
+  const driver = driverFor(path, config);
+  return driver === 'person' || (driver === undefined && STRUCTURED.test(path));
+}
+
+export type StructuredMerge = { text: string } | { conflict: string[] };
+
+/**
+ * Three-way merge of one JSON or YAML document. Keys keep main's order, then the branch's new keys; JSON keeps
+ * main's indentation and final newline. YAML comments are not kept (the document is written anew). A side
+ * that does not parse is a conflict naming that side.
+ */
+export function mergeStructured(driver: 'json' | 'yaml', base: string | null, main: string, branch: string): StructuredMerge {
+  const parse = (text: string) => (driver === 'json' ? JSON.parse(text) : yaml.load(text, { schema: yaml.CORE_SCHEMA }));
+  const sides: unknown[] = [];
+  for (const [name, text] of [['the common ancestor', base], ['main', main], ['the branch', branch]] as const) {
+    try {
+      sides.push(text === null ? undefined : parse(text));
+    } catch (err) {
+      return { conflict: [`${name} is not valid ${driver.toUpperCase()} (${(err as Error).message.split('\n')[0]})`] };
+    }
+  }
+  const conflicts: string[] = [];
+  const merged = merge3(sides[0], sides[1], sides[2], [], conflicts);
+  if (conflicts.length > 0) return { conflict: conflicts };
+  if (driver === 'yaml') return { text: yaml.dump(merged, { lineWidth: -1, noRefs: true }) };
+  const indent = /^([ \t]+)["}\]]/m.exec(main)?.[1] ?? '  ';
+  return { text: JSON.stringify(merged, null, indent) + (main.endsWith('\n') ? '\n' : '') };
+}
+
+type Plain = Record<string, unknown>;
+const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function equal(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && equal((a as Plain)[k], (b as Plain)[k]));
+}
+
+/** One value, three ways: the side that changed wins; both changed a mapping: key by key; else a conflict at `at`. */
+function merge3(base: unknown, main: unknown, branch: unknown, at: string[], conflicts: string[]): unknown {
+  if (equal(main, branch) || equal(base, branch)) return main;
+  if (equal(base, main)) return branch;
+  if (isPlain(main) && isPlain(branch) && (base === undefined || isPlain(base))) {
+    const out: Plain = {};
+    for (const key of new Set([...Object.keys(main), ...Object.keys(branch)])) {
+      const value = merge3((base as Plain | undefined)?.[key], main[key], branch[key], [...at, key], conflicts);
+      // Defined, not assigned: a key named __proto__ stays a key.
+      if (value !== undefined) Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+    }
+    return out;
+  }
+  conflicts.push(at.length === 0 ? '(the whole document)' : at.join('.'));
+  return main;
+}
