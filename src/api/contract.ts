@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView,
 } from './types.js';
 
 /**
@@ -94,6 +94,12 @@ export const ROUTES = {
   maintenance: { method: 'POST', path: '/v1/maintenance', body: { role: 'string?' } },
   exportHome: { method: 'POST', path: '/v1/homes/:role/export', body: { file: 'string' } },
   importHome: { method: 'POST', path: '/v1/import', body: { file: 'string', as: 'string?' } },
+  addRemote: { method: 'POST', path: '/v1/homes/:role/remotes', body: { url: 'string' } },
+  listRemotes: { method: 'GET', path: '/v1/homes/:role/remotes', body: none },
+  removeRemote: { method: 'POST', path: '/v1/homes/:role/remotes/remove', body: { url: 'string' } },
+  archiveHome: { method: 'POST', path: '/v1/homes/:role/archive', body: none },
+  unarchiveHome: { method: 'POST', path: '/v1/homes/:role/unarchive', body: none },
+  retireHome: { method: 'POST', path: '/v1/homes/:role/retire', body: { successor: 'string' } },
   diff: { method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' } },
 } as const satisfies Record<string, RouteSpec>;
 
@@ -143,6 +149,12 @@ export interface Results {
   maintenance: MaintenanceReport[];
   exportHome: Exported;
   importHome: Imported;
+  addRemote: RemoteView;
+  listRemotes: RemoteView[];
+  removeRemote: RemoteView;
+  archiveHome: HomeSummary;
+  unarchiveHome: HomeSummary;
+  retireHome: Retired;
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

@@ -25,6 +25,10 @@ export interface HomeSummary {
   branches: string[];
   /** What could not be read in its `.nas/` files (defaults stand in). */
   problems: string[];
+  /** active: served; retired: served read-mostly (no new branches), see successor; archived: kept, not mounted. */
+  state: 'active' | 'retired' | 'archived';
+  successor?: string;
+  predecessor?: string;
 }
 
 export interface StatusReport {
@@ -294,4 +298,24 @@ export interface Imported extends HomeSummary {
   file: string;
   refs: number;
   ms: number;
+}
+
+/** `nas home retire`: what the successor received, and the PR that carries it. */
+export interface Retired {
+  role: string;
+  successor: string;
+  /** Paths in the successor's PR branch (quarantined notes and skills). */
+  handedOver: string[];
+  pr?: number;
+}
+
+/** A git remote a Home mirrors to (`nas remote`). */
+export interface RemoteView {
+  role: string;
+  /** Its name in the Store's git config (`nas-<n>`). */
+  name: string;
+  url: string;
+  /** When every ref last reached it, and the last push's error if it failed since. */
+  pushed?: string;
+  error?: string;
 }

@@ -36,6 +36,7 @@ const FLAGS = {
   limit: { takes: 'value' },
   'older-than': { takes: 'value' },
   as: { takes: 'value' },
+  successor: { takes: 'value' },
   check: { takes: 'switch' },
   user: { takes: 'value' },
   attempts: { takes: 'value' },

@@ -19,6 +19,8 @@ commands:
   home create <role> [--template default]   create a Home from a template
   home list                                 list Homes, their branches and metadata problems
   home config <role> <.nas/file> [--from F] owner: propose a new .nas/ file (checked first; the PR waits)
+  home archive <role>                       owner: unmount and keep (home unarchive <role> brings it back)
+  home retire <role> --successor <role2>    owner: hand reviewed notes and skills to the successor (a PR), stop
   export <role> <file>                      owner: the whole Home in one file (a git bundle of every ref)
   import <file> [--as <role>]               owner: a Home from such a file, every ref as it was
   branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]
@@ -30,6 +32,7 @@ commands:
   trash restore <role> <path> [--branch B] [--to P] [--id ID]
                                             bring a deleted path back into a branch
   trash purge <role> [--older-than 7d]      owner: remove older deletions for good (default trash_keep_days)
+  remote add <role> <git-url>               owner: mirror every ref to a git server; remote list, remote remove
   maintenance run [<role>]                  owner: expired branches, recycle window, stale PRs, git pack; a report
   memory check <role>[@<branch>]            budgets, indexes and trust labels; exit 1 on any error
   memory index <role>@<branch> [--check]    regenerate the topic index blocks (--check: only report)

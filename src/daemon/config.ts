@@ -16,6 +16,8 @@ export interface DaemonConfig {
   /** Group (name or gid) given access to the control socket, so runs can propose with their lease. */
   socket_group: string | null;
   log_level: string;
+  /** Where named Home templates live: `nas home create --template <name>` reads `<templates_dir>/<name>/`. */
+  templates_dir: string;
 }
 
 export const DEFAULT_CONFIG_PATH = '/etc/agent-nas/nasd.yaml';
@@ -30,6 +32,7 @@ export const DEFAULTS: DaemonConfig = {
   demo: false,
   socket_group: null,
   log_level: 'info',
+  templates_dir: '/etc/agent-nas/templates',
 };
 
 const FLAGS: Record<string, keyof DaemonConfig> = {
@@ -39,10 +42,12 @@ const FLAGS: Record<string, keyof DaemonConfig> = {
   '--commit-window-ms': 'commit_window_ms',
   '--log-level': 'log_level',
   '--socket-group': 'socket_group',
+  '--templates-dir': 'templates_dir',
 };
 
 export const USAGE = `usage: nasd [--config FILE] [--state-dir DIR] [--mount DIR] [--socket PATH]
-            [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--demo] [--version]
+            [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--templates-dir DIR]
+            [--demo] [--version]
 
 Serves every Home in the state directory through one FUSE mount:
   <mount>/<role>            main, read-only (EROFS)
@@ -55,6 +60,7 @@ Serves every Home in the state directory through one FUSE mount:
   --commit-window-ms N   batch closes within N ms into one commit (default ${DEFAULTS.commit_window_ms})
   --log-level LEVEL      pino level: debug, info, warn, error (default info)
   --socket-group GROUP   let this group use the socket (runs propose with their lease; default root only)
+  --templates-dir DIR    named Home templates, one directory each (default ${DEFAULTS.templates_dir})
   --demo                 create a Home named "demo" if it does not exist
 
 As a mount helper (mount -t fuse.nasd, /etc/fstab, a systemd .mount unit):
@@ -98,7 +104,7 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
   if (!Number.isInteger(config.commit_window_ms) || config.commit_window_ms < 0) {
     throw new UserError('commit_window_ms must be a whole number of milliseconds >= 0');
   }
-  for (const key of ['state_dir', 'mount', 'socket'] as const) {
+  for (const key of ['state_dir', 'mount', 'socket', 'templates_dir'] as const) {
     if (typeof config[key] !== 'string' || !config[key].startsWith('/')) throw new UserError(`${key} must be an absolute path`);
   }
   // A unix socket's path holds at most 107 bytes; each run's socket lives in <dir>/runs/<id>/ beside it.

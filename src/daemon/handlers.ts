@@ -6,6 +6,8 @@ import type { PrService } from './pr-service.js';
 import type { RunService } from './run-service.js';
 import type { HistoryService } from './history-service.js';
 import type { MaintenanceService } from './maintenance-service.js';
+import type { LifecycleService } from './lifecycle-service.js';
+import type { Replicator } from './replicator.js';
 import { requireOwner, type Credentials } from './auth.js';
 
 /**
@@ -20,6 +22,8 @@ export interface Services {
   runs: RunService;
   history: HistoryService;
   maintenance: MaintenanceService;
+  lifecycle: LifecycleService;
+  replicator: Replicator;
   stateDir: string;
 }
 
@@ -34,7 +38,7 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
-export function handlers(reg: Registry, { memory, leases, prs, runs, history, maintenance, stateDir }: Services): Handlers {
+export function handlers(reg: Registry, { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, stateDir }: Services): Handlers {
   const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
   // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
   const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
@@ -107,6 +111,12 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, ma
     diff: ({ params, body }) => history.diff(params.role, body),
     maintenance: ({ body, creds }) => maintenance.run(body.role, creds),
     exportHome: ({ params, body, creds }) => (owner(creds, 'exporting a Home'), reg.exportHome(params.role, body.file)),
+    addRemote: ({ params, body, creds }) => replicator.add(params.role, body.url, creds),
+    listRemotes: ({ params }) => replicator.list(params.role),
+    removeRemote: ({ params, body, creds }) => replicator.remove(params.role, body.url, creds),
+    archiveHome: ({ params, creds }) => lifecycle.archive(params.role, creds),
+    unarchiveHome: ({ params, creds }) => lifecycle.unarchive(params.role, creds),
+    retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),
     importHome: ({ body, creds }) => (owner(creds, 'importing a Home'), reg.importHome(body.file, body.as)),
   };
 }

@@ -9,6 +9,8 @@ import { RunSockets, serveControl } from './control.js';
 import { RunService } from './run-service.js';
 import { HistoryService } from './history-service.js';
 import { MaintenanceService } from './maintenance-service.js';
+import { LifecycleService } from './lifecycle-service.js';
+import { Replicator } from './replicator.js';
 import { fuseOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
 import { loadOwnerToken } from './auth.js';
@@ -49,6 +51,7 @@ async function main(): Promise<void> {
     windowMs: config.commit_window_ms,
     log,
     binds,
+    templatesDir: config.templates_dir,
   });
   await preflight(config.mount, log);
   await registry.ensureStateDir();
@@ -67,7 +70,9 @@ async function main(): Promise<void> {
   await runs.recover();
   const maintenance = new MaintenanceService(registry, leases, prs, config.state_dir, log);
   const history = new HistoryService(registry, leases, prs, config.state_dir);
-  const services = { memory, leases, prs, runs, history, maintenance, stateDir: config.state_dir };
+  const lifecycle = new LifecycleService(registry, leases, prs, config.state_dir);
+  const replicator = new Replicator(registry, config.state_dir, log);
+  const services = { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, stateDir: config.state_dir };
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
   const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null), log));
@@ -94,6 +99,7 @@ async function main(): Promise<void> {
     void leases.applyAll();
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
     void maintenance.expireBranches();
+    void replicator.tick();
     // `umount` (or fusermount -u) from outside ends the service: commit what is pending and go.
     void fuseMountedAt(config.mount).then((mounted) => {
       if (!mounted && !stopping) {

@@ -8,6 +8,9 @@ import type { Identity } from '../store/store.js';
 import { Home, type BranchRecord } from '../home/home.js';
 import { Checkpoints } from '../home/checkpoints.js';
 import { exportHome, importHome, IMPORTING } from '../home/portable.js';
+import { Lifecycle, listArchived, moveFromArchive, moveToArchive, archiveDirFor, type LifecycleRecord } from '../home/lifecycle.js';
+import { Store } from '../store/store.js';
+import { MAIN_REF } from '../store/refs.js';
 import { scratchRoots, type HomeConfig } from '../config/home-config.js';
 import { branchRef } from '../store/refs.js';
 import type { ScratchBinds } from '../fuse-ops/scratch-binds.js';
@@ -30,6 +33,8 @@ export interface RegistryOptions {
   owner: Owner;
   windowMs: number;
   log: Logger;
+  /** Named Home templates (`nas home create --template <name>`). */
+  templatesDir?: string;
   /** Binds each branch's scratch roots over its view once the mount is up (absent: scratch goes through FUSE). */
   binds?: ScratchBinds;
 }
@@ -59,6 +64,8 @@ interface Mounted {
   commits: Map<string, MainView>;
   /** The Home's quota across all branches: every branch's Space adds to it. */
   pool: Space;
+  /** Retired (and its successor), or the Home it succeeds. */
+  life: LifecycleRecord;
 }
 
 /** A commit id (or an unambiguous prefix of one) under the mount root: `<role>:<7 to 40 hex digits>`. */
@@ -72,6 +79,8 @@ const COMMIT_VIEWS = 32;
  */
 export class Registry {
   private readonly homes = new Map<string, Mounted>();
+  /** Archived Homes: kept, not mounted. */
+  private readonly archived = new Map<string, HomeSummary>();
   /** The runs in flight, by PID namespace: whose process a request comes from. */
   readonly runs = new RunTracker();
   private refreshing: Promise<unknown> = Promise.resolve();
@@ -87,6 +96,13 @@ export class Registry {
         this.opts.log.error({ err, role }, 'cannot open Home; it is not mounted');
       }
     }
+    for (const role of await listArchived(this.opts.stateDir)) await this.noteArchived(role);
+  }
+
+  private async noteArchived(role: string): Promise<void> {
+    const store = archiveDirFor(this.opts.stateDir, role);
+    const main = (await (await Store.open(store)).readRef(MAIN_REF).catch(() => null)) ?? '';
+    this.archived.set(role, { role, store, main, branches: [], problems: [], state: 'archived' });
   }
 
   private async mount(home: Home): Promise<Mounted> {
@@ -97,6 +113,7 @@ export class Registry {
     const mounted: Mounted = {
       home, config, main, branches: new Map(), records: new Map(), checkpoints: new Map(), commits: new Map(),
       pool: new Space(config.limits.home_quota_bytes),
+      life: await new Lifecycle(home.store, home.identity).get(),
     };
     this.homes.set(home.role, mounted);
     for (const b of await home.branches()) await this.openBranch(mounted, b);
@@ -223,8 +240,9 @@ export class Registry {
   private need(role: string): Mounted {
     validateRole(role);
     const m = this.homes.get(role);
-    if (!m) throw new UserError(`no Home named "${role}"; create it with: nas home create ${role}`, 404);
-    return m;
+    if (m) return m;
+    if (this.archived.has(role)) throw new UserError(`Home ${role} is archived; bring it back with: nas home unarchive ${role}`, 409);
+    throw new UserError(`no Home named "${role}"; create it with: nas home create ${role}`, 404);
   }
 
   private needBranch(role: string, branch: string): BranchView {
@@ -276,7 +294,8 @@ export class Registry {
 
   async createHome(role: string, template: string | undefined, owner: string): Promise<HomeSummary> {
     validateRole(role);
-    const home = await Home.create(this.opts.stateDir, role, { template, owner, identity: this.opts.identity });
+    if (this.archived.has(role)) throw new UserError(`an archived Home is named "${role}"; choose another name, or nas home unarchive ${role}`, 409);
+    const home = await Home.create(this.opts.stateDir, role, { template, templatesDir: this.opts.templatesDir, owner, identity: this.opts.identity });
     const m = await this.mount(home);
     return this.describeHome(m);
   }
@@ -292,6 +311,7 @@ export class Registry {
 
   /** A Home from an exported file, under its own role or `as`; mounted at once, its branches with it. */
   async importHome(file: string, as?: string): Promise<Imported> {
+    if (as && this.archived.has(as)) throw new UserError(`an archived Home is named "${as}"; import under another name`, 409);
     const started = process.hrtime.bigint();
     const home = await importHome(this.opts.stateDir, file, as, this.opts.identity);
     const m = await this.mount(home);
@@ -300,7 +320,46 @@ export class Registry {
   }
 
   listHomes(): HomeSummary[] {
-    return [...this.homes.values()].map((m) => this.describeHome(m));
+    return [...[...this.homes.values()].map((m) => this.describeHome(m)), ...this.archived.values()].sort((a, b) => (a.role < b.role ? -1 : 1));
+  }
+
+  /** Take a Home out of the mount: what every branch has pending is committed, its views and binds go. */
+  private async unmount(role: string): Promise<void> {
+    const m = this.need(role);
+    for (const view of m.branches.values()) {
+      await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
+      await view.close();
+    }
+    this.homes.delete(role);
+  }
+
+  /** Archive a Home: unmounted, its Store kept as it is under `<state>/archive/` until unarchived. */
+  async archiveHome(role: string): Promise<HomeSummary> {
+    await this.unmount(role);
+    try {
+      await moveToArchive(this.opts.stateDir, role);
+    } catch (err) {
+      await this.mount(await Home.open(this.opts.stateDir, role, this.opts.identity));
+      throw err;
+    }
+    await this.noteArchived(role);
+    this.opts.log.info({ role }, 'Home archived');
+    return this.archived.get(role)!;
+  }
+
+  async unarchiveHome(role: string): Promise<HomeSummary> {
+    validateRole(role);
+    await moveFromArchive(this.opts.stateDir, role);
+    this.archived.delete(role);
+    const m = await this.mount(await Home.open(this.opts.stateDir, role, this.opts.identity));
+    this.opts.log.info({ role }, 'Home unarchived');
+    return this.describeHome(m);
+  }
+
+  /** Record a Home's new place in its life (retired; or the Home it succeeds). */
+  async setLifecycle(role: string, change: Partial<LifecycleRecord>, message: string): Promise<void> {
+    const m = this.need(role);
+    m.life = await new Lifecycle(m.home.store, m.home.identity).update(change, message);
   }
 
   /**
@@ -332,11 +391,15 @@ export class Registry {
       main: m.main.head,
       branches: [...m.branches.keys()],
       problems: m.config.problems,
+      state: m.life.retired ? 'retired' : 'active',
+      ...(m.life.retired ? { successor: m.life.retired.successor } : {}),
+      ...(m.life.predecessor ? { predecessor: m.life.predecessor.role } : {}),
     };
   }
 
   async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
     const m = this.need(role);
+    if (m.life.retired) throw new UserError(`Home ${role} is retired (its successor is ${m.life.retired.successor}): it takes no new branches`, 409);
     const max = m.config.limits.max_branches;
     if (m.branches.size >= max) {
       throw new UserError(`Home ${role} has ${m.branches.size} branches, the most its .nas/limits.yaml allows (max_branches: ${max}); ` +

@@ -5,7 +5,7 @@ import { validateBranch, validateRole } from '../util/names.js';
 import { parseDuration } from '../util/duration.js';
 import { MODE, RefConflict, Store, type Entry, type Identity } from '../store/store.js';
 import { Trash } from '../trash/trash.js';
-import { defaultTemplate, TEMPLATES } from './template.js';
+import { templateFiles } from './template.js';
 import { PRE_RECEIVE } from './push-guard.js';
 import { readHomeConfig, type HomeConfig } from '../config/home-config.js';
 import { BRANCHES_REF, BRANCH_PREFIX, MAIN_REF, branchRef } from '../store/refs.js';
@@ -45,26 +45,23 @@ export class Home {
     }
   }
 
-  static async create(stateDir: string, role: string, opts: { template?: string; owner: string; identity: Identity }): Promise<Home> {
+  static async create(stateDir: string, role: string, opts: { template?: string; templatesDir?: string; owner: string; identity: Identity }): Promise<Home> {
     const dir = Home.dirFor(stateDir, role);
     const template = opts.template ?? 'default';
-    if (!(TEMPLATES as readonly string[]).includes(template)) {
-      throw new UserError(`unknown template "${template}"; available: ${TEMPLATES.join(', ')}`);
-    }
+    if (await fs.lstat(dir).then(() => true, () => false)) throw new UserError(`Home "${role}" already exists`, 409);
+    // Read (and checked) before anything is made: a bad template leaves nothing behind.
+    const files = await templateFiles(template, opts.templatesDir ?? '/etc/agent-nas/templates', role, opts.owner, new Date());
+    await fs.mkdir(`${stateDir}/homes`, { recursive: true, mode: 0o700 });
     try {
-      await fs.mkdir(dir, { recursive: false, mode: 0o700 });
+      await fs.mkdir(dir, { mode: 0o700 });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new UserError(`Home "${role}" already exists`, 409);
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-        await fs.mkdir(`${stateDir}/homes`, { recursive: true, mode: 0o700 });
-        return Home.create(stateDir, role, opts);
-      }
       throw e;
     }
     const store = await Store.init(dir);
     await store.installHook('pre-receive', PRE_RECEIVE);
     const changes = new Map<string, Entry>();
-    for (const f of defaultTemplate(role, opts.owner, new Date())) {
+    for (const f of files) {
       const mode = f.kind === 'symlink' ? MODE.link : f.kind === 'exec' ? MODE.exec : MODE.file;
       changes.set(f.path, { oid: await store.writeBlob(f.content), mode });
     }

@@ -1,8 +1,12 @@
+import fs from 'node:fs/promises';
+import { UserError } from '../util/errors.js';
+import { validateRelPath } from '../util/names.js';
+
 /** The files a new Home starts with (SPEC.md, "Agent Home"). Empty directories cannot live in git, so each gets a README. */
 
 export interface TemplateFile {
   path: string;
-  content: string;
+  content: string | Buffer;
   /** 'file', 'exec' or 'symlink' (content is the link target). */
   kind: 'file' | 'exec' | 'symlink';
 }
@@ -50,4 +54,57 @@ export function defaultTemplate(role: string, owner: string, now: Date): Templat
       '# .nas/** is always read-only and memory/journal/** always append-only; these lists add more.\nversion: 1\n' +
       'read_only:\n  - ".nas/**"\nappend_only:\n  - "memory/journal/**"\n'),
   ];
+}
+
+/** How much a template directory may hold: it is read whole into the first commit. */
+const TEMPLATE_LIMITS = { files: 20_000, bytes: 256 * 1024 ** 2 };
+
+/**
+ * The files a Home starts with: the built-in template (`default`), a named one (`<templatesDir>/<name>/`) or a
+ * directory given by its absolute path. A directory must hold AGENTS.md; the `.nas/` files it lacks come from
+ * the built-in template, and `.nas/role.yaml` is always this Home's own.
+ */
+export async function templateFiles(spec: string, templatesDir: string, role: string, owner: string, now: Date): Promise<TemplateFile[]> {
+  const builtIn = defaultTemplate(role, owner, now);
+  if (spec === 'default') return builtIn;
+  let dir = spec;
+  if (!spec.startsWith('/')) {
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(spec)) throw new UserError(`invalid template name ${JSON.stringify(spec).slice(0, 80)}: a name from ${templatesDir}, or an absolute directory`);
+    dir = `${templatesDir}/${spec}`;
+  }
+  const st = await fs.stat(dir).catch(() => null);
+  if (!st?.isDirectory()) throw new UserError(`unknown template "${spec}": ${dir} is not a directory (built in: ${TEMPLATES.join(', ')}; named ones live in ${templatesDir}/<name>/)`, 404);
+  const own = await readTemplateDir(dir);
+  if (!own.some((f) => f.path === 'AGENTS.md' && f.kind !== 'symlink')) throw new UserError(`template ${dir} has no AGENTS.md: a Home starts from its agent's instructions; add one`);
+  const have = new Set(own.map((f) => f.path));
+  const fromBuiltIn = builtIn.filter((f) => f.path === '.nas/role.yaml' || (f.path.startsWith('.nas/') && !have.has(f.path)));
+  return [...own.filter((f) => f.path !== '.nas/role.yaml'), ...fromBuiltIn];
+}
+
+/** Every file, executable and symlink under a directory; a `.git` directory is skipped, anything else refused by name. */
+async function readTemplateDir(root: string): Promise<TemplateFile[]> {
+  const out: TemplateFile[] = [];
+  let bytes = 0;
+  const walk = async (rel: string): Promise<void> => {
+    for (const e of await fs.readdir(rel ? `${root}/${rel}` : root, { withFileTypes: true })) {
+      const path = rel ? `${rel}/${e.name}` : e.name;
+      const abs = `${root}/${path}`;
+      if (e.isDirectory()) {
+        if (e.name !== '.git') await walk(path);
+        continue;
+      }
+      validateRelPath(path);
+      if (e.isSymbolicLink()) out.push({ path, content: await fs.readlink(abs), kind: 'symlink' });
+      else if (e.isFile()) {
+        const content = await fs.readFile(abs);
+        bytes += content.length;
+        out.push({ path, content, kind: ((await fs.stat(abs)).mode & 0o111) !== 0 ? 'exec' : 'file' });
+      } else throw new UserError(`template ${root}: ${path} is not a file, directory or symlink; a Home holds only those`);
+      if (out.length > TEMPLATE_LIMITS.files || bytes > TEMPLATE_LIMITS.bytes) {
+        throw new UserError(`template ${root} holds more than ${TEMPLATE_LIMITS.files} files or ${TEMPLATE_LIMITS.bytes / 1024 ** 2} MiB; a template is a starting point, keep it small`);
+      }
+    }
+  };
+  await walk('');
+  return out;
 }

@@ -23,3 +23,5 @@ export const prHeadRef = (id: number): string => `refs/nas/pr-heads/${id}`;
 /** Checkpoints: a named, immutable ref each, and their records (`<name>.yaml`: commit, branch, who, when, message). */
 export const checkpointRef = (name: string): string => `refs/nas/checkpoints/${name}`;
 export const CHECKPOINT_RECORDS_REF = 'refs/nas/checkpoint-records';
+/** The Home's place in its life (`home.yaml`): retired and by which successor, or which Home it succeeds. */
+export const LIFECYCLE_REF = 'refs/nas/lifecycle';

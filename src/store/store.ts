@@ -275,6 +275,28 @@ export class Store {
     await this.git(['fetch', '--quiet', '--no-write-fetch-head', file, '+refs/*:refs/*']);
   }
 
+  /** The remotes this Store mirrors to (`nas remote add`), by name: kept in the Store's own git config, never exported. */
+  async mirrors(): Promise<Map<string, string>> {
+    const out = await this.git(['config', '--get-regexp', '^remote\\.nas-[0-9]+\\.url$']).catch(() => '');
+    return new Map(out.split('\n').filter(Boolean).map((l) => {
+      const [key, url] = [l.slice(0, l.indexOf(' ')), l.slice(l.indexOf(' ') + 1)];
+      return [key.replace(/^remote\./, '').replace(/\.url$/, ''), url];
+    }));
+  }
+
+  async addMirror(name: string, url: string): Promise<void> {
+    await this.git(['remote', 'add', '--mirror=push', name, url]);
+  }
+
+  async removeMirror(name: string): Promise<void> {
+    await this.git(['remote', 'remove', name]);
+  }
+
+  /** Push every ref to a mirror, removing there what is gone here; stopped after `timeoutMs`. */
+  async pushMirror(name: string, timeoutMs = 120_000): Promise<void> {
+    await this.git(['-c', 'core.askPass=true', 'push', '--mirror', '--quiet', name], 'ignore', timeoutMs);
+  }
+
   /** Install (or replace) a hook script of this repository. */
   async installHook(name: string, script: string): Promise<void> {
     const file = `${this.path}/hooks/${name}`;
@@ -284,16 +306,23 @@ export class Store {
     await fs.rename(`${file}.tmp`, file);
   }
 
-  /** Run git on this Store as its own process: its stdout, or an error with git's own words. */
-  private git(args: string[], stdin: 'ignore' | number = 'ignore'): Promise<string> {
+  /** Run git on this Store as its own process: its stdout, or an error with git's own words (killed after `timeoutMs`). */
+  private git(args: string[], stdin: 'ignore' | number = 'ignore', timeoutMs = 0): Promise<string> {
     return new Promise((resolve, reject) => {
-      const child = spawn('git', ['--git-dir', this.path, ...args], { stdio: [stdin, 'pipe', 'pipe'] });
+      // No terminal prompts: a remote that wants a password fails instead of waiting forever.
+      const env = { ...process.env, GIT_TERMINAL_PROMPT: '0' };
+      const child = spawn('git', ['--git-dir', this.path, ...args], { stdio: [stdin, 'pipe', 'pipe'], env });
       let out = '';
       let err = '';
+      const timer = timeoutMs > 0 ? setTimeout(() => child.kill('SIGKILL'), timeoutMs) : undefined;
       child.stdout!.on('data', (d) => (out += d));
       child.stderr!.on('data', (d) => (err += d));
       child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`git ${args.join(' ')}: ${err.trim() || `exit ${code}`}`))));
+      child.on('close', (code, signal) => {
+        clearTimeout(timer);
+        if (code === 0) resolve(out);
+        else reject(new Error(`git ${args.join(' ')}: ${err.trim() || (signal ? `stopped after ${timeoutMs / 1000} s` : `exit ${code}`)}`));
+      });
     });
   }
 

@@ -1,15 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { parseLimits, parseMaintenance, parsePolicy, DEFAULT_LIMITS, DEFAULT_POLICY } from '../../src/config/home-config.js';
+import { parseLimits, parseMaintenance, parseMerge, parsePolicy, DEFAULT_LIMITS, DEFAULT_MERGE, DEFAULT_POLICY } from '../../src/config/home-config.js';
 import { defaultTemplate } from '../../src/home/template.js';
 import { validateBranch, validateRelPath, validateRole } from '../../src/util/names.js';
 import { parseDuration } from '../../src/util/duration.js';
 
 describe('.nas/ metadata', () => {
   it('parses the template files without problems', () => {
-    const files = new Map(defaultTemplate('demo', 'root', new Date()).map((f) => [f.path, f.content]));
+    const files = new Map(defaultTemplate('demo', 'root', new Date()).map((f) => [f.path, f.content.toString()]));
     expect(parseLimits(files.get('.nas/limits.yaml')!).problems).toEqual([]);
     expect(parseMaintenance(files.get('.nas/maintenance.yaml')!).problems).toEqual([]);
     expect(parsePolicy(files.get('.nas/policy.yaml')!).problems).toEqual([]);
+    expect(parseMerge(files.get('.nas/merge.yaml')!).problems).toEqual([]);
+    expect(parseMerge(files.get('.nas/merge.yaml')!).value).toEqual(DEFAULT_MERGE);
     expect(parseLimits(files.get('.nas/limits.yaml')!).value).toEqual(DEFAULT_LIMITS);
   });
 

@@ -6,8 +6,14 @@ import { prState, short, size, table } from '../format.js';
 
 export const help = {
   home:
-    'usage: nas home create <role> [--template default] [--owner NAME]\n       nas home list\n' +
-    '       nas home config <role> <.nas/file> [--from LOCAL_FILE] [--intent TEXT]\n\n' +
+    'usage: nas home create <role> [--template default|NAME|/DIR] [--owner NAME]\n       nas home list\n' +
+    '       nas home config <role> <.nas/file> [--from LOCAL_FILE] [--intent TEXT]\n' +
+    '       nas home archive <role>\n       nas home unarchive <role>\n       nas home retire <role> --successor <role2>\n\n' +
+    'create starts the Home from the built-in template, a named one (/etc/agent-nas/templates/NAME/, nasd\'s\n' +
+    'templates_dir) or a directory: it must hold AGENTS.md; .nas/ files it lacks come from the built-in one.\n' +
+    'archive (owner) unmounts a Home and keeps its Store as it is (<state>/archive/); unarchive brings it back.\n' +
+    'retire (owner) hands the Home\'s reviewed notes and skills to its successor as a PR, quarantined\n' +
+    '(memory/quarantine/from-<role>/, unreviewed), ends its leases and stops new branches; it stays readable.\n' +
     'config (owner) proposes a new version of one of the Home\'s .nas/ files (the content from --from, else from\n' +
     'standard input): it is checked first, committed on a new branch off main and proposed; the PR waits for\n' +
     'nas pr approve, as every metadata change does.\n',
@@ -48,11 +54,37 @@ export const commands = [
     print: (r) => prState(r) + (r.state === 'waiting' ? `approve with: nas pr approve ${r.home} ${r.id}\n` : ''),
   }),
   command({
+    name: 'home archive',
+    route: 'archiveHome',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (r) => `archived Home ${r.role} (kept in ${r.store}; nas home unarchive ${r.role} brings it back)\n`,
+  }),
+  command({
+    name: 'home unarchive',
+    route: 'unarchiveHome',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (r) => `Home ${r.role} is served again, with branches ${r.branches.join(', ') || '-'}\n`,
+  }),
+  command({
+    name: 'home retire',
+    route: 'retireHome',
+    flags: ['successor'],
+    request: (args) => {
+      const successor = args.value('successor');
+      if (!successor) throw new Usage('name the Home that takes over: --successor <role>');
+      return { params: { role: args.need(2, '<role>') }, body: { successor } };
+    },
+    print: (r) => `retired Home ${r.role}; ${r.successor} succeeds it` +
+      (r.pr !== undefined ? `, receiving ${r.handedOver.length} file(s) in PR ${r.pr} (nas pr show ${r.successor} ${r.pr})\n` : ' (nothing reviewed to hand over)\n'),
+  }),
+  command({
     name: 'home list',
     route: 'listHomes',
     request: () => ({ params: {}, body: {} }),
     print: (r) =>
-      table([['HOME', 'MAIN', 'BRANCHES', 'STORE'], ...r.map((h) => [h.role, short(h.main), h.branches.join(', ') || '-', h.store])]) +
+      table([['HOME', 'STATE', 'MAIN', 'BRANCHES', 'STORE'], ...r.map((h) => [
+        h.role, h.state + (h.successor ? ` (successor ${h.successor})` : ''), short(h.main), h.branches.join(', ') || '-', h.store,
+      ])]) +
       r.flatMap((h) => h.problems.map((p) => `warning: ${h.role}: ${p}\n`)).join(''),
   }),
   command({

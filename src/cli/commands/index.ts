@@ -13,10 +13,11 @@ import * as run from './run.js';
 import * as hook from './hook.js';
 import * as checkpoint from './checkpoint.js';
 import * as maintenance from './maintenance.js';
+import * as remote from './remote.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 

@@ -1,0 +1,92 @@
+import { UserError } from '../util/errors.js';
+import { validateRole } from '../util/names.js';
+import { treeFiles } from '../memory/files.js';
+import { parseNote, setField } from '../memory/note.js';
+import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR } from '../memory/layout.js';
+import type { HomeSummary, Retired } from '../api/types.js';
+import { requireOwner, type Credentials } from './auth.js';
+import type { LeaseService } from './lease-service.js';
+import type { PrService } from './pr-service.js';
+import type { Registry } from './registry.js';
+
+/**
+ * The end of a Home's working life, all owner actions: archive (unmounted, kept) and unarchive, and retire
+ * (the successor receives what the Home learned, for review). A Home with a run in flight is left alone.
+ */
+export class LifecycleService {
+  constructor(
+    private readonly reg: Registry,
+    private readonly leases: LeaseService,
+    private readonly prs: PrService,
+    private readonly stateDir: string,
+  ) {}
+
+  private refuseWhileRunning(role: string, action: string): void {
+    const runs = this.reg.runs.all().filter((r) => r.role === role);
+    if (runs.length > 0) throw new UserError(`Home ${role} has run(s) in flight (${runs.map((r) => r.id).join(', ')}): wait for them before ${action}`, 409);
+  }
+
+  /** Every lease of the Home ends (its branches keep their work). */
+  private async endLeases(role: string): Promise<void> {
+    for (const branch of this.reg.branchNames(role)) await this.leases.revokeBranch(role, branch);
+    await this.leases.apply(role);
+  }
+
+  async archive(role: string, creds: Credentials): Promise<HomeSummary> {
+    requireOwner(creds, 'archiving a Home', this.stateDir);
+    this.reg.homeOf(role);
+    this.refuseWhileRunning(role, 'archiving it');
+    await this.endLeases(role);
+    return this.reg.archiveHome(role);
+  }
+
+  unarchive(role: string, creds: Credentials): Promise<HomeSummary> {
+    requireOwner(creds, 'unarchiving a Home', this.stateDir);
+    return this.reg.unarchiveHome(role);
+  }
+
+  /**
+   * Retire a Home in favour of a successor: the predecessor's reviewed notes and its skills go to the successor
+   * as one PR, quarantined (`memory/quarantine/from-<role>/`, labelled unreviewed, with their source), so
+   * nothing the old Home learned is auto-loaded before the successor's owner reviews it. The retired Home stays
+   * mounted and readable, its leases end and it takes no new branches; each Home records the other.
+   */
+  async retire(role: string, successor: string, creds: Credentials): Promise<Retired> {
+    requireOwner(creds, 'retiring a Home', this.stateDir);
+    validateRole(successor);
+    if (successor === role) throw new UserError('a Home cannot succeed itself: name another Home with --successor');
+    const from = await this.reg.snapshot(role);
+    this.reg.homeOf(successor);
+    const state = this.reg.listHomes().find((h) => h.role === role)?.state;
+    if (state === 'retired') throw new UserError(`Home ${role} is retired already`, 409);
+    this.refuseWhileRunning(role, 'retiring it');
+    const store = from.home.store;
+    const tree = (await store.readCommit(from.commit)).tree;
+    const handover = `${QUARANTINE_DIR}from-${role}/`;
+    const source = `${role}@${from.commit.slice(0, 12)}`;
+    const files: { path: string; content: Buffer }[] = [];
+    for (const f of await treeFiles(store, tree).list()) {
+      if (f.path.startsWith(NOTES_DIR) && f.path.endsWith('.md')) {
+        const text = (await store.readBlob(f.id)).toString();
+        if (parseNote(text).trust !== 'reviewed') continue;
+        const quarantined = setField(setField(text, 'trust', 'unreviewed'), 'source', `${source}:${f.path}`);
+        files.push({ path: handover + f.path.slice(NOTES_DIR.length), content: Buffer.from(quarantined) });
+      } else if (f.path.startsWith(SKILLS_DIR)) files.push({ path: `${handover}skills/${f.path.slice(SKILLS_DIR.length)}`, content: await store.readBlob(f.id) });
+    }
+    let pr: number | undefined;
+    if (files.length > 0) {
+      const branch = `from-${role}-${Date.now().toString(36)}`;
+      await this.reg.createBranch(successor, branch, { ttl: '7d' });
+      const view = this.reg.branchView(successor, branch);
+      for (const f of files) await view.writeFile(f.path, f.content, null);
+      await view.sync();
+      pr = (await this.prs.propose(successor, branch, { intent: `successor of ${role}: its reviewed notes and skills, quarantined for review` }, creds)).id;
+    }
+    await this.endLeases(role);
+    const at = new Date().toISOString();
+    const by = from.config.role.owner ?? 'owner';
+    await this.reg.setLifecycle(role, { retired: { successor, at, by, ...(pr !== undefined ? { pr } : {}) } }, `retire: successor ${successor}`);
+    await this.reg.setLifecycle(successor, { predecessor: { role, at } }, `succeeds ${role}`);
+    return { role, successor, handedOver: files.map((f) => f.path), ...(pr !== undefined ? { pr } : {}) };
+  }
+}

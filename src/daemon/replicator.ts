@@ -1,0 +1,89 @@
+import type { Logger } from 'pino';
+import { UserError } from '../util/errors.js';
+import type { RemoteView } from '../api/types.js';
+import { requireOwner, type Credentials } from './auth.js';
+import type { Registry } from './registry.js';
+
+/**
+ * Replication to git servers people already run (`nas remote add`): each Home's refs are mirrored (main,
+ * branches, and the records under refs/nas/) to every remote it has, a few seconds after they change. A remote
+ * that refuses is retried at the next change and its error shown in `nas remote list`; nothing local waits on it.
+ */
+export class Replicator {
+  /** Each Home's refs as last mirrored to all its remotes. */
+  private readonly mirrored = new Map<string, string>();
+  private readonly status = new Map<string, { pushed?: string; error?: string }>();
+  private busy = false;
+
+  constructor(private readonly reg: Registry, private readonly stateDir: string, private readonly log: Logger) {}
+
+  /** Add a remote: the first push must succeed, or nothing is kept. */
+  async add(role: string, url: string, creds: Credentials): Promise<RemoteView> {
+    requireOwner(creds, 'adding a remote', this.stateDir);
+    if (!url || /[\x00-\x1f\x7f\s]/.test(url) || url.startsWith('-')) throw new UserError(`remote ${JSON.stringify(url).slice(0, 80)}: give a git URL (git://, ssh://, https://, or a path)`);
+    const store = this.reg.homeOf(role).store;
+    const mirrors = await store.mirrors();
+    if ([...mirrors.values()].includes(url)) throw new UserError(`Home ${role} mirrors to ${url} already`, 409);
+    let n = 1;
+    while (mirrors.has(`nas-${n}`)) n++;
+    const name = `nas-${n}`;
+    await store.addMirror(name, url);
+    try {
+      await store.pushMirror(name);
+    } catch (err) {
+      await store.removeMirror(name);
+      throw new UserError(`the remote refused the first push, so it was not added: ${(err as Error).message}`, 502);
+    }
+    this.status.set(`${role} ${name}`, { pushed: new Date().toISOString() });
+    this.mirrored.delete(role);
+    return { role, name, url, pushed: this.status.get(`${role} ${name}`)!.pushed };
+  }
+
+  async list(role: string): Promise<RemoteView[]> {
+    const mirrors = await this.reg.homeOf(role).store.mirrors();
+    return [...mirrors].map(([name, url]) => ({ role, name, url, ...this.status.get(`${role} ${name}`) }));
+  }
+
+  async remove(role: string, url: string, creds: Credentials): Promise<RemoteView> {
+    requireOwner(creds, 'removing a remote', this.stateDir);
+    const store = this.reg.homeOf(role).store;
+    const found = [...(await store.mirrors())].find(([, u]) => u === url);
+    if (!found) throw new UserError(`Home ${role} has no remote ${url}; see nas remote list ${role}`, 404);
+    await store.removeMirror(found[0]);
+    this.status.delete(`${role} ${found[0]}`);
+    return { role, name: found[0], url };
+  }
+
+  /** The periodic pass: mirror every Home whose refs changed since they were last mirrored everywhere. */
+  async tick(): Promise<void> {
+    if (this.busy) return;
+    this.busy = true;
+    try {
+      for (const role of this.reg.roles()) {
+        const store = this.reg.homeOf(role).store;
+        const mirrors = await store.mirrors();
+        if (mirrors.size === 0) continue;
+        const refs = JSON.stringify([...(await store.listRefs('refs/'))]);
+        if (this.mirrored.get(role) === refs) continue;
+        let all = true;
+        for (const name of mirrors.keys()) {
+          const key = `${role} ${name}`;
+          try {
+            await store.pushMirror(name);
+            this.status.set(key, { pushed: new Date().toISOString() });
+          } catch (err) {
+            all = false;
+            const error = (err as Error).message;
+            if (this.status.get(key)?.error !== error) this.log.warn({ role, remote: mirrors.get(name), error }, 'replication push failed; retried at the next change');
+            this.status.set(key, { ...this.status.get(key), error });
+          }
+        }
+        if (all) this.mirrored.set(role, refs);
+      }
+    } catch (err) {
+      this.log.error({ err }, 'replication pass failed');
+    } finally {
+      this.busy = false;
+    }
+  }
+}
