@@ -17,7 +17,7 @@ describe('main view', () => {
     const names = (await fs.readdir(d.path('demo'))).sort();
     expect(names).toEqual(['.gitignore', '.nas', 'AGENTS.md', 'CLAUDE.md', 'inbox', 'memory', 'outbox', 'skills', 'workspace']);
     expect((await fs.readdir(d.path('demo', 'memory'))).sort()).toEqual(['MEMORY.md', 'journal', 'notes', 'quarantine']);
-    expect((await fs.readdir(d.path('demo', '.nas'))).sort()).toEqual(['limits.yaml', 'maintenance.yaml', 'policy.yaml', 'role.yaml']);
+    expect((await fs.readdir(d.path('demo', '.nas'))).sort()).toEqual(['limits.yaml', 'maintenance.yaml', 'merge.yaml', 'policy.yaml', 'role.yaml']);
     expect(await fs.readlink(d.path('demo', 'CLAUDE.md'))).toBe('AGENTS.md');
     expect(await fs.readFile(d.path('demo', 'CLAUDE.md'), 'utf8')).toContain('# demo');
     const st = await fs.stat(d.path('demo', 'AGENTS.md'));
