@@ -2,7 +2,7 @@
 # Set up whatever is missing, then run the whole test suite (unit and real-FUSE integration tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+AGENT_NAS_TESTS=1 bash scripts/setup.sh
 # The tests are type-checked too (vitest itself only strips types).
 npx tsc -p tsconfig.test.json || { echo 'test: the tests do not type-check (see above)' >&2; exit 1; }
 npx vitest run "$@"

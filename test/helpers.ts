@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 
 export const exec = promisify(execFile);
 
-const ROOT = path.resolve(import.meta.dirname, '..');
+export const ROOT = path.resolve(import.meta.dirname, '..');
 
 /**
  * Test daemons live in `<tmp>/<prefix>XXXXXX`. $NAS_TEST_PREFIX lets a run keep apart from another
@@ -91,7 +91,7 @@ export class TestDaemon {
   private async spawn(): Promise<void> {
     const args = [
       `${ROOT}/dist/src/daemon/main.js`, '--state-dir', this.state, '--mount', this.mnt, '--socket', this.socket,
-      '--commit-window-ms', String(this.opts.windowMs ?? 50), '--log-level', 'info', ...(this.opts.extraArgs ?? []),
+      '--commit-window-ms', String(this.opts.windowMs ?? 50), '--log-level', 'info', '--web-listen', '127.0.0.1:0', ...(this.opts.extraArgs ?? []),
     ];
     this.child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => (this.log += d));

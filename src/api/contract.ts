@@ -5,7 +5,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView,
+  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView, Decision, WebLogin,
 } from './types.js';
 
 /**
@@ -54,6 +54,8 @@ export const ROUTES = {
 
   propose: { method: 'POST', path: '/v1/homes/:role/prs', body: { branch: 'string', intent: 'string?', checks: 'strings?' } },
   listPrs: { method: 'GET', path: '/v1/homes/:role/prs', body: none },
+  decisions: { method: 'GET', path: '/v1/decisions', body: none },
+  webLogin: { method: 'POST', path: '/v1/web/login', body: none },
   prStats: { method: 'GET', path: '/v1/homes/:role/prs/stats', body: none },
   showPr: { method: 'GET', path: '/v1/homes/:role/prs/:id', body: none },
   approvePr: { method: 'POST', path: '/v1/homes/:role/prs/:id/approve', body: none },
@@ -123,6 +125,8 @@ export interface Results {
   revokeLease: LeaseView;
   propose: PullRequest;
   listPrs: PrSummary[];
+  decisions: Decision[];
+  webLogin: WebLogin;
   prStats: PrStats;
   showPr: PrDetail;
   approvePr: PullRequest;

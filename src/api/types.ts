@@ -120,10 +120,48 @@ export interface PrSummary {
   /** `name:pass name:FAIL ...` */
   checks: string;
   created: string;
+  updated: string;
+  /** Who merged it (`policy` or the owner), or who turned it down. */
+  merged_by?: string;
+  rejected_by?: string;
+}
+
+/** One PR in the decision inbox (`nas pr inbox`, the web page): everything a person needs to decide. */
+export interface Decision {
+  home: string;
+  id: number;
+  state: PullRequest['state'];
+  intent: string;
+  branch: string;
+  run?: string;
+  principal: string;
+  created: string;
+  /** Files changed, and the first few of them (`M path`). */
+  files: number;
+  paths: string[];
+  checks: { name: string; ok: boolean }[];
+  /** Why it waits, conflicts or failed. */
+  reasons: string[];
+}
+
+/** A file a PR changes, as the web page lists it: binary files are named with their sizes. */
+export interface PrFile {
+  path: string;
+  status: string;
+  binary: boolean;
+  before?: number;
+  after?: number;
+}
+
+/** `nas web open`: a one-time login link for the web page. */
+export interface WebLogin {
+  url: string;
+  expires: string;
 }
 
 export interface PrDetail extends PullRequest {
   diff: string;
+  files: PrFile[];
   /** The read manifest: `<oid> <path>` lines. */
   reads: string;
 }

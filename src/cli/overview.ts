@@ -47,6 +47,8 @@ commands:
   propose <role>/<branch> --into main --intent TEXT [--checks links,schema,memory,journal]
                                             commit, diff, check, and merge or wait for the owner
   pr list <role>                            PRs: id, branch, state, checks, intent
+  pr inbox                                  what waits for a person, in every Home, oldest first
+  web open                                  owner: a one-time login link for the review web page
   pr show <role> <id>                       diff, intent, provenance, checks, trust labels, reads
   pr approve <role> <id>                    owner: merge a waiting PR; pr reject <role> <id> --why TEXT
   pr stats <role>                           merged by policy, approved, rejected, waiting

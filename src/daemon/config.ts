@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import yaml from 'js-yaml';
 import { UserError } from '../util/errors.js';
 import { DEFAULT_SOCKET } from '../api/client.js';
+import { parseListen } from './web-server.js';
 
 /** nasd's own settings: a YAML file (default /etc/agent-nas/nasd.yaml, optional) overridden by flags. */
 export interface DaemonConfig {
@@ -18,6 +19,8 @@ export interface DaemonConfig {
   log_level: string;
   /** Where named Home templates live: `nas home create --template <name>` reads `<templates_dir>/<name>/`. */
   templates_dir: string;
+  /** Where the web page (the Human Gate) listens: host:port, or off. */
+  web_listen: string;
 }
 
 export const DEFAULT_CONFIG_PATH = '/etc/agent-nas/nasd.yaml';
@@ -33,6 +36,7 @@ export const DEFAULTS: DaemonConfig = {
   socket_group: null,
   log_level: 'info',
   templates_dir: '/etc/agent-nas/templates',
+  web_listen: '127.0.0.1:7465',
 };
 
 const FLAGS: Record<string, keyof DaemonConfig> = {
@@ -43,11 +47,12 @@ const FLAGS: Record<string, keyof DaemonConfig> = {
   '--log-level': 'log_level',
   '--socket-group': 'socket_group',
   '--templates-dir': 'templates_dir',
+  '--web-listen': 'web_listen',
 };
 
 export const USAGE = `usage: nasd [--config FILE] [--state-dir DIR] [--mount DIR] [--socket PATH]
             [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--templates-dir DIR]
-            [--demo] [--version]
+            [--web-listen HOST:PORT|off] [--demo] [--version]
 
 Serves every Home in the state directory through one FUSE mount:
   <mount>/<role>            main, read-only (EROFS)
@@ -61,6 +66,7 @@ Serves every Home in the state directory through one FUSE mount:
   --log-level LEVEL      pino level: debug, info, warn, error (default info)
   --socket-group GROUP   let this group use the socket (runs propose with their lease; default root only)
   --templates-dir DIR    named Home templates, one directory each (default ${DEFAULTS.templates_dir})
+  --web-listen ADDR      the web page for reviews (nas web open): host:port or off (default ${DEFAULTS.web_listen})
   --demo                 create a Home named "demo" if it does not exist
 
 As a mount helper (mount -t fuse.nasd, /etc/fstab, a systemd .mount unit):
@@ -107,6 +113,7 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
   for (const key of ['state_dir', 'mount', 'socket', 'templates_dir'] as const) {
     if (typeof config[key] !== 'string' || !config[key].startsWith('/')) throw new UserError(`${key} must be an absolute path`);
   }
+  parseListen(String(config.web_listen));
   // A unix socket's path holds at most 107 bytes; each run's socket lives in <dir>/runs/<id>/ beside it.
   const runSocket = `${config.socket.slice(0, config.socket.lastIndexOf('/'))}/runs/r00000000/nasd.sock`;
   if (Buffer.byteLength(runSocket) > 107) {

@@ -7,9 +7,8 @@ import { FsError, UserError } from '../util/errors.js';
 import type { Params, Result, RouteName } from '../api/contract.js';
 import { matchRoute } from '../api/paths.js';
 import { validateBody } from '../api/validate.js';
-import type { Registry } from './registry.js';
 import { credentialsOf, type Credentials } from './auth.js';
-import { handlers, type Handlers, type Services } from './handlers.js';
+import type { Handlers } from './handlers.js';
 
 /**
  * The control API's transport: JSON over HTTP on a unix socket (the nas CLI is its only client). A request
@@ -21,7 +20,7 @@ export type { Services } from './handlers.js';
 /** Largest request body (imports carry file contents). */
 const MAX_BODY = 8 << 20;
 
-async function readBody(req: http.IncomingMessage): Promise<unknown> {
+export async function readBody(req: http.IncomingMessage): Promise<unknown> {
   let size = 0;
   const chunks: Buffer[] = [];
   for await (const chunk of req) {
@@ -67,29 +66,48 @@ async function groupId(group: string): Promise<number> {
 
 type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
+/** A request's answer on the wire: the HTTP status and `{ ok, result | error }`. */
+export interface Answered {
+  status: number;
+  payload: { ok: true; result: unknown } | { ok: false; error: string };
+}
+
+/**
+ * Route, validate and answer one request of the contract, whatever carried it (the control socket, or the web
+ * page's session): errors become a status and a message that says what to do, never an exception.
+ */
+export async function dispatch(
+  table: Handlers, method: string, pathname: string, raw: unknown, creds: Credentials, log: Logger, allow?: (route: RouteName) => boolean,
+): Promise<Answered> {
+  try {
+    const route = matchRoute(method, pathname);
+    if (!route || (allow && !allow(route.name))) return { status: 404, payload: { ok: false, error: `no such endpoint: ${method} ${pathname}` } };
+    // The matcher named the parameters after this route's own pattern.
+    const params = route.params as Params<typeof route.name>;
+    return { status: 200, payload: { ok: true, result: await answer(table, route.name, params, raw, creds) } };
+  } catch (err) {
+    if (err instanceof UserError) return { status: err.status, payload: { ok: false, error: err.message } };
+    if (err instanceof FsError) return { status: 409, payload: { ok: false, error: `${err.message} (${err.code})` } };
+    log.error({ err, url: pathname }, 'control request failed');
+    return { status: 500, payload: { ok: false, error: `internal error: ${(err as Error).message} (see nasd's log)` } };
+  }
+}
+
 /** The request listener: route, validate, answer. On a run's socket the owner credential counts for nothing. */
 function listener(table: Handlers, ownerToken: string, log: Logger, ownerAllowed: boolean): Listener {
   return async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://nasd');
-    const reply = (status: number, payload: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(payload));
-    };
+    let answered: Answered;
     try {
-      const route = matchRoute(req.method ?? '', url.pathname);
-      if (!route) return reply(404, { ok: false, error: `no such endpoint: ${req.method} ${url.pathname}` });
       const body = await readBody(req);
-      // The matcher named the parameters after this route's own pattern.
-      const params = route.params as Params<typeof route.name>;
       const creds = credentialsOf(req, ownerToken);
       if (!ownerAllowed) creds.owner = false;
-      reply(200, { ok: true, result: await answer(table, route.name, params, body, creds) });
+      answered = await dispatch(table, req.method ?? '', url.pathname, body, creds, log);
     } catch (err) {
-      if (err instanceof UserError) return reply(err.status, { ok: false, error: err.message });
-      if (err instanceof FsError) return reply(409, { ok: false, error: `${err.message} (${err.code})` });
-      log.error({ err, url: url.pathname }, 'control request failed');
-      reply(500, { ok: false, error: `internal error: ${(err as Error).message} (see nasd's log)` });
+      answered = err instanceof UserError ? { status: err.status, payload: { ok: false, error: err.message } } : { status: 400, payload: { ok: false, error: (err as Error).message } };
     }
+    res.writeHead(answered.status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(answered.payload));
   };
 }
 
@@ -126,9 +144,8 @@ export class RunSockets {
 }
 
 export async function serveControl(
-  socket: string, reg: Registry, services: Services, ownerToken: string, group: string | null, log: Logger, runSockets?: RunSockets,
+  socket: string, table: Handlers, ownerToken: string, group: string | null, log: Logger, runSockets?: RunSockets,
 ): Promise<http.Server> {
-  const table = handlers(reg, services);
   if (runSockets) runSockets.onRequest = listener(table, ownerToken, log, false);
   const server = await listen(socket, listener(table, ownerToken, log, true));
   await fs.chmod(socket, 0o660);

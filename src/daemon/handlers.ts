@@ -8,6 +8,7 @@ import type { HistoryService } from './history-service.js';
 import type { MaintenanceService } from './maintenance-service.js';
 import type { LifecycleService } from './lifecycle-service.js';
 import type { Replicator } from './replicator.js';
+import type { WebLogins } from './web-sessions.js';
 import { requireOwner, type Credentials } from './auth.js';
 
 /**
@@ -24,6 +25,7 @@ export interface Services {
   maintenance: MaintenanceService;
   lifecycle: LifecycleService;
   replicator: Replicator;
+  web: WebLogins;
   stateDir: string;
 }
 
@@ -38,7 +40,7 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
-export function handlers(reg: Registry, { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, stateDir }: Services): Handlers {
+export function handlers(reg: Registry, { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, web, stateDir }: Services): Handlers {
   const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
   // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
   const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
@@ -76,6 +78,8 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, ma
 
     propose: ({ params, body: b, creds }) => prs.propose(params.role, b.branch, { intent: b.intent, checks: b.checks }, creds),
     listPrs: ({ params }) => prs.list(params.role),
+    decisions: () => prs.decisions(),
+    webLogin: ({ creds }) => web.login(creds),
     prStats: ({ params }) => prs.stats(params.role),
     // A PR id that is not a whole number is refused by the service, with what to do.
     showPr: ({ params }) => prs.show(params.role, Number(params.id)),

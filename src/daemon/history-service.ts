@@ -164,7 +164,7 @@ export class HistoryService {
       if (c.before && c.after && c.before.oid === c.after.oid && c.before.mode === c.after.mode) continue;
       try {
         if (c.before) await view.unlink(c.path);
-        if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid));
+        if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), false);
         (c.after ? out.restored : out.removed).push(c.path);
       } catch (err) {
         out.refused.push({ path: c.path, reason: (err as Error).message });

@@ -6,6 +6,9 @@ import { Registry } from './registry.js';
 import { preflight, mountFuse, fuseMountedAt, type FuseMount } from '../fuse-ops/mount.js';
 import path from 'node:path';
 import { RunSockets, serveControl } from './control.js';
+import { handlers } from './handlers.js';
+import { WebLogins } from './web-sessions.js';
+import { serveWeb } from './web-server.js';
 import { RunService } from './run-service.js';
 import { HistoryService } from './history-service.js';
 import { MaintenanceService } from './maintenance-service.js';
@@ -72,16 +75,20 @@ async function main(): Promise<void> {
   const history = new HistoryService(registry, leases, prs, config.state_dir);
   const lifecycle = new LifecycleService(registry, leases, prs, config.state_dir);
   const replicator = new Replicator(registry, config.state_dir, log);
-  const services = { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, stateDir: config.state_dir };
+  const web = new WebLogins(config.state_dir);
+  const services = { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, web, stateDir: config.state_dir };
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
   const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null), log));
   await binds.start(registry.allScratchBinds());
-  const server = await serveControl(config.socket, registry, services, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
+  const table = handlers(registry, services);
+  const server = await serveControl(config.socket, table, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
     await binds.stop();
     await mount.unmount();
     throw err;
   });
+
+  const webServer = await serveWeb(config.web_listen, table, web, log);
 
   // TTLs every 5 s (below); the recycle area's window once an hour (and a minute after start).
   await maintenance.expireBranches();
@@ -120,6 +127,8 @@ async function main(): Promise<void> {
     clearTimeout(firstHourly);
     await refs.close();
     server.close();
+    webServer?.close();
+    webServer?.closeAllConnections();
     await runs.close();
     await binds.stop();
     await registry.close();

@@ -3,7 +3,8 @@ import { UserError } from '../util/errors.js';
 import { approvePr, cleanIntent, findPr, judgeProposal, mergePr, prStats, prsOf, rejectPr, type PrHome } from '../merge/propose.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
-import type { PrDetail, PrSummary } from '../api/types.js';
+import type { Decision, PrDetail, PrFile, PrSummary } from '../api/types.js';
+import { MODE } from '../store/store.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
 import type { Registry } from './registry.js';
@@ -43,15 +44,43 @@ export class PrService {
   async list(role: string): Promise<PrSummary[]> {
     return (await this.home(role).prs.list()).map((p) => ({
       id: p.id, branch: p.branch, state: p.state, intent: p.intent, principal: p.provenance.principal,
-      checks: p.checks.map((c) => `${c.name}:${c.ok ? 'pass' : 'FAIL'}`).join(' '), created: p.created,
+      checks: p.checks.map((c) => `${c.name}:${c.ok ? 'pass' : 'FAIL'}`).join(' '), created: p.created, updated: p.updated,
+      ...(p.merged ? { merged_by: p.merged.by } : {}), ...(p.decision?.action === 'reject' ? { rejected_by: p.decision.by } : {}),
     }));
+  }
+
+  /**
+   * What waits for a person, across every Home: waiting PRs first, then conflicts, then failures, each oldest
+   * first, with everything needed to decide (the web page's inbox, `nas pr inbox`).
+   */
+  async decisions(): Promise<Decision[]> {
+    const order: PullRequest['state'][] = ['waiting', 'conflict', 'failed'];
+    const out: Decision[] = [];
+    for (const role of this.reg.roles()) {
+      for (const p of await this.home(role).prs.list()) {
+        if (!order.includes(p.state)) continue;
+        out.push({
+          home: role, id: p.id, state: p.state, intent: p.intent, branch: p.branch, principal: p.provenance.principal,
+          ...(p.provenance.run ? { run: p.provenance.run } : {}), created: p.created,
+          files: p.changes.added + p.changes.modified + p.changes.deleted, paths: p.changes.paths.slice(0, 8),
+          checks: p.checks.map((c) => ({ name: c.name, ok: c.ok })), reasons: p.reasons,
+        });
+      }
+    }
+    return out.sort((a, b) => order.indexOf(a.state) - order.indexOf(b.state) || (a.created < b.created ? -1 : a.created > b.created ? 1 : 0));
   }
 
   async show(role: string, id: number): Promise<PrDetail> {
     const home = this.home(role);
     const pr = await findPr(home, id);
     const [baseTree, headTree] = await Promise.all([pr.base, pr.head].map(async (c) => (await home.store.readCommit(c)).tree));
-    return { ...pr, diff: await home.store.diffText(baseTree, headTree), reads: await home.prs.reads(id) };
+    const files = await Promise.all((await home.store.fileChanges(baseTree, headTree)).map(async (c): Promise<PrFile> => {
+      const [before, after] = await Promise.all([c.before, c.after].map(async (e) => (e && e.mode !== MODE.link ? home.store.readBlob(e.oid) : null)));
+      // As git decides: a NUL in the first 8,000 bytes makes a file binary.
+      const binary = [before, after].some((b) => b !== null && b.subarray(0, 8000).includes(0));
+      return { path: c.path, status: c.status, binary, ...(before ? { before: before.length } : {}), ...(after ? { after: after.length } : {}) };
+    }));
+    return { ...pr, diff: await home.store.diffText(baseTree, headTree), files, reads: await home.prs.reads(id) };
   }
 
   async approve(role: string, id: number, creds: Credentials): Promise<PullRequest> {

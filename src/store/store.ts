@@ -246,7 +246,7 @@ export class Store {
    * Runs as its own process; safe beside nasd's writes (git keeps recent unreachable objects two weeks).
    */
   async gc(): Promise<void> {
-    await this.git(['gc', '--auto', '--quiet']);
+    await this.oneGcAtATime(() => this.git(['gc', '--auto', '--quiet']));
   }
 
   /**
@@ -254,7 +254,16 @@ export class Store {
    * hour: an object nasd has just written may not be on a ref yet).
    */
   async pack(pruneAfterSeconds: number): Promise<void> {
-    await this.git(['gc', '--quiet', `--prune=${Math.max(3600, Math.floor(pruneAfterSeconds))}.seconds.ago`]);
+    await this.oneGcAtATime(() => this.git(['gc', '--quiet', `--prune=${Math.max(3600, Math.floor(pruneAfterSeconds))}.seconds.ago`]));
+  }
+
+  /** git refuses a second gc on a repository while one runs: nasd's own (hourly, maintenance) take turns. */
+  private gcQueue: Promise<unknown> = Promise.resolve();
+
+  private oneGcAtATime<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.gcQueue.then(fn, fn);
+    this.gcQueue = next.catch(() => undefined);
+    return next;
   }
 
   /** What the object store holds: loose objects and their bytes, packed objects and the packs' bytes. */

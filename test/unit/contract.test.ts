@@ -107,6 +107,8 @@ describe('coverage of the contract', () => {
     'maintenance run': ['maintenance', 'run', 'demo'],
     'export': ['export', 'demo', '/tmp/demo.bundle'],
     'home archive': ['home', 'archive', 'demo'],
+    'pr inbox': ['pr', 'inbox'],
+    'web open': ['web', 'open'],
     'remote add': ['remote', 'add', 'demo', 'git://127.0.0.1/demo.git'],
     'remote list': ['remote', 'list', 'demo'],
     'remote remove': ['remote', 'remove', 'demo', 'git://127.0.0.1/demo.git'],

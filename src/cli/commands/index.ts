@@ -14,10 +14,11 @@ import * as hook from './hook.js';
 import * as checkpoint from './checkpoint.js';
 import * as maintenance from './maintenance.js';
 import * as remote from './remote.js';
+import * as web from './web.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote, web];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 

@@ -10,8 +10,10 @@ export const help = {
     '(all checks pass, nothing deleted, .nas/ untouched, no note marked reviewed, nothing read from inbox/) or\n' +
     'waits for nas pr approve. Exit 1 when checks fail or the merge conflicts.\n',
   pr:
-    'usage: nas pr list <role>\n       nas pr show <role> <id>\n       nas pr approve <role> <id>\n' +
-    '       nas pr reject <role> <id> --why TEXT\n       nas pr stats <role>\n\napprove and reject are owner actions.\n',
+    'usage: nas pr list <role>\n       nas pr inbox\n       nas pr show <role> <id>\n       nas pr approve <role> <id>\n' +
+    '       nas pr reject <role> <id> --why TEXT\n       nas pr stats <role>\n\n' +
+    'inbox: what waits for a person in every Home, oldest first, then conflicts and failures, with why.\n' +
+    'approve and reject are owner actions (also on the web page: nas web open).\n',
 };
 
 /** `<role> <id>` of the pr subcommands; the daemon refuses an id that is not a whole number. */
@@ -36,6 +38,13 @@ export const commands = [
     route: 'listPrs',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => (r.length === 0 ? 'no PRs\n' : table([['ID', 'BRANCH', 'STATE', 'CHECKS', 'INTENT'], ...r.map((p) => [String(p.id), p.branch, p.state, p.checks || '-', p.intent])])),
+  }),
+  command({
+    name: 'pr inbox',
+    route: 'decisions',
+    request: () => ({ params: {}, body: {} }),
+    print: (r) => (r.length === 0 ? 'nothing waits for a decision\n' : table([['HOME', 'ID', 'STATE', 'SINCE', 'BRANCH', 'FILES', 'INTENT', 'WHY'],
+      ...r.map((p) => [p.home, String(p.id), p.state, p.created, p.branch, String(p.files), p.intent, p.reasons.join('; ') || '-'])])),
   }),
   command({
     name: 'pr show',

@@ -447,12 +447,13 @@ export class BranchView implements WritableView {
   }
 
   /** Put content back at rel (recycle-area restore) and commit it. The caller checks that rel is free. */
-  async restore(rel: string, kind: TrashKind, content: Buffer): Promise<void> {
+  /** `commit: false` leaves the commit to the caller's sync (many files restored at once: one commit). */
+  async restore(rel: string, kind: TrashKind, content: Buffer, commit = true): Promise<void> {
     await this.overlay.check('create', rel);
     await this.realParents(rel);
     if (kind === 'dir') await mkdirsFor(this.overlay.up(rel), this.ctx.owner);
     else await this.place(rel, kind, content);
-    await this.sync();
+    if (commit) await this.sync();
   }
 
   /**

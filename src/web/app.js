@@ -1,0 +1,393 @@
+// The Human Gate page: the decision inbox, one PR, one Home. Plain browser JavaScript, no build step.
+// Every piece of data reaches the page as text (textContent, never HTML strings); the one exception is the diff,
+// which diff2html renders and escapes itself. Every state change sends the session's CSRF token.
+'use strict';
+
+const csrf = document.querySelector('meta[name="csrf"]').content;
+const main = document.getElementById('main');
+const POLL_MS = 3000;
+
+/** An element with attributes and children; strings become text nodes, so nothing in them is markup. */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs ?? {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat(Infinity)) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+/** The control API through the session: the same routes and rules as the nas CLI. */
+async function api(method, path, body, etag) {
+  const headers = { 'x-csrf-token': csrf };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (etag) headers['if-none-match'] = etag;
+  const res = await fetch(`/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  if (res.status === 304) return { unchanged: true };
+  if (res.status === 401) {
+    location.reload();
+    throw new Error('the session ended: log in again with nas web open');
+  }
+  const reply = await res.json();
+  if (!reply.ok) throw new Error(reply.error);
+  return { result: reply.result, etag: res.headers.get('etag') };
+}
+
+const enc = encodeURIComponent;
+const get = async (path) => (await api('GET', path)).result;
+
+function notice(text, kind = 'error') {
+  const el = document.getElementById('notice');
+  el.textContent = text;
+  el.className = `notice ${kind}`;
+  el.hidden = false;
+  clearTimeout(notice.timer);
+  notice.timer = setTimeout(() => (el.hidden = true), 8000);
+}
+
+function ago(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return 'just now';
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+/** Put a page's parts in <main>, leaving out the parts that are not there (null). */
+const show = (...parts) => main.replaceChildren(...parts.filter((x) => x !== null && x !== undefined && x !== false));
+
+function until(iso) {
+  const s = (Date.parse(iso) - Date.now()) / 1000;
+  if (Number.isNaN(s)) return iso;
+  if (s <= 0) return `expired ${ago(iso)}`;
+  return s < 3600 ? `in ${Math.ceil(s / 60)} min` : s < 86400 ? `in ${Math.round(s / 3600)} h` : `in ${Math.round(s / 86400)} d`;
+}
+
+const size = (n) => (n === undefined ? '–' : n < 1024 ? `${n} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`);
+const badge = (state) => h('span', { class: `badge ${state}` }, state);
+const short = (oid) => (oid ? oid.slice(0, 10) : '–');
+
+/** Poll a GET route; `render` runs on the first answer and whenever the answer changes (ETag). */
+function live(path, render) {
+  let etag;
+  let stopped = false;
+  const tick = async () => {
+    if (stopped) return;
+    try {
+      const r = await api('GET', path, undefined, etag);
+      if (!r.unchanged) {
+        etag = r.etag;
+        render(r.result);
+      }
+      document.getElementById('live').className = 'live on';
+    } catch (err) {
+      document.getElementById('live').className = 'live off';
+      notice(err.message);
+    }
+    setTimeout(tick, POLL_MS);
+  };
+  tick();
+  return () => (stopped = true);
+}
+
+// ---- navigation ------------------------------------------------------------------------------------
+
+async function nav() {
+  const homes = await get('/v1/homes');
+  const el = document.getElementById('nav');
+  el.replaceChildren(h('a', { href: '/' }, 'Decisions'), ...homes.map((home) => h('a', { href: `/home/${enc(home.role)}` }, home.role)));
+}
+
+// ---- the decision inbox ----------------------------------------------------------------------------
+
+function inbox() {
+  document.title = 'Decisions · Agent NAS';
+  const list = h('div', { class: 'cards' });
+  const summary = h('p', { class: 'muted' });
+  show(h('h1', {}, 'Decisions'), summary, list);
+  live('/v1/decisions', (items) => {
+    const count = (s) => items.filter((d) => d.state === s).length;
+    summary.textContent = items.length === 0 ? 'Nothing waits for you.'
+      : `${count('waiting')} waiting · ${count('conflict')} in conflict · ${count('failed')} failed — oldest first`;
+    list.replaceChildren(...items.map(decisionCard));
+  });
+}
+
+function decisionCard(d) {
+  const href = `/pr/${enc(d.home)}/${d.id}`;
+  return h('a', { class: `card ${d.state}`, href, 'data-pr': `${d.home}/${d.id}` },
+    h('div', { class: 'card-head' }, badge(d.state), h('span', { class: 'where' }, `${d.home} · PR ${d.id}`), h('span', { class: 'age', title: d.created }, ago(d.created))),
+    h('div', { class: 'intent' }, d.intent),
+    h('div', { class: 'meta' },
+      h('span', {}, 'branch ', h('code', {}, d.branch)), d.run ? h('span', {}, 'run ', h('code', {}, d.run)) : null,
+      h('span', {}, `by ${d.principal}`), h('span', {}, `${d.files} file${d.files === 1 ? '' : 's'}`)),
+    d.reasons.length ? h('ul', { class: 'reasons' }, d.reasons.map((r) => h('li', {}, r))) : null,
+    h('div', { class: 'checks' }, d.checks.map((c) => h('span', { class: `check ${c.ok ? 'pass' : 'fail'}` }, `${c.ok ? '✓' : '✗'} ${c.name}`))));
+}
+
+// ---- one PR -----------------------------------------------------------------------------------------
+
+function prPage(role, id) {
+  document.title = `PR ${id} · ${role} · Agent NAS`;
+  let shown;
+  live(`/v1/homes/${enc(role)}/prs/${id}`, (pr) => {
+    // The diff does not change; only the state does: re-render the decision, keep the diff (and its page) as it is.
+    if (shown) {
+      shown.decision.replaceWith((shown.decision = decisionBox(role, pr)));
+      shown.state.replaceWith((shown.state = badge(pr.state)));
+      return;
+    }
+    shown = renderPr(role, pr);
+  });
+}
+
+function renderPr(role, pr) {
+  const state = badge(pr.state);
+  const decision = decisionBox(role, pr);
+  const inboxReads = new Set();
+  const reads = pr.reads.split('\n').filter(Boolean).map((line) => line.slice(line.indexOf(' ') + 1));
+  for (const r of reads) if (r.startsWith('inbox/')) inboxReads.add(r);
+  const p = pr.provenance;
+  show(
+    h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ' / ', h('a', { href: `/home/${enc(role)}` }, role), ` / PR ${pr.id}`),
+    h('div', { class: 'pr-head' }, state, h('h1', { class: 'intent' }, pr.intent)),
+    h('div', { class: 'meta' },
+      h('span', {}, 'branch ', h('code', {}, pr.branch)), h('span', {}, `by ${p.principal}`),
+      p.run ? h('span', {}, 'run ', h('code', {}, p.run)) : null, p.lease ? h('span', {}, 'lease ', h('code', {}, p.lease)) : null,
+      p.exit !== undefined ? h('span', {}, `exit ${p.exit}`) : null, h('span', { title: pr.created }, `proposed ${ago(pr.created)}`),
+      h('span', {}, `${pr.changes.added} added, ${pr.changes.modified} modified, ${pr.changes.deleted} deleted`)),
+    decision,
+    pr.reasons.length ? section('Why it waits', h('ul', { class: 'reasons' }, pr.reasons.map((r) => h('li', {}, r)))) : null,
+    pr.conflicts?.length ? section('Conflicts', h('ul', {}, pr.conflicts.map((c) =>
+      h('li', {}, h('code', {}, c.path), ` — ${c.kind}${c.keys ? `: ${c.keys.join(', ')}` : ''}${c.hunks ? ` (${c.hunks.length} place${c.hunks.length === 1 ? '' : 's'})` : ''}`)))) : null,
+    section('Checks', pr.checks.length === 0 ? h('p', { class: 'muted' }, 'no checks ran') : h('div', {}, pr.checks.map((c) =>
+      h('details', { class: `check-row ${c.ok ? 'pass' : 'fail'}`, open: !c.ok },
+        h('summary', {}, h('span', { class: `check ${c.ok ? 'pass' : 'fail'}` }, `${c.ok ? '✓' : '✗'} ${c.name}`), h('span', { class: 'muted' }, ` ${c.ms} ms`)),
+        c.output ? h('pre', {}, c.output) : h('p', { class: 'muted' }, 'no output'))))),
+    section('Trust labels', trustList(pr.trust)),
+    section(`What the run read (${reads.length})`, reads.length === 0 ? h('p', { class: 'muted' }, 'nothing recorded') :
+      h('ul', { class: 'reads' }, reads.map((r) => h('li', { class: inboxReads.has(r) ? 'inbox' : '' }, h('code', {}, r), inboxReads.has(r) ? h('span', { class: 'flag' }, 'untrusted input') : null)))),
+    section('Provenance', provenance(pr)),
+    section(`Files (${pr.files.length})`, filesTable(pr.files)),
+    section('Changes', diffView(pr.diff)),
+  );
+  return { decision, state };
+}
+
+function provenance(pr) {
+  const p = pr.provenance;
+  const rows = [['principal', p.principal], ['lease', p.lease ?? '–'], ['run', p.run ?? '–'], ['reads digest', p.reads_digest],
+    ['head', pr.head], ['fork point', pr.base], ['main when proposed', pr.target_head]];
+  return h('dl', { class: 'prov' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, h('code', {}, v))]));
+}
+
+const section = (title, body) => h('section', {}, h('h2', {}, title), body);
+
+function trustList(t) {
+  const row = (label, paths, cls) => h('li', { class: paths.length ? cls : '' }, `${label}: `, paths.length ? paths.map((x, i) => [i ? ', ' : '', h('code', {}, x)]) : h('span', { class: 'muted' }, 'none'));
+  return h('ul', { class: 'trust' },
+    row('notes changed', t.notes_changed, ''), row('unreviewed', t.unreviewed, ''),
+    row('marked reviewed by the branch', t.reviewed_claims, 'warn'), row('session-start context changed', t.start_set ?? [], 'warn'));
+}
+
+function filesTable(files) {
+  return h('table', { class: 'files' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'status'), h('th', {}, 'path'), h('th', {}, 'size'))),
+    h('tbody', {}, files.map((f) => h('tr', {},
+      h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null),
+      h('td', { class: 'num' }, f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`)))));
+}
+
+function decisionBox(role, pr) {
+  const box = h('div', { class: 'decision' });
+  if (pr.state !== 'waiting') {
+    const d = pr.decision;
+    const text = pr.state === 'merged'
+      ? (pr.merged.by === 'policy' ? `Merged by policy ${ago(pr.merged.at)}` : `Approved by ${pr.merged.by} ${ago(pr.merged.at)}; merged as ${short(pr.merged.commit)}`)
+      : pr.state === 'rejected' ? `Rejected by ${d?.by ?? '?'} ${d ? ago(d.at) : ''}: ${d?.why ?? ''}`
+        : pr.state === 'conflict' ? 'Conflicts with main: fix the branch and propose again.'
+          : pr.state === 'failed' ? 'A check failed: fix the branch and propose again.'
+            : `This PR is ${pr.state}.`;
+    box.append(h('p', { class: `decided ${pr.state}` }, text));
+    if (pr.state === 'conflict' || pr.state === 'failed') box.append(rejectForm(role, pr));
+    return box;
+  }
+  const approve = h('button', { class: 'approve', onclick: () => decide(approve, () => api('POST', `/v1/homes/${enc(role)}/prs/${pr.id}/approve`, {}), 'approved') }, 'Approve and merge');
+  box.append(h('p', {}, 'This PR waits for your decision.'), approve, rejectForm(role, pr));
+  return box;
+}
+
+function rejectForm(role, pr) {
+  const why = h('textarea', { rows: 2, placeholder: 'Why? (the run reads it)', 'aria-label': 'reason for rejecting' });
+  const reject = h('button', {
+    class: 'reject',
+    onclick: () => {
+      if (!why.value.trim()) return notice('Say why before rejecting: the run reads it.');
+      decide(reject, () => api('POST', `/v1/homes/${enc(role)}/prs/${pr.id}/reject`, { why: why.value }), 'rejected');
+    },
+  }, 'Reject');
+  return h('div', { class: 'reject-form' }, why, reject);
+}
+
+/** Run a decision once: the button waits, the answer (or the refusal, e.g. someone decided first) shows. */
+async function decide(button, call, done) {
+  button.disabled = true;
+  try {
+    const { result } = await call();
+    notice(`PR ${result.id} ${result.state === 'merged' ? 'merged' : done}.`, 'ok');
+    setTimeout(() => location.reload(), 600);
+  } catch (err) {
+    notice(err.message);
+    button.disabled = false;
+  }
+}
+
+/** The patch, one page of files at a time (a 1,000-file diff stays responsive), side by side or unified. */
+function diffView(patch) {
+  const blocks = patch.split(/(?=^diff --git )/m).filter((b) => b.startsWith('diff --git '));
+  if (blocks.length === 0) return h('p', { class: 'muted' }, 'no textual changes');
+  const PER_PAGE = 25;
+  let page = 0;
+  let format = localStorage.getItem('diff-format') ?? 'side-by-side';
+  const out = h('div', { class: 'diff' });
+  const pager = h('div', { class: 'pager' });
+  const toggle = h('div', { class: 'toggle' },
+    ['side-by-side', 'line-by-line'].map((f) => h('button', { 'data-format': f, class: f === format ? 'on' : '', onclick: () => { format = f; localStorage.setItem('diff-format', f); draw(); } },
+      f === 'side-by-side' ? 'Side by side' : 'Unified')));
+  function draw() {
+    for (const b of toggle.querySelectorAll('button')) b.className = b.dataset.format === format ? 'on' : '';
+    const chunk = blocks.slice(page * PER_PAGE, (page + 1) * PER_PAGE).join('');
+    // diff2html escapes every line and file name it renders; this is the page's only HTML from data.
+    out.innerHTML = window.Diff2Html.html(chunk, { outputFormat: format, drawFileList: false, matching: 'lines' });
+    const pages = Math.ceil(blocks.length / PER_PAGE);
+    pager.replaceChildren(pages <= 1 ? '' : [
+      h('button', { disabled: page === 0, onclick: () => { page--; draw(); } }, '← previous'),
+      h('span', {}, ` files ${page * PER_PAGE + 1}–${Math.min(blocks.length, (page + 1) * PER_PAGE)} of ${blocks.length} `),
+      h('button', { disabled: page >= pages - 1, onclick: () => { page++; draw(); } }, 'next →')]);
+  }
+  draw();
+  return h('div', {}, toggle, pager, out);
+}
+
+// ---- one Home ---------------------------------------------------------------------------------------
+
+async function homePage(role) {
+  document.title = `${role} · Agent NAS`;
+  const r = enc(role);
+  const [branches, trash, checkpoints, log, prs] = await Promise.all([
+    get(`/v1/homes/${r}/branches`), get(`/v1/homes/${r}/trash`), get(`/v1/homes/${r}/checkpoints`),
+    api('POST', `/v1/homes/${r}/log`, { limit: 20 }).then((x) => x.result), get(`/v1/homes/${r}/prs`),
+  ]);
+  const names = branches.map((b) => b.name);
+  document.getElementById('live').hidden = true; // this page is drawn once; reload to see changes
+  show(
+    h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ` / ${role}`),
+    h('h1', {}, role),
+    section('PRs over time', prChart(prs)),
+    section(`Branches (${branches.length})`, branches.length === 0 ? h('p', { class: 'muted' }, 'no branches') : h('table', {},
+      h('thead', {}, h('tr', {}, ['branch', 'head', 'expires', 'pending', 'quota used', 'versioned', 'scratch'].map((x) => h('th', {}, x)))),
+      h('tbody', {}, branches.map((b) => h('tr', {},
+        h('td', {}, h('code', {}, b.name), b.run ? h('span', { class: 'flag' }, `run ${b.run}`) : null), h('td', {}, h('code', {}, short(b.head))),
+        h('td', { class: b.expired ? 'warn' : '', title: b.expires }, until(b.expires)), h('td', { class: 'num' }, String(b.pending)),
+        h('td', { class: 'num' }, b.quota ? `${size(b.quota.used)} of ${size(b.quota.limit)}` : '–'),
+        h('td', { class: 'num' }, size(b.bytes?.versioned)), h('td', { class: 'num' }, size(b.bytes?.scratch))))))),
+    section(`Recycle area (${trash.length})`, trash.length === 0 ? h('p', { class: 'muted' }, 'empty') : h('table', {},
+      h('thead', {}, h('tr', {}, ['deleted', 'path', 'from', 'size', 'restore into'].map((x) => h('th', {}, x)))),
+      h('tbody', {}, trash.map((t) => trashRow(role, t, names))))),
+    section(`Checkpoints (${checkpoints.length})`, checkpoints.length === 0 ? h('p', { class: 'muted' }, 'none') : h('table', {},
+      h('thead', {}, h('tr', {}, ['name', 'of', 'commit', 'by', 'when', 'message'].map((x) => h('th', {}, x)))),
+      h('tbody', {}, checkpoints.map((c) => h('tr', {}, h('td', {}, h('code', {}, c.name)), h('td', {}, c.branch), h('td', {}, h('code', {}, short(c.commit))),
+        h('td', {}, c.by), h('td', {}, ago(c.created)), h('td', {}, c.message ?? '')))))),
+    section('History of main', h('ol', { class: 'log' }, log.map((e) => h('li', {},
+      h('code', {}, short(e.commit)), ' ', h('span', {}, e.subject), ' ', h('span', { class: 'muted' }, ago(e.time)),
+      e.trailers['Nas-Principal'] ? h('span', { class: 'muted' }, ` · ${e.trailers['Nas-Principal']}`) : null)))),
+  );
+}
+
+function trashRow(role, t, branches) {
+  const usable = branches.filter((b) => b !== 'main');
+  const select = h('select', { 'aria-label': `branch to restore ${t.path} into` }, usable.map((b) => h('option', { value: b, selected: b === t.branch }, b)));
+  const button = h('button', {
+    disabled: usable.length === 0,
+    onclick: async () => {
+      button.disabled = true;
+      try {
+        const { result } = await api('POST', `/v1/homes/${enc(role)}/trash/restore`, { id: t.id, branch: select.value });
+        notice(`Restored ${result.restored.path} into ${result.view}/${result.to}.`, 'ok');
+        setTimeout(() => homePage(role), 600);
+      } catch (err) {
+        notice(err.message);
+        button.disabled = false;
+      }
+    },
+  }, 'Restore');
+  return h('tr', { 'data-trash': t.id, 'data-branch': t.branch }, h('td', {}, ago(t.deletedAt)), h('td', {}, h('code', {}, t.path)), h('td', {}, t.branch),
+    h('td', { class: 'num' }, size(t.size)), h('td', {}, usable.length ? [select, ' ', button] : h('span', { class: 'muted' }, 'create a branch first')));
+}
+
+/** Merged by policy, approved and rejected PRs per day (bars), and the approval rate (the owner's decisions). */
+function prChart(prs) {
+  const days = new Map();
+  for (const p of prs) {
+    const day = p.created.slice(0, 10);
+    const d = days.get(day) ?? { policy: 0, approved: 0, rejected: 0 };
+    if (p.merged_by === 'policy') d.policy++;
+    else if (p.merged_by) d.approved++;
+    else if (p.rejected_by) d.rejected++;
+    days.set(day, d);
+  }
+  const rows = [...days].sort(([a], [b]) => (a < b ? -1 : 1)).slice(-14);
+  const decided = prs.filter((p) => (p.merged_by && p.merged_by !== 'policy') || p.rejected_by).length;
+  const approved = prs.filter((p) => p.merged_by && p.merged_by !== 'policy').length;
+  const rate = decided ? `${Math.round((approved / decided) * 100)}% of your decisions approved` : 'no decisions yet';
+  const summary = h('p', { class: 'muted' }, `${prs.length} PRs · ${prs.filter((p) => p.merged_by === 'policy').length} merged by policy · ${rate}`);
+  if (rows.length === 0) return summary;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs) => {
+    const el = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    return el;
+  };
+  const W = 560;
+  const H = 140;
+  const max = Math.max(1, ...rows.map(([, d]) => d.policy + d.approved + d.rejected));
+  const bw = Math.min(36, (W - 20) / rows.length - 6);
+  const chart = svg('svg', { viewBox: `0 0 ${W} ${H + 24}`, class: 'chart', role: 'img', 'aria-label': 'PRs per day' });
+  rows.forEach(([day, d], i) => {
+    const x = 10 + i * (bw + 6);
+    let y = H;
+    for (const [k, cls] of [['policy', 'policy'], ['approved', 'approved'], ['rejected', 'rejected']]) {
+      const hgt = (d[k] / max) * (H - 10);
+      y -= hgt;
+      const rect = svg('rect', { x, y, width: bw, height: hgt, class: cls });
+      const title = svg('title', {});
+      title.textContent = `${day}: ${d[k]} ${k === 'policy' ? 'merged by policy' : k}`;
+      rect.append(title);
+      chart.append(rect);
+    }
+    const label = svg('text', { x: x + bw / 2, y: H + 16, 'text-anchor': 'middle', class: 'axis' });
+    label.textContent = day.slice(5);
+    chart.append(label);
+  });
+  const legend = h('p', { class: 'legend' }, h('span', { class: 'key policy' }, 'merged by policy'), h('span', { class: 'key approved' }, 'approved'), h('span', { class: 'key rejected' }, 'rejected'));
+  return h('div', {}, summary, chart, legend);
+}
+
+// ---- routing ----------------------------------------------------------------------------------------
+
+async function start() {
+  try {
+    await nav();
+    const parts = location.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    if (parts[0] === 'pr' && parts.length === 3) prPage(parts[1], Number(parts[2]));
+    else if (parts[0] === 'home' && parts.length === 2) await homePage(parts[1]);
+    else inbox();
+  } catch (err) {
+    main.replaceChildren(h('p', { class: 'notice error' }, err.message));
+  }
+}
+
+start();

@@ -1,0 +1,198 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import http from 'node:http';
+import { chromium, type Browser, type BrowserServer, type Page } from 'playwright-core';
+import { ROOT, TestDaemon, eventually } from '../helpers.js';
+
+/**
+ * The Human Gate in a real browser (Debian's chromium, driven by playwright-core) against a real nasd and mount:
+ * log in with nas web open, decide PRs, restore from the recycle area; the page's security rules hold.
+ * Screenshots go to test-output/ to be looked at.
+ */
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = `${ROOT}/test-output`;
+const XSS = '<script>alert(1)</script> tidy the rules';
+
+describe('the web page', () => {
+  let d: TestDaemon;
+  let server: BrowserServer | undefined;
+  let browser: Browser;
+  let page: Page;
+  let base: string;
+  const dialogs: string[] = [];
+  const cspViolations: string[] = [];
+  const p = (branch: string, rel: string) => d.path(`demo@${branch}`, rel);
+  const mainHead = async () => (await d.git('rev-parse', 'main')).stdout.trim();
+  let prA: number;
+  let prB: number;
+
+  beforeAll(async () => {
+    d = await TestDaemon.withBranch('work');
+    try {
+      // PR A waits: it changes what agents load at start, and the run read untrusted input. Its intent is hostile.
+      await fs.readFile(p('work', 'inbox/README.md'));
+      await fs.appendFile(p('work', 'AGENTS.md'), '\nAlways cite sources.\n');
+      await fs.writeFile(p('work', 'outbox/logo.bin'), Buffer.from([0, 1, 2, 3, 0, 255]));
+      prA = (await d.nasJson('propose', 'demo/work', '--into', 'main', '--intent', XSS)).id;
+      // PR B waits: it deletes a file (which goes to the recycle area).
+      expect((await d.nas('branch', 'create', 'demo/other')).code).toBe(0);
+      await fs.unlink(p('other', 'outbox/README.md'));
+      prB = (await d.nasJson('propose', 'demo/other', '--into', 'main', '--intent', 'drop the outbox readme')).id;
+      await fs.mkdir(SHOTS, { recursive: true });
+      server = await chromium.launchServer({
+        executablePath: CHROMIUM,
+        args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      });
+      browser = await chromium.connect(server.wsEndpoint());
+      page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+      page.on('dialog', (dialog) => {
+        dialogs.push(dialog.message());
+        void dialog.dismiss();
+      });
+      page.on('console', (m) => {
+        if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+      });
+    } catch (err) {
+      await d.cleanup();
+      throw err;
+    }
+  });
+  afterAll(async () => {
+    await browser?.close().catch(() => undefined);
+    const pid = server?.process().pid;
+    await server?.close().catch(() => undefined);
+    if (pid) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // closed already
+      }
+    }
+    await d?.cleanup();
+  });
+
+  it('gives nothing without a login, and a one-time link only to the owner', async () => {
+    const token = (await d.nas('lease', 'issue', 'demo/work', '--principal', 'nobody')).stdout.trim();
+    const byLease = await d.nasWith({ NAS_LEASE: token, owner: false }, 'web', 'open');
+    expect(byLease.code).toBe(1);
+    expect(byLease.stderr).toMatch(/owner action/);
+    const link = await d.nasJson('web', 'open');
+    base = new URL(link.url).origin;
+    expect(base).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const api = await fetch(`${base}/api/v1/decisions`);
+    expect(api.status).toBe(401);
+    expect(await api.text()).not.toMatch(/tidy the rules/);
+    const home = await fetch(`${base}/`);
+    expect(home.status).toBe(401);
+    const html = await home.text();
+    expect(html).toMatch(/nas web open/);
+    expect(html).not.toMatch(/tidy the rules/);
+    expect(home.headers.get('content-security-policy')).toMatch(/script-src 'self'/);
+    // A name the page does not know (DNS rebinding) gets nothing either.
+    expect(await statusWithHost(`${base}/`, 'evil.example')).toBe(421);
+    // The link works once.
+    await page.goto(link.url);
+    expect(new URL(page.url()).pathname).toBe('/');
+    const again = await fetch(link.url, { redirect: 'manual' });
+    expect(again.status).toBe(401);
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'nas_session')!;
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
+  });
+
+  it('lists what waits, oldest first, with why; an intent with HTML shows as text', async () => {
+    await page.waitForSelector('.card');
+    const cards = page.locator('.card');
+    expect(await cards.count()).toBe(2);
+    expect(await cards.nth(0).getAttribute('data-pr')).toBe(`demo/${prA}`);
+    expect(await cards.nth(0).locator('.intent').textContent()).toBe(XSS);
+    expect(await cards.nth(0).locator('.reasons').textContent()).toMatch(/untrusted input: inbox\/README\.md/);
+    expect(await cards.nth(1).locator('.reasons').textContent()).toMatch(/deletes outbox\/README\.md/);
+    expect(await page.locator('main script').count()).toBe(0);
+    await page.screenshot({ path: `${SHOTS}/web-inbox.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
+  it('shows a PR: its diff, binary file with sizes, reads with inbox highlighted, checks, provenance', async () => {
+    await page.locator(`.card[data-pr="demo/${prA}"]`).click();
+    await page.waitForSelector('.d2h-file-wrapper');
+    expect(await page.locator('main').evaluate((m) => [...m.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent === 'null'))).toBe(false);
+    expect(await page.locator('h1.intent').textContent()).toBe(XSS);
+    expect(await page.locator('.d2h-file-name').allTextContents()).toEqual(expect.arrayContaining([expect.stringContaining('AGENTS.md')]));
+    expect(await page.locator('.diff').textContent()).toContain('Always cite sources.');
+    const logo = page.locator('table.files tr', { hasText: 'outbox/logo.bin' });
+    expect(await logo.textContent()).toMatch(/binary/);
+    expect(await logo.textContent()).toMatch(/6 B/);
+    expect(await page.locator('.reads li.inbox').textContent()).toMatch(/inbox\/README\.md.*untrusted input/);
+    expect(await page.locator('.check-row').count()).toBeGreaterThan(0);
+    expect(await page.locator('.prov').textContent()).toMatch(/reads digest/);
+    await page.locator('.toggle button[data-format="line-by-line"]').click();
+    await page.waitForSelector('.d2h-file-diff');
+    await page.locator('.toggle button[data-format="side-by-side"]').click();
+    await page.screenshot({ path: `${SHOTS}/web-pr.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
+  it('refuses a state change without the CSRF token', async () => {
+    const status = await page.evaluate(async (url) => (await fetch(url, { method: 'POST' })).status, `/api/v1/homes/demo/prs/${prA}/approve`);
+    expect(status).toBe(403);
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'nas_session')!;
+    const outside = await fetch(`${base}/api/v1/homes/demo/prs/${prA}/approve`, { method: 'POST', headers: { cookie: `nas_session=${cookie.value}` } });
+    expect(outside.status).toBe(403);
+    expect((await d.nasJson('pr', 'show', 'demo', String(prA))).state).toBe('waiting');
+  });
+
+  it('approves a PR: main moves, and the page says who decided', async () => {
+    const before = await mainHead();
+    await page.locator('button.approve').click();
+    await eventually(async () => (await mainHead()) !== before, 'main to move');
+    const pr = await d.nasJson('pr', 'show', 'demo', String(prA));
+    expect(pr).toMatchObject({ state: 'merged', merged: { by: 'root' } });
+    expect((await d.gitBlob('main:AGENTS.md')).toString()).toMatch(/Always cite sources\./);
+    await page.waitForSelector('.decided.merged');
+    expect(await page.locator('.decided').textContent()).toMatch(/Approved by root/);
+  });
+
+  it('rejects another with a reason, and updates the inbox live', async () => {
+    await page.goto(`${base}/`);
+    await page.waitForSelector(`.card[data-pr="demo/${prB}"]`);
+    // A PR that arrives while the page is open appears without a reload.
+    expect((await d.nas('branch', 'create', 'demo/late')).code).toBe(0);
+    await fs.unlink(p('late', 'outbox/README.md'));
+    const late = (await d.nasJson('propose', 'demo/late', '--into', 'main', '--intent', 'arrives while you look')).id;
+    await page.waitForSelector(`.card[data-pr="demo/${late}"]`, { timeout: 10_000 });
+    await page.locator(`.card[data-pr="demo/${prB}"]`).click();
+    await page.waitForSelector('.reject-form textarea');
+    await page.locator('.reject-form textarea').fill('keep the readme: people read it');
+    await page.locator('button.reject').click();
+    await page.waitForSelector('.decided.rejected');
+    expect(await page.locator('.decided').textContent()).toMatch(/Rejected by root.*keep the readme/);
+    expect((await d.nasJson('pr', 'show', 'demo', String(prB))).decision).toMatchObject({ action: 'reject', why: 'keep the readme: people read it' });
+  });
+
+  it('restores a file from the recycle area into a branch', async () => {
+    await page.goto(`${base}/home/demo`);
+    const row = page.locator('tr[data-trash][data-branch="other"]', { hasText: 'outbox/README.md' });
+    await row.waitFor();
+    await row.locator('select').selectOption('other');
+    await row.locator('button').click();
+    await page.waitForSelector('.notice.ok');
+    await eventually(async () => (await fs.readFile(p('other', 'outbox/README.md'), 'utf8').catch(() => '')).includes('Outbox'), 'the file back in demo@other');
+    expect(await page.locator('.chart').count()).toBe(1);
+    await page.screenshot({ path: `${SHOTS}/web-home.png`, fullPage: true });
+    expect(cspViolations).toEqual([]);
+    expect(dialogs).toEqual([]);
+  });
+});
+
+
+/** fetch cannot set Host: a plain request that names another host. */
+function statusWithHost(url: string, host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { headers: { host } }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
