@@ -1,7 +1,7 @@
 import { UserError } from '../util/errors.js';
 import { validateBranch, validateRelPath } from '../util/names.js';
 import { Checkpoints, type Checkpoint } from '../home/checkpoints.js';
-import { kindOfMode } from '../trash/trash.js';
+import { itemsFromGit, kindOfMode } from '../trash/trash.js';
 import type { DiffReport, LogEntry, Restored } from '../api/types.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
@@ -9,7 +9,7 @@ import type { PrService } from './pr-service.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import { parseCheckDefinitions } from '../merge/checks.js';
 import { readHomeConfig } from '../config/home-config.js';
-import { MODE } from '../store/store.js';
+import { MODE, type Entry } from '../store/store.js';
 import { metaPath } from '../store/file-meta.js';
 import type { Registry } from './registry.js';
 
@@ -159,17 +159,25 @@ export class HistoryService {
     const [now, then] = await Promise.all([snap.commit, commit].map(async (c) => (await store.readCommit(c)).tree));
     const under = (p: string) => paths.length === 0 || paths.some((q) => p === q || p.startsWith(`${q}/`));
     const out: Restored = { view: view.name, from: commit, restored: [], removed: [], refused: [], head: '' };
+    const regular = (mode?: number) => mode === MODE.file || mode === MODE.exec;
+    // A file that stays a file is overwritten in place, and what it held is filed in the recycle area in one go
+    // (an unlink and a new file each would cost the deletion machinery per file).
+    const replaced: { path: string; entry: Entry }[] = [];
     for (const c of (await store.fileChanges(now, then)).filter((x) => under(x.path))) {
       // Same bytes and mode, only times or owner differ: the file is as it was.
       if (c.before && c.after && c.before.oid === c.after.oid && c.before.mode === c.after.mode) continue;
       try {
-        if (c.before) await view.unlink(c.path);
+        const inPlace = regular(c.before?.mode) && regular(c.after?.mode);
+        if (c.before && !inPlace) await view.unlink(c.path);
         if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), false);
+        if (inPlace) replaced.push({ path: c.path, entry: c.before! });
         (c.after ? out.restored : out.removed).push(c.path);
       } catch (err) {
         out.refused.push({ path: c.path, reason: (err as Error).message });
       }
     }
+    const home = this.reg.homeOf(role);
+    if (replaced.length > 0) await home.trash.add(await itemsFromGit(store, replaced, branch, view.run));
     await view.sync();
     out.head = view.head;
     return out;

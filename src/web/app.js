@@ -263,10 +263,10 @@ function diffView(patch) {
     // diff2html escapes every line and file name it renders; this is the page's only HTML from data.
     out.innerHTML = window.Diff2Html.html(chunk, { outputFormat: format, drawFileList: false, matching: 'lines' });
     const pages = Math.ceil(blocks.length / PER_PAGE);
-    pager.replaceChildren(pages <= 1 ? '' : [
+    pager.replaceChildren(...(pages <= 1 ? [] : [
       h('button', { disabled: page === 0, onclick: () => { page--; draw(); } }, '← previous'),
       h('span', {}, ` files ${page * PER_PAGE + 1}–${Math.min(blocks.length, (page + 1) * PER_PAGE)} of ${blocks.length} `),
-      h('button', { disabled: page >= pages - 1, onclick: () => { page++; draw(); } }, 'next →')]);
+      h('button', { disabled: page >= pages - 1, onclick: () => { page++; draw(); } }, 'next →')]));
   }
   draw();
   return h('div', {}, toggle, pager, out);

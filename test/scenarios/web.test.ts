@@ -33,6 +33,9 @@ describe('the web page', () => {
       await fs.readFile(p('work', 'inbox/README.md'));
       await fs.appendFile(p('work', 'AGENTS.md'), '\nAlways cite sources.\n');
       await fs.writeFile(p('work', 'outbox/logo.bin'), Buffer.from([0, 1, 2, 3, 0, 255]));
+      // Enough files for the diff to take two pages.
+      await fs.mkdir(p('work', 'outbox/many'));
+      for (let i = 0; i < 30; i++) await fs.writeFile(p('work', `outbox/many/f${i}.md`), `file ${i}\n`);
       prA = (await d.nasJson('propose', 'demo/work', '--into', 'main', '--intent', XSS)).id;
       // PR B waits: it deletes a file (which goes to the recycle area).
       expect((await d.nas('branch', 'create', 'demo/other')).code).toBe(0);
@@ -125,6 +128,11 @@ describe('the web page', () => {
     expect(await page.locator('.reads li.inbox').textContent()).toMatch(/inbox\/README\.md.*untrusted input/);
     expect(await page.locator('.check-row').count()).toBeGreaterThan(0);
     expect(await page.locator('.prov').textContent()).toMatch(/reads digest/);
+    expect(await page.locator('.pager span').textContent()).toMatch(/files 1–25 of 32/);
+    await page.locator('.pager button', { hasText: 'next' }).click();
+    await page.waitForFunction(() => document.querySelector('.pager span')?.textContent?.includes('files 26–32'));
+    expect(await page.locator('.d2h-file-wrapper').count()).toBe(7);
+    await page.locator('.pager button', { hasText: 'previous' }).click();
     await page.locator('.toggle button[data-format="line-by-line"]').click();
     await page.waitForSelector('.d2h-file-diff');
     await page.locator('.toggle button[data-format="side-by-side"]').click();
