@@ -4,6 +4,7 @@ import { Checkpoints, type Checkpoint } from '../home/checkpoints.js';
 import { itemsFromGit, kindOfMode } from '../trash/trash.js';
 import type { DiffReport, LogEntry, Restored } from '../api/types.js';
 import { requireOwner, type Credentials } from './auth.js';
+import { mapLimit } from '../util/concurrency.js';
 import type { LeaseService } from './lease-service.js';
 import type { PrService } from './pr-service.js';
 import type { PullRequest } from '../merge/pr-store.js';
@@ -163,9 +164,11 @@ export class HistoryService {
     // A file that stays a file is overwritten in place, and what it held is filed in the recycle area in one go
     // (an unlink and a new file each would cost the deletion machinery per file).
     const replaced: { path: string; entry: Entry }[] = [];
-    for (const c of (await store.fileChanges(now, then)).filter((x) => under(x.path))) {
+    const changes = (await store.fileChanges(now, then)).filter((x) => under(x.path));
+    // Paths differ from each other: up to 8 at a time (reading blobs and writing files overlap).
+    await mapLimit(changes, 8, async (c) => {
       // Same bytes and mode, only times or owner differ: the file is as it was.
-      if (c.before && c.after && c.before.oid === c.after.oid && c.before.mode === c.after.mode) continue;
+      if (c.before && c.after && c.before.oid === c.after.oid && c.before.mode === c.after.mode) return;
       try {
         const inPlace = regular(c.before?.mode) && regular(c.after?.mode);
         if (c.before && !inPlace) await view.unlink(c.path);
@@ -175,7 +178,8 @@ export class HistoryService {
       } catch (err) {
         out.refused.push({ path: c.path, reason: (err as Error).message });
       }
-    }
+    });
+    for (const list of [out.restored, out.removed]) list.sort();
     const home = this.reg.homeOf(role);
     if (replaced.length > 0) await home.trash.add(await itemsFromGit(store, replaced, branch, view.run));
     await view.sync();

@@ -452,7 +452,12 @@ export class BranchView implements WritableView {
     await this.overlay.check('create', rel);
     await this.realParents(rel);
     if (kind === 'dir') await mkdirsFor(this.overlay.up(rel), this.ctx.owner);
-    else await this.place(rel, kind, content);
+    else {
+      // A file restored over one in the upper directory replaces its bytes in the quota.
+      const node = await this.overlay.resolve(rel);
+      if (node?.stat && !isDir(node)) this.space.used -= node.stat.size;
+      await this.place(rel, kind, content);
+    }
     if (commit) await this.sync();
   }
 
