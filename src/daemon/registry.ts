@@ -79,6 +79,8 @@ const COMMIT_VIEWS = 32;
  */
 export class Registry {
   private readonly homes = new Map<string, Mounted>();
+  /** Checkpoint and commit views: read-only history, closed to runs. */
+  private readonly history = new WeakSet<View>();
   /** Archived Homes: kept, not mounted. */
   private readonly archived = new Map<string, HomeSummary>();
   /** The runs in flight, by PID namespace: whose process a request comes from. */
@@ -129,7 +131,9 @@ export class Registry {
     const m = this.need(role);
     if (!commit) return void m.checkpoints.delete(name);
     const layer = new GitLayer(m.home.store, await m.home.store.readCommit(commit));
-    m.checkpoints.set(name, new MainView(`${role}:${name}`, layer, this.opts.owner, []));
+    const view = new MainView(`${role}:${name}`, layer, this.opts.owner, []);
+    this.history.add(view);
+    m.checkpoints.set(name, view);
   }
 
   private async openBranch(m: Mounted, record: BranchRecord): Promise<BranchView> {
@@ -193,7 +197,13 @@ export class Registry {
     if (colon > 0) {
       const m = this.homes.get(name.slice(0, colon));
       const spec = name.slice(colon + 1);
-      return m?.checkpoints.get(spec) ?? m?.commits.get(spec);
+      const commit = m?.checkpoints.has(spec) ? undefined : m?.commits.get(spec);
+      if (commit) {
+        // The least recently used commit view is the one that goes: this one moves to the end.
+        m!.commits.delete(spec);
+        m!.commits.set(spec, commit);
+      }
+      return m?.checkpoints.get(spec) ?? commit;
     }
     const at = name.indexOf('@');
     const m = this.homes.get(at < 0 ? name : name.slice(0, at));
@@ -214,15 +224,26 @@ export class Registry {
     if (!m || !COMMIT_ID.test(spec)) return;
     const commit = await m.home.store.findCommit(spec);
     if (!commit || m.commits.has(spec)) return;
-    m.commits.set(spec, new MainView(name, new GitLayer(m.home.store, await m.home.store.readCommit(commit)), this.opts.owner, []));
+    const view = new MainView(name, new GitLayer(m.home.store, await m.home.store.readCommit(commit)), this.opts.owner, []);
+    this.history.add(view);
+    m.commits.set(spec, view);
     for (const old of m.commits.keys()) {
       if (m.commits.size <= COMMIT_VIEWS) break;
       m.commits.delete(old);
     }
   }
 
-  /** A run's processes see their own branch, main and branches no run owns; another run's branch is EACCES. */
+  /**
+   * A run's processes see their own branch, main and branches no run owns; another run's branch is EACCES, and so
+   * are history views (checkpoints, commits): any commit could be another run's work, and reads there would
+   * escape the run's read manifest. History is for people.
+   */
   admit(view: View, caller: () => Caller | null): void {
+    if (this.history.has(view)) {
+      const run = this.runs.runOf(caller()?.pid ?? 0);
+      if (run) throw fsError('EACCES', `run ${run.id} may not read history views (${view.name}); they are for people`);
+      return;
+    }
     if (!(view instanceof BranchView) || !view.run) return;
     const run = this.runs.runOf(caller()?.pid ?? 0);
     if (run && run.id !== view.run) throw fsError('EACCES', `run ${run.id} may not reach into ${view.name}, which belongs to run ${view.run}`);
@@ -313,8 +334,15 @@ export class Registry {
   async importHome(file: string, as?: string): Promise<Imported> {
     if (as && this.archived.has(as)) throw new UserError(`an archived Home is named "${as}"; import under another name`, 409);
     const started = process.hrtime.bigint();
-    const home = await importHome(this.opts.stateDir, file, as, this.opts.identity);
-    const m = await this.mount(home);
+    const home = await importHome(this.opts.stateDir, file, as, this.opts.identity, (role) => this.archived.has(role));
+    let m: Mounted;
+    try {
+      m = await this.mount(home);
+    } catch (err) {
+      this.homes.delete(home.role);
+      await fs.rm(home.dir, { recursive: true, force: true });
+      throw new UserError(`the imported Home ${home.role} could not be opened, so nothing was imported: ${(err as Error).message}`);
+    }
     const refs = (await home.store.listRefs('refs/')).size;
     return { ...this.describeHome(m), file, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
   }
@@ -326,11 +354,16 @@ export class Registry {
   /** Take a Home out of the mount: what every branch has pending is committed, its views and binds go. */
   private async unmount(role: string): Promise<void> {
     const m = this.need(role);
-    for (const view of m.branches.values()) {
-      await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
-      await view.close();
-    }
     this.homes.delete(role);
+    for (const view of m.branches.values()) {
+      try {
+        await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
+        await view.close();
+      } catch (err) {
+        // What could not be committed stays in the branch's upper directory, inside the Store: the next open recovers it.
+        this.opts.log.error({ err, view: view.name }, 'could not commit pending changes while unmounting; they stay on disk for the next open');
+      }
+    }
   }
 
   /** Archive a Home: unmounted, its Store kept as it is under `<state>/archive/` until unarchived. */
@@ -489,11 +522,16 @@ export class Registry {
     hooks: { expired(role: string, branch: string): Promise<void>; discarded(role: string, branch: string): Promise<void> },
     now = Date.now(),
   ): Promise<void> {
+    // The record is read again at each step: an owner's extend may land while this pass awaits.
+    const due = (m: Mounted, branch: string) => {
+      const record = m.records.get(branch);
+      return record && Date.parse(record.expires) <= now ? record : undefined;
+    };
     for (const [role, m] of this.homes) {
-      for (const [branch, record] of [...m.records]) {
+      for (const branch of [...m.records.keys()]) {
         const view = m.branches.get(branch);
-        const expires = Date.parse(record.expires);
-        if (!view || !(expires <= now)) continue;
+        let record = due(m, branch);
+        if (!view || !record) continue;
         if (!view.expired) {
           await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
           await view.expire(`${view.name} expired at ${record.expires} (ttl ${record.ttl}); it is read-only until it is removed`);
@@ -506,7 +544,8 @@ export class Registry {
         } catch {
           continue;
         }
-        if (now < expires + grace) continue;
+        record = due(m, branch);
+        if (!record || now < Date.parse(record.expires) + grace) continue;
         await this.discardBranch(role, branch);
         this.opts.log.warn({ view: view.name, grace: m.config.limits.branch_grace }, 'expired branch removed after its grace period; its work is in the recycle area');
         await hooks.discarded(role, branch);

@@ -12,7 +12,7 @@ import type { Registry } from './registry.js';
 export class Replicator {
   /** Each Home's refs as last mirrored to all its remotes. */
   private readonly mirrored = new Map<string, string>();
-  private readonly status = new Map<string, { pushed?: string; error?: string }>();
+  private readonly status = new Map<string, { pushed?: string; error?: string; failures?: number; retryAt?: number }>();
   private busy = false;
 
   constructor(private readonly reg: Registry, private readonly stateDir: string, private readonly log: Logger) {}
@@ -24,6 +24,14 @@ export class Replicator {
     const store = this.reg.homeOf(role).store;
     const mirrors = await store.mirrors();
     if ([...mirrors.values()].includes(url)) throw new UserError(`Home ${role} mirrors to ${url} already`, 409);
+    let held: number;
+    try {
+      held = await store.remoteRefCount(url);
+    } catch (err) {
+      throw new UserError(`cannot reach ${url}, so it was not added: ${(err as Error).message}`, 502);
+    }
+    // A mirror push replaces everything there: only an empty repository may become a replica.
+    if (held > 0) throw new UserError(`${url} holds ${held} ref(s) already; mirroring would replace them. Give an empty repository (git init --bare)`, 409);
     let n = 1;
     while (mirrors.has(`nas-${n}`)) n++;
     const name = `nas-${n}`;
@@ -41,7 +49,10 @@ export class Replicator {
 
   async list(role: string): Promise<RemoteView[]> {
     const mirrors = await this.reg.homeOf(role).store.mirrors();
-    return [...mirrors].map(([name, url]) => ({ role, name, url, ...this.status.get(`${role} ${name}`) }));
+    return [...mirrors].map(([name, url]) => {
+      const s = this.status.get(`${role} ${name}`);
+      return { role, name, url, ...(s?.pushed ? { pushed: s.pushed } : {}), ...(s?.error ? { error: s.error } : {}) };
+    });
   }
 
   async remove(role: string, url: string, creds: Credentials): Promise<RemoteView> {
@@ -68,14 +79,21 @@ export class Replicator {
         let all = true;
         for (const name of mirrors.keys()) {
           const key = `${role} ${name}`;
+          const was = this.status.get(key);
+          // A remote that keeps failing is tried less often: 5 s, 10 s, 20 s ... up to 5 minutes.
+          if (was?.retryAt && Date.now() < was.retryAt) {
+            all = false;
+            continue;
+          }
           try {
             await store.pushMirror(name);
             this.status.set(key, { pushed: new Date().toISOString() });
           } catch (err) {
             all = false;
             const error = (err as Error).message;
-            if (this.status.get(key)?.error !== error) this.log.warn({ role, remote: mirrors.get(name), error }, 'replication push failed; retried at the next change');
-            this.status.set(key, { ...this.status.get(key), error });
+            const failures = (was?.failures ?? 0) + 1;
+            if (was?.error !== error) this.log.warn({ role, remote: mirrors.get(name), error }, 'replication push failed; it is retried');
+            this.status.set(key, { pushed: was?.pushed, error, failures, retryAt: Date.now() + Math.min(300_000, 5000 * 2 ** (failures - 1)) });
           }
         }
         if (all) this.mirrored.set(role, refs);

@@ -64,7 +64,12 @@ export function parseListen(listen: string): { host: string; port: number } | nu
 export async function serveWeb(listen: string, table: Handlers, logins: WebLogins, log: Logger): Promise<http.Server | null> {
   const where = parseListen(listen);
   if (!where) return null;
-  const page = (await fs.readFile(`${ROOT}/src/web/index.html`, 'utf8'));
+  const shell = await fs.readFile(`${ROOT}/src/web/index.html`, 'utf8').catch((err) => {
+    log.warn({ err }, 'the web page\'s files are missing; nasd serves everything else');
+    return null;
+  });
+  if (shell === null) return null;
+  const page = shell;
   const server = http.createServer((req, res) => void handle(req, res).catch((err) => {
     log.error({ err, url: req.url }, 'web request failed');
     if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error (see nasd\'s log)');

@@ -20,13 +20,15 @@ export async function exportHome(home: Home, file: string): Promise<{ bytes: num
   if (await fs.lstat(target).then(() => true, () => false)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
   const dir = path.dirname(target);
   if (!(await fs.stat(dir).then((s) => s.isDirectory(), () => false))) throw new UserError(`${dir} is not a directory; nothing was written`);
-  const partial = `${target}.partial-${process.pid}`;
+  // Written in a directory only root can enter, then linked into place: no one reads it half-made, and the
+  // link fails rather than overwrite a file that appeared meanwhile.
+  const work = await fs.mkdtemp(path.join(dir, '.nas-export-'));
   try {
-    await home.store.bundle(partial);
-    await fs.chmod(partial, 0o600);
-    await fs.link(partial, target); // fails if the name was taken meanwhile: never overwrites
+    await home.store.bundle(`${work}/bundle`);
+    await fs.chmod(`${work}/bundle`, 0o600);
+    await fs.link(`${work}/bundle`, target);
   } finally {
-    await fs.rm(partial, { force: true });
+    await fs.rm(work, { recursive: true, force: true });
   }
   return { bytes: (await fs.stat(target)).size, refs: (await home.store.listRefs('refs/')).size };
 }
@@ -36,7 +38,9 @@ export async function exportHome(home: Home, file: string): Promise<{ bytes: num
  * nasd does not list, and renamed into place only when whole: an import that fails (not a bundle, truncated, no
  * main, the name taken) leaves nothing behind.
  */
-export async function importHome(stateDir: string, file: string, role: string | undefined, identity: Identity): Promise<Home> {
+export async function importHome(
+  stateDir: string, file: string, role: string | undefined, identity: Identity, archived: (role: string) => boolean = () => false,
+): Promise<Home> {
   if (role !== undefined) validateRole(role);
   const source = absoluteNew(file);
   if (!(await fs.stat(source).then((s) => s.isFile(), () => false))) throw new UserError(`${source} is not a file; export one with nas export <role> <file>`, 404);
@@ -54,7 +58,9 @@ export async function importHome(stateDir: string, file: string, role: string | 
     const name = role ?? (await roleNamed(store, main));
     if (!name) throw new UserError(`${source}'s .nas/role.yaml names no role; import it with --as <role>`);
     const dir = Home.dirFor(stateDir, validateRole(name));
-    if (await fs.lstat(dir).then(() => true, () => false)) throw new UserError(`Home "${name}" already exists; nothing was imported. Import under another name with --as <role>`, 409);
+    if (archived(name) || (await fs.lstat(dir).then(() => true, () => false))) {
+      throw new UserError(`a Home named "${name}" exists already${archived(name) ? ' (archived)' : ''}; nothing was imported. Import under another name with --as <role>`, 409);
+    }
     await store.setHead(MAIN_REF);
     await fs.mkdir(`${building}/nas/branches`, { recursive: true });
     await fs.rename(building, dir);

@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { constants } from 'node:fs';
 import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
 
@@ -81,12 +82,22 @@ export async function templateFiles(spec: string, templatesDir: string, role: st
   return [...own.filter((f) => f.path !== '.nas/role.yaml'), ...fromBuiltIn];
 }
 
-/** Every file, executable and symlink under a directory; a `.git` directory is skipped, anything else refused by name. */
+/**
+ * Every file, executable and symlink under a directory; a `.git` directory is skipped, anything else refused by
+ * name. nasd reads it as root, so every directory must be root's own and writable by no one else (no one can
+ * swap a link in while it is read), and files are opened without following links.
+ */
 async function readTemplateDir(root: string): Promise<TemplateFile[]> {
   const out: TemplateFile[] = [];
   let bytes = 0;
+  const uid = process.getuid?.() ?? 0;
   const walk = async (rel: string): Promise<void> => {
-    for (const e of await fs.readdir(rel ? `${root}/${rel}` : root, { withFileTypes: true })) {
+    const here = rel ? `${root}/${rel}` : root;
+    const st = await fs.lstat(here);
+    if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) {
+      throw new UserError(`template ${root}: ${rel || '.'} must be a directory owned by root and writable by no one else (a template is read as root): chown root and chmod go-w it`);
+    }
+    for (const e of await fs.readdir(here, { withFileTypes: true })) {
       const path = rel ? `${rel}/${e.name}` : e.name;
       const abs = `${root}/${path}`;
       if (e.isDirectory()) {
@@ -96,9 +107,16 @@ async function readTemplateDir(root: string): Promise<TemplateFile[]> {
       validateRelPath(path);
       if (e.isSymbolicLink()) out.push({ path, content: await fs.readlink(abs), kind: 'symlink' });
       else if (e.isFile()) {
-        const content = await fs.readFile(abs);
-        bytes += content.length;
-        out.push({ path, content, kind: ((await fs.stat(abs)).mode & 0o111) !== 0 ? 'exec' : 'file' });
+        const fh = await fs.open(abs, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+        try {
+          const fst = await fh.stat();
+          if (!fst.isFile()) throw new UserError(`template ${root}: ${path} changed while it was read; try again`);
+          const content = await fh.readFile();
+          bytes += content.length;
+          out.push({ path, content, kind: (fst.mode & 0o111) !== 0 ? 'exec' : 'file' });
+        } finally {
+          await fh.close();
+        }
       } else throw new UserError(`template ${root}: ${path} is not a file, directory or symlink; a Home holds only those`);
       if (out.length > TEMPLATE_LIMITS.files || bytes > TEMPLATE_LIMITS.bytes) {
         throw new UserError(`template ${root} holds more than ${TEMPLATE_LIMITS.files} files or ${TEMPLATE_LIMITS.bytes / 1024 ** 2} MiB; a template is a starting point, keep it small`);

@@ -4,7 +4,7 @@ import { META_ROOT, metaPath } from '../store/file-meta.js';
 import { itemsFromGit, type Trash } from '../trash/trash.js';
 import { decodeText } from '../util/text.js';
 import { conflictHunks } from './hunks.js';
-import { driverFor, mergeStructured } from './structured.js';
+import { driverFor, holds, mergeStructured } from './structured.js';
 import { parseMerge, type MergeConfig } from '../config/home-config.js';
 import type { Conflict } from './pr-store.js';
 
@@ -62,9 +62,25 @@ async function mergeContent(
   const [base, main, head] = await Promise.all([baseTree ?? empty, mainTree, headTree].map((t) => store.withoutMeta(t)));
   const resolved = await mergeByDriver(store, base, main, head, await mergeConfig(store, mainTree));
   if (resolved.conflicts.length > 0) return { conflicts: [], structured: resolved.conflicts };
-  // Both sides then hold the driver's result, so git's merge takes it as it is.
-  const [mainSide, headSide] = await Promise.all([main, head].map((t) => store.editTree(t, resolved.edits)));
-  const files = await store.mergeTrees(base, mainSide, headSide);
+  let files = await store.mergeTrees(base, main, head);
+  // Where git's line merge of a driver's file conflicts, both sides take the driver's result, so git takes it.
+  const conflicted = new Set('conflicts' in files ? files.conflicts.map((c) => c.path) : []);
+  const byDriver = new Map([...resolved.merged].filter(([path]) => conflicted.has(path)).map(([path, r]) => [path, r.entry]));
+  if (byDriver.size > 0) {
+    const [mainSide, headSide] = await Promise.all([main, head].map((t) => store.editTree(t, byDriver)));
+    files = await store.mergeTrees(base, mainSide, headSide);
+  }
+  if (!('conflicts' in files)) {
+    // Where git merged the lines cleanly, its bytes stay if they hold the same data (numbers, comments and order
+    // as written); the driver's result replaces them where the line merge changed the data or broke the document.
+    const edits = new Map<string, Entry>();
+    for (const [path, r] of resolved.merged) {
+      if (byDriver.has(path)) continue;
+      const byLines = await store.lookupPath(files.tree, path);
+      if (!byLines || !holds(r.driver, (await store.readBlob(byLines.oid)).toString(), r.value)) edits.set(path, r.entry);
+    }
+    if (edits.size > 0) files = { tree: await store.editTree(files.tree, edits) };
+  }
   if ('conflicts' in files) return { ...files, structured: [] };
   const records = async (tree: string | null) => (tree ? ((await store.lookupPath(tree, META_ROOT))?.oid ?? null) : null);
   const mainRecords = await records(mainTree);
@@ -85,13 +101,13 @@ async function mergeConfig(store: Store, mainTree: string): Promise<MergeConfig>
 }
 
 /**
- * Files both sides changed that a JSON or YAML driver is registered for: merged key by key. Returns the merged
- * blobs (to put on both sides) and, for files where both changed one key differently, a conflict naming the keys.
+ * Files both sides changed that a JSON or YAML driver is registered for: merged key by key. Returns each merged
+ * file (blob and data) and, for files where both changed one key differently, a conflict naming the keys.
  */
 async function mergeByDriver(
   store: Store, base: string, main: string, head: string, config: MergeConfig,
-): Promise<{ edits: Map<string, Entry>; conflicts: Conflict[] }> {
-  const edits = new Map<string, Entry>();
+): Promise<{ merged: Map<string, { entry: Entry; value: unknown; driver: 'json' | 'yaml' }>; conflicts: Conflict[] }> {
+  const merged = new Map<string, { entry: Entry; value: unknown; driver: 'json' | 'yaml' }>();
   const conflicts: Conflict[] = [];
   for (const path of await changedOnBothSides(store, base, main, head)) {
     const driver = driverFor(path, config);
@@ -101,9 +117,9 @@ async function mergeByDriver(
     const text = async (e: Entry | null) => (e ? (await store.readBlob(e.oid)).toString() : null);
     const result = mergeStructured(driver, await text(b), (await text(m))!, (await text(h))!);
     if ('conflict' in result) conflicts.push({ path, kind: 'structured', keys: result.conflict });
-    else edits.set(path, { oid: await store.writeBlob(result.text), mode: m.mode });
+    else merged.set(path, { entry: { oid: await store.writeBlob(result.text), mode: m.mode }, value: result.value, driver });
   }
-  return { edits, conflicts };
+  return { merged, conflicts };
 }
 
 /** Paths changed differently on main and on the branch since their common ancestor (files, records aside). */

@@ -119,7 +119,17 @@ export class PrStore {
     return head ? (await this.store.readCommit(head)).tree : null;
   }
 
+  /** A record by its blob: blobs never change, so each is read once (the inbox and the page poll every few seconds). */
   private async parse(entry: Entry): Promise<PullRequest> {
-    return yaml.load((await this.store.readBlob(entry.oid)).toString()) as PullRequest;
+    let pr = PARSED.get(entry.oid);
+    if (!pr) {
+      pr = yaml.load((await this.store.readBlob(entry.oid)).toString()) as PullRequest;
+      if (PARSED.size >= 20_000) PARSED.delete(PARSED.keys().next().value!);
+      PARSED.set(entry.oid, pr);
+    }
+    // A copy: callers change what they get (transition, update).
+    return structuredClone(pr);
   }
 }
+
+const PARSED = new Map<string, PullRequest>();

@@ -22,19 +22,33 @@ export function needsPerson(path: string, config: MergeConfig): boolean {
   return driver === 'person' || (driver === undefined && STRUCTURED.test(path));
 }
 
-export type StructuredMerge = { text: string } | { conflict: string[] };
+export type StructuredMerge = { text: string; value: unknown } | { conflict: string[] };
+
+/** A JSON or YAML document's data. */
+export function parseStructured(driver: 'json' | 'yaml', text: string): unknown {
+  return driver === 'json' ? JSON.parse(text) : yaml.load(text, { schema: yaml.CORE_SCHEMA });
+}
+
+/** Whether `text` holds exactly `value` (git's line merge kept the data the driver computed). */
+export function holds(driver: 'json' | 'yaml', text: string, value: unknown): boolean {
+  try {
+    return equal(parseStructured(driver, text), value);
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Three-way merge of one JSON or YAML document. Keys keep main's order, then the branch's new keys; JSON keeps
- * main's indentation and final newline. YAML comments are not kept (the document is written anew). A side
+ * main's indentation and final newline. YAML comments are not kept (the document is written anew), so the
+ * merge keeps git's own line merge of the file instead whenever that merges cleanly to the same data. A side
  * that does not parse is a conflict naming that side.
  */
 export function mergeStructured(driver: 'json' | 'yaml', base: string | null, main: string, branch: string): StructuredMerge {
-  const parse = (text: string) => (driver === 'json' ? JSON.parse(text) : yaml.load(text, { schema: yaml.CORE_SCHEMA }));
   const sides: unknown[] = [];
   for (const [name, text] of [['the common ancestor', base], ['main', main], ['the branch', branch]] as const) {
     try {
-      sides.push(text === null ? undefined : parse(text));
+      sides.push(text === null ? undefined : parseStructured(driver, text));
     } catch (err) {
       return { conflict: [`${name} is not valid ${driver.toUpperCase()} (${(err as Error).message.split('\n')[0]})`] };
     }
@@ -42,9 +56,9 @@ export function mergeStructured(driver: 'json' | 'yaml', base: string | null, ma
   const conflicts: string[] = [];
   const merged = merge3(sides[0], sides[1], sides[2], [], conflicts);
   if (conflicts.length > 0) return { conflict: conflicts };
-  if (driver === 'yaml') return { text: yaml.dump(merged, { lineWidth: -1, noRefs: true }) };
+  if (driver === 'yaml') return { text: yaml.dump(merged, { lineWidth: -1, noRefs: true }), value: merged };
   const indent = /^([ \t]+)["}\]]/m.exec(main)?.[1] ?? '  ';
-  return { text: JSON.stringify(merged, null, indent) + (main.endsWith('\n') ? '\n' : '') };
+  return { text: JSON.stringify(merged, null, indent) + (main.endsWith('\n') ? '\n' : ''), value: merged };
 }
 
 type Plain = Record<string, unknown>;

@@ -293,6 +293,11 @@ export class Store {
     }));
   }
 
+  /** How many refs a remote holds (`git ls-remote`), failing with git's words when it cannot be reached. */
+  async remoteRefCount(url: string, timeoutMs = 60_000): Promise<number> {
+    return (await this.git(['-c', 'core.askPass=true', 'ls-remote', '--', url], 'ignore', timeoutMs)).split('\n').filter(Boolean).length;
+  }
+
   async addMirror(name: string, url: string): Promise<void> {
     await this.git(['remote', 'add', '--mirror=push', name, url]);
   }

@@ -133,15 +133,23 @@ function decisionCard(d) {
 function prPage(role, id) {
   document.title = `PR ${id} · ${role} · Agent NAS`;
   let shown;
-  live(`/v1/homes/${enc(role)}/prs/${id}`, (pr) => {
-    // The diff does not change; only the state does: re-render the decision, keep the diff (and its page) as it is.
-    if (shown) {
-      shown.decision.replaceWith((shown.decision = decisionBox(role, pr)));
-      shown.state.replaceWith((shown.state = badge(pr.state)));
+  let updated;
+  // The PR's detail (its whole diff) is fetched once, and again only when the Home's PR list says it changed.
+  const load = async () => {
+    const pr = await get(`/v1/homes/${enc(role)}/prs/${id}`);
+    updated = pr.updated;
+    if (!shown) {
+      shown = renderPr(role, pr);
       return;
     }
-    shown = renderPr(role, pr);
-  });
+    // The diff does not change; only the state does: re-render the decision, keep the diff (and its page) as it is.
+    shown.decision.replaceWith((shown.decision = decisionBox(role, pr)));
+    shown.state.replaceWith((shown.state = badge(pr.state)));
+  };
+  load().then(() => live(`/v1/homes/${enc(role)}/prs`, (list) => {
+    const mine = list.find((p) => p.id === id);
+    if (mine && mine.updated !== updated) load().catch((err) => notice(err.message));
+  }), (err) => main.replaceChildren(h('p', { class: 'notice error' }, err.message)));
 }
 
 function renderPr(role, pr) {

@@ -69,7 +69,7 @@ describe('export and import', () => {
     expect(await fs.readFile(d.path('copy@work', 'outbox/secret.md'), 'utf8')).toBe('only for me\n');
     const taken = await d.nas('import', file);
     expect(taken.code).toBe(1);
-    expect(taken.stderr).toMatch(/Home "demo" already exists; nothing was imported/);
+    expect(taken.stderr).toMatch(/a Home named "demo" exists already; nothing was imported/);
     const bundle = await fs.readFile(file);
     await fs.writeFile(`${d.dir}/truncated.bundle`, bundle.subarray(0, Math.floor(bundle.length / 2)));
     await fs.writeFile(`${d.dir}/text.bundle`, 'just some text\n');

@@ -19,6 +19,9 @@ describe('Home lifecycle', () => {
     await fs.writeFile(`${dir}/researcher/logo.bin`, Buffer.from([0, 255, 1, 254]));
     await fs.symlink('AGENTS.md', `${dir}/researcher/CLAUDE.md`);
     await fs.writeFile(`${dir}/researcher/.nas/policy.yaml`, 'version: 1\nread_only:\n  - ".nas/**"\n  - "tools/**"\nappend_only:\n  - "memory/journal/**"\n');
+    await fs.mkdir(`${dir}/open`);
+    await fs.writeFile(`${dir}/open/AGENTS.md`, '# Open\n');
+    await fs.chmod(`${dir}/open`, 0o777);
     await fs.mkdir(`${dir}/empty`);
     await fs.writeFile(`${dir}/empty/README.md`, 'no instructions\n');
     d = await TestDaemon.start({ extraArgs: ['--demo', '--templates-dir', dir] });
@@ -45,7 +48,7 @@ describe('Home lifecycle', () => {
 
     const byDir = await d.nas('home', 'create', 'copied', '--template', `${templates}/researcher`);
     expect(byDir.code, byDir.stderr).toBe(0);
-    for (const [spec, message] of [['empty', /has no AGENTS\.md/], ['nowhere', /unknown template "nowhere"/], ['../etc', /invalid template name/]] as const) {
+    for (const [spec, message] of [['empty', /has no AGENTS\.md/], ['open', /must be a directory owned by root and writable by no one else/], ['nowhere', /unknown template "nowhere"/], ['../etc', /invalid template name/]] as const) {
       const bad = await d.nas('home', 'create', 'broken', '--template', spec);
       expect(bad.code, spec).toBe(1);
       expect(bad.stderr).toMatch(message);
@@ -128,7 +131,12 @@ describe('Home lifecycle', () => {
       expect((await d.nasJson<any[]>('remote', 'list', 'copied'))[0]).toMatchObject({ url, pushed: expect.any(String) });
       const refusing = await d.nas('remote', 'add', 'copied', `git://127.0.0.1:${port}/missing.git`);
       expect(refusing.code).toBe(1);
-      expect(refusing.stderr).toMatch(/the remote refused the first push, so it was not added/);
+      expect(refusing.stderr).toMatch(/cannot reach git:\/\/127\.0\.0\.1:\d+\/missing\.git, so it was not added/);
+      // A repository that holds refs already would lose them to a mirror: refused, and it keeps them.
+      const busy = await d.nas('remote', 'add', 'research', url);
+      expect(busy.code).toBe(1);
+      expect(busy.stderr).toMatch(/holds \d+ ref\(s\) already; mirroring would replace them/);
+      expect(await refs(`${served}/copied.git`)).toMatch(/refs\/heads\/live/);
       expect((await d.nasJson<any[]>('remote', 'list', 'copied')).map((x) => x.url)).toEqual([url]);
       expect((await d.nas('remote', 'remove', 'copied', url)).code).toBe(0);
       expect(await d.nasJson<any[]>('remote', 'list', 'copied')).toEqual([]);

@@ -71,7 +71,7 @@ describe('maintenance and the Store\'s push guard', () => {
     expect(unknown.stderr).toMatch(/no Home named "nobody-home"/);
   });
 
-  it('refuses a git push to main or to nasd\'s records; a branch may be pushed; the operator can override', async () => {
+  it('refuses a git push to main, to nasd\'s records or to a live branch; a new branch may be pushed; the operator can override', async () => {
     const work = `${d.dir}/pusher`;
     const git = (env: Record<string, string>, ...args: string[]) =>
       run('git', ['-c', 'user.name=op', '-c', 'user.email=op@x', ...args], { cwd: work, env });
@@ -87,6 +87,10 @@ describe('maintenance and the Store\'s push guard', () => {
     const toRecords = await git({}, 'push', '-q', 'origin', 'HEAD:refs/nas/trash');
     expect(toRecords.code).not.toBe(0);
     expect((await git({}, 'push', '-q', 'origin', 'HEAD:refs/heads/pushed')).code).toBe(0);
+    // A branch that exists is written through its view: a push there would stop the view's commits.
+    const toLive = await git({}, 'push', '-q', '--force', 'origin', 'HEAD:refs/heads/work');
+    expect(toLive.code).not.toBe(0);
+    expect(toLive.stderr).toMatch(/refs\/heads\/work exists and is written through its view/);
     expect((await git({ NAS_OPERATOR_PUSH: '1' }, 'push', '-q', 'origin', 'HEAD:main')).code).toBe(0);
     await eventually(async () => (await fs.readFile(d.path('demo', 'outbox/pushed.md'), 'utf8').catch(() => '')) === 'around the gate\n', 'main to follow the override push');
   });

@@ -115,8 +115,11 @@ describe('nas run', () => {
     const firstDone = outcome(first);
     const firstBranch = (await marker('first')).trim();
     const ownerToken = (await fs.readFile(`${d.state}/owner.token`, 'utf8')).trim();
+    const mainHead = (await d.git('rev-parse', 'main')).stdout.trim();
     const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
       `cd $NAS_MOUNT; ` +
+      // History views show any commit, another run's too: closed to runs.
+      `cat demo:${mainHead.slice(0, 12)}/AGENTS.md > /dev/null 2> ${shared}/history-err; ` +
       `(echo x > demo@draft/outbox/x.md) 2> ${shared}/draft-err; ` +
       `cat demo@${firstBranch}/outbox/secret.md 2> ${shared}/other-err > ${shared}/other-out; ` +
       `ls demo@${firstBranch} > /dev/null 2>> ${shared}/other-err; ` +
@@ -132,6 +135,7 @@ describe('nas run', () => {
     expect((await firstDone).code).toBe(0);
     expect(code, stderr).toBe(0);
     expect(await fs.readFile(`${shared}/draft-err`, 'utf8')).toMatch(/Permission denied/);
+    expect(await fs.readFile(`${shared}/history-err`, 'utf8')).toMatch(/Permission denied/);
     expect(await fs.readFile(`${shared}/other-out`, 'utf8')).toBe('');
     expect(await fs.readFile(`${shared}/other-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied[\s\S]*Permission denied/);
     // Nor around the views: the Store (its upper directories, its objects) is hidden inside a run.

@@ -453,6 +453,7 @@ export class BranchView implements WritableView {
     await this.realParents(rel);
     if (kind === 'dir') await mkdirsFor(this.overlay.up(rel), this.ctx.owner);
     else {
+      if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
       // A file restored over one in the upper directory replaces its bytes in the quota.
       const node = await this.overlay.resolve(rel);
       if (node?.stat && !isDir(node)) this.space.used -= node.stat.size;
