@@ -9,6 +9,8 @@ import path from 'node:path';
 const RANK: Record<string, number> = {
   util: 0, store: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4, run: 4,
   merge: 5, 'fuse-ops': 6, api: 6, daemon: 7, cli: 8,
+  // The web page's browser files (served by nasd, no TypeScript): above everything, importing nothing.
+  web: 9,
 };
 const SRC = path.resolve(import.meta.dirname, '../../src');
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { driverFor, mergeStructured, needsPerson } from '../../src/merge/structured.js';
+import { driverFor, holds, mergeStructured, needsPerson } from '../../src/merge/structured.js';
 import { DEFAULT_MERGE, parseMerge } from '../../src/config/home-config.js';
 
 describe('structured merge', () => {
@@ -7,7 +7,7 @@ describe('structured merge', () => {
 
   it('takes each side\'s keys, key by key, in main\'s order then the branch\'s new keys', () => {
     const r = mergeStructured('json', json({ a: 1, b: { x: 1, y: 1 }, gone: 1 }), json({ a: 2, b: { x: 1, y: 1 }, gone: 1 }), json({ a: 1, b: { x: 1, y: 2 }, c: 3 }));
-    expect(r).toEqual({ text: json({ a: 2, b: { x: 1, y: 2 }, c: 3 }) });
+    expect(r).toMatchObject({ text: json({ a: 2, b: { x: 1, y: 2 }, c: 3 }) });
   });
 
   it('stops where both sides changed one key differently, naming every such key', () => {
@@ -15,7 +15,7 @@ describe('structured merge', () => {
     expect(r).toEqual({ conflict: ['a', 'b.x', 'l'] });
     // One side deletes a key the other changes: a conflict too; the same change on both sides is not.
     expect(mergeStructured('json', json({ a: 1 }), json({}), json({ a: 2 }))).toEqual({ conflict: ['a'] });
-    expect(mergeStructured('json', json({ a: 1 }), json({ a: 2 }), json({ a: 2 }))).toEqual({ text: json({ a: 2 }) });
+    expect(mergeStructured('json', json({ a: 1 }), json({ a: 2 }), json({ a: 2 }))).toMatchObject({ text: json({ a: 2 }) });
   });
 
   it('names a side that does not parse, and keeps a key called __proto__ a key', () => {
@@ -26,8 +26,15 @@ describe('structured merge', () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
+  it('tells whether a line-merged text holds the data the driver computed (so git\'s bytes can stay)', () => {
+    expect(holds('yaml', '# kept\na: 2\nb: [1, 2]\n', { a: 2, b: [1, 2] })).toBe(true);
+    expect(holds('json', '{ "a": 1, "b": 2 }', { b: 2, a: 1 })).toBe(true);
+    expect(holds('json', '{ "a": 1,\n,"b": 2 }', { a: 1, b: 2 })).toBe(false);
+    expect(holds('json', '{ "a": 1 }', { a: 1, b: 2 })).toBe(false);
+  });
+
   it('merges YAML mappings the same way', () => {
-    expect(mergeStructured('yaml', 'a: 1\nb: 1\n', 'a: 2\nb: 1\n', 'a: 1\nb: 2\n')).toEqual({ text: 'a: 2\nb: 2\n' });
+    expect(mergeStructured('yaml', 'a: 1\nb: 1\n', 'a: 2\nb: 1\n', 'a: 1\nb: 2\n')).toMatchObject({ text: 'a: 2\nb: 2\n' });
   });
 
   it('finds the driver by the first matching glob; structured data with none needs a person', () => {
