@@ -139,7 +139,9 @@ export async function serveWeb(listen: string, table: Handlers, logins: WebLogin
     return null;
   }
   port = (server.address() as { port: number }).port;
-  const host = where.host.includes(':') ? `[${where.host}]` : where.host;
+  // Bound to every address: the link names loopback (elsewhere, put a proxy in front: README).
+  const local = where.host === '0.0.0.0' || where.host === '::' ? '127.0.0.1' : where.host;
+  const host = local.includes(':') ? `[${local}]` : local;
   logins.base = `http://${host}:${port}`;
   log.info({ url: logins.base }, 'web page ready (nas web open prints a login link)');
   return server;

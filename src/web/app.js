@@ -387,6 +387,10 @@ function prChart(prs) {
 // ---- routing ----------------------------------------------------------------------------------------
 
 async function start() {
+  document.getElementById('logout').addEventListener('click', async () => {
+    await fetch('/logout', { method: 'POST', headers: { 'x-csrf-token': csrf }, credentials: 'same-origin' });
+    location.assign('/');
+  });
   try {
     await nav();
     const parts = location.pathname.split('/').filter(Boolean).map(decodeURIComponent);

@@ -190,6 +190,16 @@ describe('the web page', () => {
     expect(cspViolations).toEqual([]);
     expect(dialogs).toEqual([]);
   });
+
+  it('logs out: the session is gone, and the page asks for a new link', async () => {
+    const old = (await page.context().cookies()).find((c) => c.name === 'nas_session')!.value;
+    await page.locator('#logout').click();
+    await page.waitForURL(`${base}/`);
+    expect(await page.locator('main.login').textContent()).toMatch(/nas web open/);
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'nas_session');
+    expect(cookie).toBeUndefined();
+    expect((await fetch(`${base}/api/v1/decisions`, { headers: { cookie: `nas_session=${old}` } })).status).toBe(401);
+  });
 });
 
 
