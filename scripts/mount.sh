@@ -37,6 +37,7 @@ for _ in $(seq 150); do
     echo "nasd is running (pid $(cat "$pidfile"), log $log)"
     bin/nas status
     echo "try: ls /agents; cat /agents/demo/AGENTS.md; nas branch create demo/draft --ttl 48h"
+    echo "review PRs in a browser: nas web open (prints a one-time login link)"
     exit 0
   fi
   kill -0 "$(cat "$pidfile")" 2>/dev/null || { echo "nasd exited:" >&2; tail -5 "$log" >&2; exit 1; }
