@@ -112,7 +112,13 @@ export async function serveWeb(listen: string, table: Handlers, logins: WebLogin
       return send(res, 200, 'application/json', JSON.stringify({ ok: true, result: null }), { 'set-cookie': `${COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0` });
     }
     if (url.pathname.startsWith('/api/')) {
-      const raw = req.method === 'POST' ? await readBody(req) : {};
+      let raw: unknown = {};
+      try {
+        if (req.method === 'POST') raw = await readBody(req);
+      } catch (err) {
+        if (!(err instanceof UserError)) throw err;
+        return send(res, err.status, 'application/json', JSON.stringify({ ok: false, error: err.message }));
+      }
       const started = process.hrtime.bigint();
       const answered = await dispatch(table, req.method ?? '', url.pathname.slice(4), raw, { owner: true }, log, (route) => ALLOWED.has(route));
       const body = JSON.stringify(answered.payload);
