@@ -201,12 +201,18 @@ function trustList(t) {
     row('marked reviewed by the branch', t.reviewed_claims, 'warn'), row('session-start context changed', t.start_set ?? [], 'warn'));
 }
 
+/** The files a PR changes: the first 100, and the rest on request (a 1,000-file PR stays quick to open). */
 function filesTable(files) {
-  return h('table', { class: 'files' },
-    h('thead', {}, h('tr', {}, h('th', {}, 'status'), h('th', {}, 'path'), h('th', {}, 'size'))),
-    h('tbody', {}, files.map((f) => h('tr', {},
-      h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null),
-      h('td', { class: 'num' }, f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`)))));
+  const SHOWN = 100;
+  const row = (f) => h('tr', {},
+    h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null),
+    h('td', { class: 'num' }, f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`));
+  const body = h('tbody', {}, files.slice(0, SHOWN).map(row));
+  const more = files.length > SHOWN
+    ? h('button', { class: 'more', onclick: () => { body.append(...files.slice(SHOWN).map(row)); more.remove(); } }, `show all ${files.length} files`)
+    : null;
+  return h('div', {}, h('table', { class: 'files' },
+    h('thead', {}, h('tr', {}, h('th', {}, 'status'), h('th', {}, 'path'), h('th', {}, 'size'))), body), more);
 }
 
 function decisionBox(role, pr) {
