@@ -322,11 +322,16 @@ export class Registry {
   }
 
   /** The whole Home in one file (a git bundle), after committing what every branch has pending. */
+  /** An archived Home exports from its archived Store, as it was left. */
   async exportHome(role: string, file: string): Promise<Exported> {
-    const m = this.need(role);
     const started = process.hrtime.bigint();
-    await this.sync(role);
-    const { bytes, refs } = await exportHome(m.home, file);
+    let store: Store;
+    if (this.archived.has(role)) store = await Store.open(archiveDirFor(this.opts.stateDir, role));
+    else {
+      store = this.need(role).home.store;
+      await this.sync(role);
+    }
+    const { bytes, refs } = await exportHome(store, file);
     return { role, file, bytes, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
   }
 

@@ -14,8 +14,8 @@ import { parseRole } from '../config/home-config.js';
  * does not travel.
  */
 
-/** Write the Home's bundle to `file` (absolute, not existing yet), readable by its owner only. */
-export async function exportHome(home: Home, file: string): Promise<{ bytes: number; refs: number }> {
+/** Write a Home's bundle (from its Store) to `file` (absolute, not existing yet), readable by its owner only. */
+export async function exportHome(store: Store, file: string): Promise<{ bytes: number; refs: number }> {
   const target = absoluteNew(file);
   if (await fs.lstat(target).then(() => true, () => false)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
   const dir = path.dirname(target);
@@ -24,13 +24,13 @@ export async function exportHome(home: Home, file: string): Promise<{ bytes: num
   // link fails rather than overwrite a file that appeared meanwhile.
   const work = await fs.mkdtemp(path.join(dir, '.nas-export-'));
   try {
-    await home.store.bundle(`${work}/bundle`);
+    await store.bundle(`${work}/bundle`);
     await fs.chmod(`${work}/bundle`, 0o600);
     await fs.link(`${work}/bundle`, target);
   } finally {
     await fs.rm(work, { recursive: true, force: true });
   }
-  return { bytes: (await fs.stat(target)).size, refs: (await home.store.listRefs('refs/')).size };
+  return { bytes: (await fs.stat(target)).size, refs: (await store.listRefs('refs/')).size };
 }
 
 /**

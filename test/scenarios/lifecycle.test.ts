@@ -71,6 +71,10 @@ describe('Home lifecycle', () => {
     expect((await d.nas('home', 'create', 'research')).stderr).toMatch(/archived Home is named "research"/);
     // The pending write was committed before the views went; the Store sits under archive/.
     expect((await run('git', [`--git-dir=${d.state}/archive/research.git`, 'show', 'try:notes.md'])).stdout).toBe('pending when archived\n');
+    // An archived Home exports as it was left.
+    const exported = await d.nasJson('export', 'research', `${d.dir}/archived.bundle`);
+    expect(exported.refs).toBeGreaterThan(1);
+    expect((await run('git', ['bundle', 'list-heads', `${d.dir}/archived.bundle`])).stdout).toMatch(/refs\/heads\/try/);
     const u = await d.nasJson('home', 'unarchive', 'research');
     expect(u).toMatchObject({ role: 'research', state: 'active', branches: ['try'] });
     expect(await fs.readFile(d.path('research@try', 'notes.md'), 'utf8')).toBe('pending when archived\n');

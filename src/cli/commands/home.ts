@@ -20,7 +20,8 @@ export const help = {
   export:
     'usage: nas export <role> <file>\n\nowner: write the whole Home to a new file (a git bundle, mode 0600): main, every branch (what\n' +
     'is pending is committed first), the recycle area, PRs, leases, checkpoints, runs and the files\' metadata.\n' +
-    'Scratch (workspace/, ignored paths) is not in git and is not exported. nas import reads it back.\n',
+    'Scratch (workspace/, ignored paths) is not in git and is not exported. An archived Home exports as it was\n' +
+    'left. nas import reads it back.\n',
   import:
     'usage: nas import <file> [--as <role>]\n\nowner: make a Home from a file nas export wrote, with every ref as it was, under its own role or\n' +
     '<role>; it is mounted at once. A file that is not a whole bundle, or a role that exists, leaves nothing behind.\n',
