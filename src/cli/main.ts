@@ -1,6 +1,5 @@
 #!/usr/bin/env node
-import { ApiError, client, type Call } from '../api/client.js';
-import { DEFAULT_SOCKET } from '../api/client.js';
+import { ApiError, DEFAULT_SOCKET, client, type Call } from '../api/client.js';
 import { printable } from '../util/display.js';
 import { Usage, parse, type Args } from './args.js';
 import { helpFor, lookup } from './commands/index.js';

@@ -67,7 +67,7 @@ async function groupId(group: string): Promise<number> {
 type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
 /** A request's answer on the wire: the HTTP status and `{ ok, result | error }`. */
-export interface Answered {
+interface Answered {
   status: number;
   payload: { ok: true; result: unknown } | { ok: false; error: string };
 }

@@ -14,10 +14,10 @@ import { MODE, type Entry } from '../store/store.js';
 import { metaPath } from '../store/file-meta.js';
 import type { Registry } from './registry.js';
 
-/** Checkpoints and restores through the control API: who may, then the Home's checkpoints and the branch view. */
 /** The `.nas/` files a Home reads. */
 const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.yaml', '.nas/policy.yaml', '.nas/merge.yaml', '.nas/checks.yaml'];
 
+/** Checkpoints, restore, log, diff and .nas/ changes through the control API: who may, then the Home and its views. */
 export class HistoryService {
   constructor(
     private readonly reg: Registry,

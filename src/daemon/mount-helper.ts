@@ -15,7 +15,7 @@ const KEYS: Record<string, string> = {
 };
 /** Options mount(8) and systemd pass to every filesystem, which mean nothing more to nasd. */
 const GENERIC = new Set(['rw', 'defaults', 'auto', 'noauto', 'user', 'nouser', 'users', 'nofail', '_netdev', 'suid', 'nosuid', 'dev', 'nodev', 'exec', 'noexec', 'atime', 'noatime', 'relatime', 'allow_other']);
-export const DEFAULT_LOG = '/var/log/agent-nas/nasd.log';
+const DEFAULT_LOG = '/var/log/agent-nas/nasd.log';
 
 export interface MountCall {
   flags: string[];

@@ -5,6 +5,7 @@ import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
 import type { Decision, PrDetail, PrFile, PrSummary } from '../api/types.js';
 import { MODE } from '../store/store.js';
+import { mapLimit } from '../util/concurrency.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
 import type { Registry } from './registry.js';
@@ -74,12 +75,12 @@ export class PrService {
     const home = this.home(role);
     const pr = await findPr(home, id);
     const [baseTree, headTree] = await Promise.all([pr.base, pr.head].map(async (c) => (await home.store.readCommit(c)).tree));
-    const files = await Promise.all((await home.store.fileChanges(baseTree, headTree)).map(async (c): Promise<PrFile> => {
+    const files = await mapLimit(await home.store.fileChanges(baseTree, headTree), 8, async (c): Promise<PrFile> => {
       const [before, after] = await Promise.all([c.before, c.after].map(async (e) => (e && e.mode !== MODE.link ? home.store.readBlob(e.oid) : null)));
       // As git decides: a NUL in the first 8,000 bytes makes a file binary.
       const binary = [before, after].some((b) => b !== null && b.subarray(0, 8000).includes(0));
       return { path: c.path, status: c.status, binary, ...(before ? { before: before.length } : {}), ...(after ? { after: after.length } : {}) };
-    }));
+    });
     return { ...pr, diff: await home.store.diffText(baseTree, headTree), files, reads: await home.prs.reads(id) };
   }
 

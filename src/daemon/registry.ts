@@ -197,13 +197,15 @@ export class Registry {
     if (colon > 0) {
       const m = this.homes.get(name.slice(0, colon));
       const spec = name.slice(colon + 1);
-      const commit = m?.checkpoints.has(spec) ? undefined : m?.commits.get(spec);
+      const checkpoint = m?.checkpoints.get(spec);
+      if (checkpoint || !m) return checkpoint;
+      const commit = m.commits.get(spec);
       if (commit) {
         // The least recently used commit view is the one that goes: this one moves to the end.
-        m!.commits.delete(spec);
-        m!.commits.set(spec, commit);
+        m.commits.delete(spec);
+        m.commits.set(spec, commit);
       }
-      return m?.checkpoints.get(spec) ?? commit;
+      return commit;
     }
     const at = name.indexOf('@');
     const m = this.homes.get(at < 0 ? name : name.slice(0, at));
@@ -218,10 +220,10 @@ export class Registry {
    */
   async resolve(name: string): Promise<void> {
     const colon = name.indexOf(':');
-    if (colon < 0 || this.view(name)) return;
+    if (colon < 0) return;
     const m = this.homes.get(name.slice(0, colon));
     const spec = name.slice(colon + 1);
-    if (!m || !COMMIT_ID.test(spec)) return;
+    if (!m || m.checkpoints.has(spec) || m.commits.has(spec) || !COMMIT_ID.test(spec)) return;
     const commit = await m.home.store.findCommit(spec);
     if (!commit || m.commits.has(spec)) return;
     const view = new MainView(name, new GitLayer(m.home.store, await m.home.store.readCommit(commit)), this.opts.owner, []);
@@ -321,8 +323,10 @@ export class Registry {
     return this.describeHome(m);
   }
 
-  /** The whole Home in one file (a git bundle), after committing what every branch has pending. */
-  /** An archived Home exports from its archived Store, as it was left. */
+  /**
+   * The whole Home in one file (a git bundle), after committing what every branch has pending; an archived Home
+   * exports from its archived Store, as it was left.
+   */
   async exportHome(role: string, file: string): Promise<Exported> {
     const started = process.hrtime.bigint();
     let store: Store;
@@ -337,7 +341,6 @@ export class Registry {
 
   /** A Home from an exported file, under its own role or `as`; mounted at once, its branches with it. */
   async importHome(file: string, as?: string): Promise<Imported> {
-    if (as && this.archived.has(as)) throw new UserError(`an archived Home is named "${as}"; import under another name`, 409);
     const started = process.hrtime.bigint();
     const home = await importHome(this.opts.stateDir, file, as, this.opts.identity, (role) => this.archived.has(role));
     let m: Mounted;
@@ -654,8 +657,9 @@ export class Registry {
   async ensureStateDir(): Promise<void> {
     const { stateDir, log } = this.opts;
     await fs.mkdir(`${stateDir}/homes`, { recursive: true, mode: 0o700 });
-    const homes = (await fs.readdir(`${stateDir}/homes`)).filter((n) => n.endsWith('.git')).map((n) => `${stateDir}/homes/${n}`);
-    for (const partial of (await fs.readdir(`${stateDir}/homes`)).filter((n) => n.startsWith(IMPORTING))) {
+    const names = await fs.readdir(`${stateDir}/homes`);
+    const homes = names.filter((n) => n.endsWith('.git')).map((n) => `${stateDir}/homes/${n}`);
+    for (const partial of names.filter((n) => n.startsWith(IMPORTING))) {
       await fs.rm(`${stateDir}/homes/${partial}`, { recursive: true, force: true });
       log.warn({ dir: partial }, 'removed what an interrupted import left');
     }

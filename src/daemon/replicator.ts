@@ -14,15 +14,23 @@ export class Replicator {
   private readonly mirrored = new Map<string, string>();
   private readonly status = new Map<string, { pushed?: string; error?: string; failures?: number; retryAt?: number }>();
   private busy = false;
+  /** Each Home's remotes (name -> URL), read from its Store's git config once: add and remove are the only writers. */
+  private readonly remotes = new Map<string, Map<string, string>>();
 
   constructor(private readonly reg: Registry, private readonly stateDir: string, private readonly log: Logger) {}
+
+  private async mirrorsOf(role: string): Promise<Map<string, string>> {
+    let known = this.remotes.get(role);
+    if (!known) this.remotes.set(role, (known = await this.reg.homeOf(role).store.mirrors()));
+    return known;
+  }
 
   /** Add a remote: the first push must succeed, or nothing is kept. */
   async add(role: string, url: string, creds: Credentials): Promise<RemoteView> {
     requireOwner(creds, 'adding a remote', this.stateDir);
     if (!url || /[\x00-\x1f\x7f\s]/.test(url) || url.startsWith('-')) throw new UserError(`remote ${JSON.stringify(url).slice(0, 80)}: give a git URL (git://, ssh://, https://, or a path)`);
     const store = this.reg.homeOf(role).store;
-    const mirrors = await store.mirrors();
+    const mirrors = await this.mirrorsOf(role);
     if ([...mirrors.values()].includes(url)) throw new UserError(`Home ${role} mirrors to ${url} already`, 409);
     let held: number;
     try {
@@ -42,13 +50,14 @@ export class Replicator {
       await store.removeMirror(name);
       throw new UserError(`the remote refused the first push, so it was not added: ${(err as Error).message}`, 502);
     }
+    mirrors.set(name, url);
     this.status.set(`${role} ${name}`, { pushed: new Date().toISOString() });
     this.mirrored.delete(role);
     return { role, name, url, pushed: this.status.get(`${role} ${name}`)!.pushed };
   }
 
   async list(role: string): Promise<RemoteView[]> {
-    const mirrors = await this.reg.homeOf(role).store.mirrors();
+    const mirrors = await this.mirrorsOf(role);
     return [...mirrors].map(([name, url]) => {
       const s = this.status.get(`${role} ${name}`);
       return { role, name, url, ...(s?.pushed ? { pushed: s.pushed } : {}), ...(s?.error ? { error: s.error } : {}) };
@@ -57,10 +66,11 @@ export class Replicator {
 
   async remove(role: string, url: string, creds: Credentials): Promise<RemoteView> {
     requireOwner(creds, 'removing a remote', this.stateDir);
-    const store = this.reg.homeOf(role).store;
-    const found = [...(await store.mirrors())].find(([, u]) => u === url);
+    const mirrors = await this.mirrorsOf(role);
+    const found = [...mirrors].find(([, u]) => u === url);
     if (!found) throw new UserError(`Home ${role} has no remote ${url}; see nas remote list ${role}`, 404);
-    await store.removeMirror(found[0]);
+    await this.reg.homeOf(role).store.removeMirror(found[0]);
+    mirrors.delete(found[0]);
     this.status.delete(`${role} ${found[0]}`);
     return { role, name: found[0], url };
   }
@@ -71,9 +81,9 @@ export class Replicator {
     this.busy = true;
     try {
       for (const role of this.reg.roles()) {
-        const store = this.reg.homeOf(role).store;
-        const mirrors = await store.mirrors();
+        const mirrors = await this.mirrorsOf(role);
         if (mirrors.size === 0) continue;
+        const store = this.reg.homeOf(role).store;
         const refs = JSON.stringify([...(await store.listRefs('refs/'))]);
         if (this.mirrored.get(role) === refs) continue;
         let all = true;

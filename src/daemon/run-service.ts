@@ -184,7 +184,7 @@ export class RunService {
   /** A branch that never held a run's work: its leases revoked, the branch removed (nothing to recycle). */
   private async dropBranch(role: string, branch: string): Promise<void> {
     await this.leases.revokeBranch(role, branch);
-    if (this.reg.branchViews(role).some((v) => v.name === `${role}@${branch}`)) await this.reg.discardBranch(role, branch);
+    if (this.reg.branchNames(role).includes(branch)) await this.reg.discardBranch(role, branch);
     await this.leases.apply(role);
   }
 

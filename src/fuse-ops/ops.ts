@@ -39,13 +39,14 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   let nextHandle = 1;
   const started = new Date();
 
-  function route(path: string): { view: View; rel: string } | null {
+  /** `caller`: who asks, when it had to be asked before an await (it is only valid at the handler's start). */
+  function route(path: string, caller: () => Caller | null = callerOf): { view: View; rel: string } | null {
     if (path === '/') return null;
     const slash = path.indexOf('/', 1);
     const name = slash < 0 ? path.slice(1) : path.slice(1, slash);
     const view = router.view(name);
     if (!view) throw fsError('ENOENT');
-    router.admit?.(view, callerOf);
+    router.admit?.(view, caller);
     return { view, rel: slash < 0 ? '' : path.slice(slash + 1) };
   }
 
@@ -124,9 +125,15 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   return {
     getattr: (path: string, cb: Cb) =>
       answer('getattr', path, cb, async () => {
-        // The kernel looks a name up (getattr) before anything else uses it: the one place a view is made on demand.
-        if (router.resolve && path.indexOf('/', 1) < 0 && path !== '/') await router.resolve(path.slice(1));
-        const r = route(path);
+        // The kernel looks a name up (getattr) before anything else uses it: the one place a view is made on demand
+        // (`<role>:<commit>`). Who asks is read first: after the await it could be another request's caller.
+        let caller = callerOf;
+        if (router.resolve && path.indexOf('/', 1) < 0 && path.includes(':')) {
+          const asking = callerOf();
+          caller = () => asking;
+          await router.resolve(path.slice(1));
+        }
+        const r = route(path, caller);
         return r ? r.view.getattr(r.rel) : rootAttr();
       }),
     readdir: (path: string, cb: Cb) =>

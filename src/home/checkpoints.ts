@@ -1,4 +1,5 @@
 import { UserError } from '../util/errors.js';
+import { validateRefName } from '../util/names.js';
 import { RefConflict, type Identity, type Store } from '../store/store.js';
 import { CHECKPOINT_RECORDS_REF, checkpointRef } from '../store/refs.js';
 import { YamlRecords } from '../store/yaml-records.js';
@@ -17,12 +18,8 @@ export interface Checkpoint {
   message?: string;
 }
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
-
 export function validateCheckpointName(name: string): string {
-  if (!NAME.test(name) || name.includes('..') || name.endsWith('.lock') || name.endsWith('.')) {
-    throw new UserError(`invalid checkpoint name ${JSON.stringify(name).slice(0, 80)}: use 1-100 characters from A-Z, a-z, 0-9, '.', '-' and '_', starting with a letter or digit`);
-  }
+  validateRefName(name, 'checkpoint');
   // `<role>:<hex>` under the mount root and `nas restore <hex>` read a commit id.
   if (/^[0-9a-f]{4,40}$/.test(name)) throw new UserError(`invalid checkpoint name "${name}": it reads as a commit id; add a letter beyond a-f`);
   return name;

@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { exists } from '../util/exists.js';
 import yaml from 'js-yaml';
 import { UserError } from '../util/errors.js';
 import { validateBranch, validateRole } from '../util/names.js';
@@ -48,7 +49,7 @@ export class Home {
   static async create(stateDir: string, role: string, opts: { template?: string; templatesDir?: string; owner: string; identity: Identity }): Promise<Home> {
     const dir = Home.dirFor(stateDir, role);
     const template = opts.template ?? 'default';
-    if (await fs.lstat(dir).then(() => true, () => false)) throw new UserError(`Home "${role}" already exists`, 409);
+    if (await exists(dir)) throw new UserError(`Home "${role}" already exists`, 409);
     // Read (and checked) before anything is made: a bad template leaves nothing behind.
     const files = await templateFiles(template, opts.templatesDir ?? '/etc/agent-nas/templates', role, opts.owner, new Date());
     await fs.mkdir(`${stateDir}/homes`, { recursive: true, mode: 0o700 });
@@ -85,7 +86,6 @@ export class Home {
     return head;
   }
 
-  /** The `.nas/` metadata as of a commit, validated; problems are collected, never thrown. */
   /**
    * The Home's metadata as of a commit. Protection fails closed: when `policy.yaml` or `limits.yaml` cannot
    * be read whole (malformed, a bad key, missing), the last version of that file in the commit's history that
@@ -163,9 +163,9 @@ export class Home {
 
   /**
    * Create a branch in O(1): a ref at the source's head, a plain-text record, an empty upper directory.
-   * Nothing walks the Home's tree, so the cost is the same for 100 files and for 100,000.
+   * Nothing walks the Home's tree, so the cost is the same for 100 files and for 100,000. `at`: the commit to
+   * fork at (attempts started together share one), else `from`'s head now.
    */
-  /** `at`: the commit to fork at (attempts started together share one), else `from`'s head now. */
   async createBranch(name: string, opts: { from?: string; at?: string; ttl?: string; run?: string; defaultTtl: string }): Promise<BranchRecord> {
     validateBranch(name);
     const from = opts.from ?? 'main';

@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { exists } from '../util/exists.js';
 import { UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
 import type { Identity, Store } from '../store/store.js';
@@ -45,7 +46,7 @@ export async function listArchived(stateDir: string): Promise<string[]> {
 /** Move a Home's Store out of the served set (the caller has closed its views). */
 export async function moveToArchive(stateDir: string, role: string): Promise<string> {
   const to = archiveDirFor(stateDir, role);
-  if (await fs.lstat(to).then(() => true, () => false)) throw new UserError(`an archived Home "${role}" exists already; unarchive or remove it first`, 409);
+  if (await exists(to)) throw new UserError(`an archived Home "${role}" exists already; unarchive or remove it first`, 409);
   await fs.mkdir(`${stateDir}/archive`, { recursive: true, mode: 0o700 });
   await fs.rename(Home.dirFor(stateDir, role), to);
   return to;
@@ -54,7 +55,7 @@ export async function moveToArchive(stateDir: string, role: string): Promise<str
 /** Bring an archived Home's Store back into the served set. */
 export async function moveFromArchive(stateDir: string, role: string): Promise<void> {
   const from = archiveDirFor(stateDir, role);
-  if (!(await fs.lstat(from).then(() => true, () => false))) throw new UserError(`no archived Home named "${role}"; see nas home list`, 404);
-  if (await fs.lstat(Home.dirFor(stateDir, role)).then(() => true, () => false)) throw new UserError(`a Home named "${role}" is served already; it cannot be unarchived over it`, 409);
+  if (!(await exists(from))) throw new UserError(`no archived Home named "${role}"; see nas home list`, 404);
+  if (await exists(Home.dirFor(stateDir, role))) throw new UserError(`a Home named "${role}" is served already; it cannot be unarchived over it`, 409);
   await fs.rename(from, Home.dirFor(stateDir, role));
 }

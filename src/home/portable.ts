@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { exists } from '../util/exists.js';
 import path from 'node:path';
 import { UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
@@ -17,7 +18,7 @@ import { parseRole } from '../config/home-config.js';
 /** Write a Home's bundle (from its Store) to `file` (absolute, not existing yet), readable by its owner only. */
 export async function exportHome(store: Store, file: string): Promise<{ bytes: number; refs: number }> {
   const target = absoluteNew(file);
-  if (await fs.lstat(target).then(() => true, () => false)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
+  if (await exists(target)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
   const dir = path.dirname(target);
   if (!(await fs.stat(dir).then((s) => s.isDirectory(), () => false))) throw new UserError(`${dir} is not a directory; nothing was written`);
   // Written in a directory only root can enter, then linked into place: no one reads it half-made, and the
@@ -58,7 +59,7 @@ export async function importHome(
     const name = role ?? (await roleNamed(store, main));
     if (!name) throw new UserError(`${source}'s .nas/role.yaml names no role; import it with --as <role>`);
     const dir = Home.dirFor(stateDir, validateRole(name));
-    if (archived(name) || (await fs.lstat(dir).then(() => true, () => false))) {
+    if (archived(name) || (await exists(dir))) {
       throw new UserError(`a Home named "${name}" exists already${archived(name) ? ' (archived)' : ''}; nothing was imported. Import under another name with --as <role>`, 409);
     }
     await store.setHead(MAIN_REF);

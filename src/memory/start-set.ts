@@ -7,12 +7,12 @@ import { relativeLinks } from './links.js';
  * CLAUDE.md that links to it, the start set, skills). The seeds' rule: it comes only from reviewed content,
  * so a change to it waits for the owner.
  */
-export function isAutoLoaded(path: string): boolean {
+function isAutoLoaded(path: string): boolean {
   return path === 'AGENTS.md' || path === 'CLAUDE.md' || isStartFile(path) || path.startsWith(SKILLS_DIR);
 }
 
 /** MEMORY.md's own words: its text without the generated index block (which only the index rules write). */
-export function withoutIndexBlock(text: string): string {
+function withoutIndexBlock(text: string): string {
   const { block } = findBlock(text);
   return block ? text.slice(0, block.from) + text.slice(block.to) : text;
 }

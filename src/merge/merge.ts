@@ -1,5 +1,5 @@
 import { MAIN_REF } from '../store/refs.js';
-import { MODE, RefConflict, type Entry, type Identity, type MergeConflict, type Store } from '../store/store.js';
+import { MODE, RefConflict, type Change, type Entry, type Identity, type MergeConflict, type Store } from '../store/store.js';
 import { META_ROOT, metaPath } from '../store/file-meta.js';
 import { itemsFromGit, type Trash } from '../trash/trash.js';
 import { decodeText } from '../util/text.js';
@@ -65,7 +65,8 @@ async function mergeContent(
   let files = await store.mergeTrees(base, main, head);
   // Where git's line merge of a driver's file conflicts, both sides take the driver's result, so git takes it.
   const conflicted = new Set('conflicts' in files ? files.conflicts.map((c) => c.path) : []);
-  const byDriver = new Map([...resolved.merged].filter(([path]) => conflicted.has(path)).map(([path, r]) => [path, r.entry]));
+  const byDriver = new Map<string, Entry>();
+  for (const [path, r] of resolved.merged) if (conflicted.has(path)) byDriver.set(path, await r.entry());
   if (byDriver.size > 0) {
     const [mainSide, headSide] = await Promise.all([main, head].map((t) => store.editTree(t, byDriver)));
     files = await store.mergeTrees(base, mainSide, headSide);
@@ -77,7 +78,7 @@ async function mergeContent(
     for (const [path, r] of resolved.merged) {
       if (byDriver.has(path)) continue;
       const byLines = await store.lookupPath(files.tree, path);
-      if (!byLines || !holds(r.driver, (await store.readBlob(byLines.oid)).toString(), r.value)) edits.set(path, r.entry);
+      if (!byLines || !holds(r.driver, (await store.readBlob(byLines.oid)).toString(), r.value)) edits.set(path, await r.entry());
     }
     if (edits.size > 0) files = { tree: await store.editTree(files.tree, edits) };
   }
@@ -100,14 +101,21 @@ async function mergeConfig(store: Store, mainTree: string): Promise<MergeConfig>
   return parseMerge(entry ? (await store.readBlob(entry.oid)).toString() : '').value;
 }
 
+/** A file a JSON or YAML driver merged: its data, and its blob when it is wanted. */
+interface DriverMerge {
+  entry: () => Promise<Entry>;
+  value: unknown;
+  driver: 'json' | 'yaml';
+}
+
 /**
  * Files both sides changed that a JSON or YAML driver is registered for: merged key by key. Returns each merged
  * file (blob and data) and, for files where both changed one key differently, a conflict naming the keys.
  */
 async function mergeByDriver(
   store: Store, base: string, main: string, head: string, config: MergeConfig,
-): Promise<{ merged: Map<string, { entry: Entry; value: unknown; driver: 'json' | 'yaml' }>; conflicts: Conflict[] }> {
-  const merged = new Map<string, { entry: Entry; value: unknown; driver: 'json' | 'yaml' }>();
+): Promise<{ merged: Map<string, DriverMerge>; conflicts: Conflict[] }> {
+  const merged = new Map<string, DriverMerge>();
   const conflicts: Conflict[] = [];
   for (const path of await changedOnBothSides(store, base, main, head)) {
     const driver = driverFor(path, config);
@@ -117,14 +125,15 @@ async function mergeByDriver(
     const text = async (e: Entry | null) => (e ? (await store.readBlob(e.oid)).toString() : null);
     const result = mergeStructured(driver, await text(b), (await text(m))!, (await text(h))!);
     if ('conflict' in result) conflicts.push({ path, kind: 'structured', keys: result.conflict });
-    else merged.set(path, { entry: { oid: await store.writeBlob(result.text), mode: m.mode }, value: result.value, driver });
+    // The blob is written only if the driver's text is used (git's bytes are kept where they hold the same data).
+    else merged.set(path, { entry: async () => ({ oid: await store.writeBlob(result.text), mode: m.mode }), value: result.value, driver });
   }
   return { merged, conflicts };
 }
 
 /** Paths changed differently on main and on the branch since their common ancestor (files, records aside). */
-export async function changedOnBothSides(store: Store, base: string | null, main: string, head: string): Promise<string[]> {
-  const [onMain, onBranch] = await Promise.all([main, head].map((t) => store.fileChanges(base, t)));
+export async function changedOnBothSides(store: Store, base: string | null, main: string, head: string, branchChanges?: Change[]): Promise<string[]> {
+  const [onMain, onBranch] = await Promise.all([store.fileChanges(base, main), branchChanges ?? store.fileChanges(base, head)]);
   const branchSide = new Map(onBranch.map((c) => [c.path, c.after?.oid]));
   return onMain.filter((c) => branchSide.has(c.path) && branchSide.get(c.path) !== c.after?.oid).map((c) => c.path);
 }

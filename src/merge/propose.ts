@@ -110,7 +110,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     reviewedClaims: claims,
     inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
     startSet,
-    needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree)).filter((path) => needsPerson(path, p.mainConfig.merge)),
+    needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree, changes)).filter((path) => needsPerson(path, p.mainConfig.merge)),
   });
   const now = new Date().toISOString();
   const count = (s: string) => changes.filter((c) => c.status === s).length;

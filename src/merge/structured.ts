@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import yaml from 'js-yaml';
 import { globToRegExp } from '../util/glob.js';
 import type { MergeConfig, MergeDriver } from '../config/home-config.js';
@@ -64,13 +65,7 @@ export function mergeStructured(driver: 'json' | 'yaml', base: string | null, ma
 type Plain = Record<string, unknown>;
 const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function equal(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && equal((a as Plain)[k], (b as Plain)[k]));
-}
+const equal = isDeepStrictEqual;
 
 /** One value, three ways: the side that changed wins; both changed a mapping: key by key; else a conflict at `at`. */
 function merge3(base: unknown, main: unknown, branch: unknown, at: string[], conflicts: string[]): unknown {

@@ -67,7 +67,7 @@ export function isAppendOnly(rules: Rules, path: string): boolean {
  * stream, `.git::$INDEX_ALLOCATION`) or a backslash, or with characters HFS+ ignores. One such name would stop
  * every commit.
  */
-export function gitRefusesName(name: string): boolean {
+function gitRefusesName(name: string): boolean {
   const n = name.replace(/[\u200b-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/g, '').toLowerCase();
   return /^(\.git|git~\d+)[. ]*($|[:\\])/.test(n);
 }

@@ -17,13 +17,19 @@ export function validateRole(role: string): string {
   return role;
 }
 
-/** A branch name becomes part of a path (<role>@<branch>) and a git ref: no slashes, no '..', no control characters. */
-export function validateBranch(branch: string): string {
-  if (typeof branch !== 'string' || !BRANCH.test(branch) || branch.includes('..') || branch.endsWith('.lock') || branch.endsWith('.')) {
+/** A name that becomes one component of a git ref and of a path (a branch, a checkpoint): no slashes, no '..'. */
+export function validateRefName(name: string, what: string): string {
+  if (typeof name !== 'string' || !BRANCH.test(name) || name.includes('..') || name.endsWith('.lock') || name.endsWith('.')) {
     throw new UserError(
-      `invalid branch name ${describe(branch)}: use 1-100 characters from A-Z, a-z, 0-9, '.', '-' and '_', starting with a letter or digit, without '..' or a '.lock' ending`,
+      `invalid ${what} name ${describe(name)}: use 1-100 characters from A-Z, a-z, 0-9, '.', '-' and '_', starting with a letter or digit, without '..' or a '.lock' ending`,
     );
   }
+  return name;
+}
+
+/** A branch name becomes part of a path (<role>@<branch>) and a git ref: no slashes, no '..', no control characters. */
+export function validateBranch(branch: string): string {
+  validateRefName(branch, 'branch');
   if (branch === 'main') throw new UserError('"main" is the protected line of every Home; choose another branch name');
   // Names git reads as something else: HEAD and its kin, and hex strings that may be taken for a commit id.
   if (/^[A-Z_]*HEAD$/.test(branch) || /^[0-9a-f]{4,40}$/i.test(branch)) {

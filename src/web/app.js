@@ -291,16 +291,16 @@ function diffView(patch) {
 async function homePage(role) {
   document.title = `${role} · Agent NAS`;
   const r = enc(role);
-  const [branches, trash, checkpoints, log, prs] = await Promise.all([
+  const [branches, trash, checkpoints, log, prs, stats] = await Promise.all([
     get(`/v1/homes/${r}/branches`), get(`/v1/homes/${r}/trash`), get(`/v1/homes/${r}/checkpoints`),
-    api('POST', `/v1/homes/${r}/log`, { limit: 20 }).then((x) => x.result), get(`/v1/homes/${r}/prs`),
+    api('POST', `/v1/homes/${r}/log`, { limit: 20 }).then((x) => x.result), get(`/v1/homes/${r}/prs`), get(`/v1/homes/${r}/prs/stats`),
   ]);
   const names = branches.map((b) => b.name);
   document.getElementById('live').hidden = true; // this page is drawn once; reload to see changes
   show(
     h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ` / ${role}`),
     h('h1', {}, role),
-    section('PRs over time', prChart(prs)),
+    section('PRs over time', prChart(prs, stats)),
     section(`Branches (${branches.length})`, branches.length === 0 ? h('p', { class: 'muted' }, 'no branches') : h('table', {},
       h('thead', {}, h('tr', {}, ['branch', 'head', 'expires', 'pending', 'quota used', 'versioned', 'scratch'].map((x) => h('th', {}, x)))),
       h('tbody', {}, branches.map((b) => h('tr', {},
@@ -342,8 +342,8 @@ function trashRow(role, t, branches) {
     h('td', { class: 'num' }, size(t.size)), h('td', {}, usable.length ? [select, ' ', button] : h('span', { class: 'muted' }, 'create a branch first')));
 }
 
-/** Merged by policy, approved and rejected PRs per day (bars), and the approval rate (the owner's decisions). */
-function prChart(prs) {
+/** Merged by policy, approved and rejected PRs per day (bars); the totals and approval rate are nas pr stats'. */
+function prChart(prs, stats) {
   const days = new Map();
   for (const p of prs) {
     const day = p.created.slice(0, 10);
@@ -354,10 +354,8 @@ function prChart(prs) {
     days.set(day, d);
   }
   const rows = [...days].sort(([a], [b]) => (a < b ? -1 : 1)).slice(-14);
-  const decided = prs.filter((p) => (p.merged_by && p.merged_by !== 'policy') || p.rejected_by).length;
-  const approved = prs.filter((p) => p.merged_by && p.merged_by !== 'policy').length;
-  const rate = decided ? `${Math.round((approved / decided) * 100)}% of your decisions approved` : 'no decisions yet';
-  const summary = h('p', { class: 'muted' }, `${prs.length} PRs · ${prs.filter((p) => p.merged_by === 'policy').length} merged by policy · ${rate}`);
+  const rate = stats.approval_rate === null ? 'no decisions yet' : `${stats.approval_rate}% of your decisions approved`;
+  const summary = h('p', { class: 'muted' }, `${stats.total} PRs · ${stats.merged_by_policy} merged by policy · ${rate}`);
   if (rows.length === 0) return summary;
   const ns = 'http://www.w3.org/2000/svg';
   const svg = (tag, attrs) => {

@@ -446,8 +446,10 @@ export class BranchView implements WritableView {
     return (await this.overlay.resolve(rel)) !== null;
   }
 
-  /** Put content back at rel (recycle-area restore) and commit it. The caller checks that rel is free. */
-  /** `commit: false` leaves the commit to the caller's sync (many files restored at once: one commit). */
+  /**
+   * Put content back at rel (from the recycle area, or a restore to an older commit, which may write over a
+   * file) and commit it; `commit: false` leaves the commit to the caller's sync (many files at once: one commit).
+   */
   async restore(rel: string, kind: TrashKind, content: Buffer, commit = true): Promise<void> {
     await this.overlay.check('create', rel);
     await this.realParents(rel);

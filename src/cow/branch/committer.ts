@@ -111,6 +111,7 @@ export class Committer {
     const changes = new Map<string, Entry | null>();
     for (const [path] of whiteouts) if (await store.lookupPath(head.tree, path)) changes.set(path, null);
     const deleted = [...changes.keys()];
+    const deletedSet = new Set(deleted);
     // A deleted path's metadata records go with it.
     for (const path of deleted) if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
     // What .gitignore matches and git does not track stays on disk, uncommitted.
@@ -131,7 +132,7 @@ export class Committer {
       else if (beforeRecord) changes.set(metaPath(path), null);
       // Named in the message and the log only when it changed (after a crash every file left on disk is looked at).
       const same = before?.oid === snap.entry.oid && before.mode === snap.entry.mode && beforeRecord?.oid === snap.record?.oid;
-      if (same && !deleted.includes(path)) continue;
+      if (same && !deletedSet.has(path)) continue;
       written.push(path);
       bytes += snap.bytes;
     }

@@ -60,10 +60,10 @@ export class Overlay {
     return (await this.layer.lookup(rel)) === null;
   }
 
-  /** Policy's answer for a mutation of rel, as an FsError. */
   /** Why the branch takes no more changes (its TTL passed), once it does not. */
   closedBecause?: string;
 
+  /** Policy's answer for a mutation of rel, as an FsError. */
   async check(op: Mutation, rel: string, exists = false): Promise<void> {
     if (this.closedBecause) throw fsError('EROFS', this.closedBecause);
     let code = checkMutation('branch', this.rules, op, rel, exists);
