@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 
 /** Callback-style fs calls as promises on raw descriptors: no FileHandle objects on the hot path. */
@@ -13,4 +14,19 @@ export function read(fd: number, buf: Buffer, len: number, pos: number): Promise
 
 export function write(fd: number, buf: Buffer, len: number, pos: number): Promise<number> {
   return new Promise((resolve, reject) => fs.write(fd, buf, 0, len, pos, (err, n) => (err ? reject(err) : resolve(n))));
+}
+
+/** A time for setTimes: nanoseconds since the epoch, the current time, or "leave it". */
+export type NsTime = bigint | 'now' | 'omit';
+
+const require = createRequire(import.meta.url);
+let native: { lutimens(path: string, atime: NsTime, mtime: NsTime): void } | undefined;
+
+/**
+ * Set a file's (or symlink's) times on disk with nanoseconds, through our fuse-native patch (Node's utimes keeps
+ * microseconds). One synchronous syscall on a file of the upper directory: never a path inside the mount.
+ */
+export function setTimes(path: string, atime: NsTime, mtime: NsTime): void {
+  native ??= require('fuse-native');
+  native!.lutimens(path, atime, mtime);
 }

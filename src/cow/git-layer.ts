@@ -20,18 +20,18 @@ export class GitLayer {
   async attr(rel: string, entry: Entry, owner: Owner, ino?: number): Promise<Attr> {
     const size = entry.mode === MODE.tree ? 0 : await this.store.blobSize(entry.oid);
     const attr = attrFromGit(entry.mode, size, this.time, owner, ino);
-    const meta = entry.mode === MODE.file || entry.mode === MODE.exec ? await this.meta(rel) : null;
+    const meta = await this.meta(rel, entry.mode);
     if (meta) {
-      // The record's permissions, owner and times; the type stays git's (a record never turns a file into anything else).
-      attr.mode = (attr.mode & ~0o7777) | permsOf(meta, entry.mode === MODE.exec);
+      // The record's permissions (a symlink's are always 0777), owner and times; the type stays git's.
+      if (entry.mode !== MODE.link) attr.mode = (attr.mode & ~0o7777) | (entry.mode === MODE.tree ? meta.mode & 0o7777 : permsOf(meta, entry.mode === MODE.exec));
       Object.assign(attr, { uid: meta.uid, gid: meta.gid, atimeNs: meta.atimeNs, mtimeNs: meta.mtimeNs, ctimeNs: meta.mtimeNs });
     }
     return attr;
   }
 
-  /** The metadata record kept for rel in this commit, if any. */
-  meta(rel: string): Promise<FileMeta | null> {
-    return this.store.fileMeta(this.commit.tree, rel);
+  /** The metadata record kept in this commit for rel, which git holds with gitMode, if any. */
+  meta(rel: string, gitMode: number): Promise<FileMeta | null> {
+    return this.store.meta(this.commit.tree, rel, gitMode);
   }
 
   async names(entry: Entry): Promise<string[]> {

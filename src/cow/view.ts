@@ -74,6 +74,8 @@ export interface WritableView extends View {
   chown(rel: string, uid: number, gid: number): Promise<void>;
   utimens(rel: string, atime: TimeArg, mtime: TimeArg): Promise<void>;
   mknod(rel: string, mode: number, dev: number, caller?: Caller | null): Promise<void>;
+  /** The kernel said which account made a change in this view: the next commit names it (Nas-Writers). */
+  changedBy(uid: number): void;
 }
 
 export const isWritable = (view: View): view is WritableView => view.kind === 'branch';

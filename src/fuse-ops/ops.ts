@@ -63,7 +63,25 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   function mutable(path: string, op: Mutation): { view: WritableView; rel: string } {
     const { view, rel } = need(path);
     if (!isWritable(view)) throw mainRefusal(view, op, rel);
-    return { view, rel };
+    return { view: changing(view), rel };
+  }
+
+  /**
+   * Notes who is changing a view. Called synchronously at a handler's start, where the caller is known; the
+   * view hears of it once the change succeeded (see settle), so a refused call names nobody in a commit.
+   */
+  function changing(view: WritableView): WritableView {
+    const caller = callerOf();
+    if (caller) change = { view, uid: caller.uid };
+    return view;
+  }
+
+  /** The change the handler being started noted, taken right after its synchronous start. */
+  let change: { view: WritableView; uid: number } | null = null;
+  function settle<T>(run: Promise<T>): Promise<T> {
+    const noted = change;
+    change = null;
+    return noted ? run.then((v) => (noted.view.changedBy(noted.uid), v)) : run;
   }
 
   function handle(fd: number): { view: View; h: Handle } {
@@ -78,13 +96,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     const b = need(to);
     if (a.view !== b.view) throw fsError('EXDEV', 'a rename or hard link across views');
     if (!isWritable(a.view)) throw mainRefusal(a.view, op, a.rel);
-    return { view: a.view, a: a.rel, b: b.rel };
+    return { view: changing(a.view), a: a.rel, b: b.rel };
   }
 
   function writableHandle(fd: number, op: Mutation): { view: WritableView; h: Handle } {
     const { view, h } = handle(fd);
     if (!isWritable(view)) throw mainRefusal(view, op, h.rel);
-    return { view, h };
+    return { view: changing(view), h };
   }
 
   function register(view: View, h: Handle): number {
@@ -106,7 +124,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
 
   /** Run an op and answer the callback once, with a value. */
   function answer<T>(op: string, path: string, cb: Cb, fn: () => Promise<T>): void {
-    fn().then(
+    settle(fn()).then(
       (value) => (value === undefined ? cb(0) : cb(0, value)),
       (err) => cb(fail(op, path, err)),
     );
@@ -114,7 +132,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
 
   /** read and write answer with a byte count or a negative errno. */
   function answerCount(op: string, path: string, cb: (n: number) => void, fn: () => Promise<number>): void {
-    fn().then(cb, (err) => cb(fail(op, path, err)));
+    settle(fn()).then(cb, (err) => cb(fail(op, path, err)));
   }
 
   const rootAttr = () => ({

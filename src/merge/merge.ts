@@ -1,6 +1,6 @@
 import { MAIN_REF } from '../store/refs.js';
 import { MODE, RefConflict, type Change, type Entry, type Identity, type MergeConflict, type Store } from '../store/store.js';
-import { META_ROOT, metaPath } from '../store/file-meta.js';
+import { META_ROOT, metaPath, recordSubject } from '../store/file-meta.js';
 import { itemsFromGit, type Trash } from '../trash/trash.js';
 import { decodeText } from '../util/text.js';
 import { conflictHunks } from './hunks.js';
@@ -52,8 +52,9 @@ export async function mergeIntoMain(
 }
 
 /**
- * The three-way merge of the files, then of their metadata records (file-meta.ts) path by path: the branch's
- * record wins where the branch changed it, main's stays elsewhere, so records never conflict on their own.
+ * The three-way merge of the files, then of their metadata records (file-meta.ts; directories' and symlinks'
+ * too) path by path: the branch's record wins where the branch changed it, main's stays elsewhere, so records
+ * never conflict on their own.
  */
 async function mergeContent(
   store: Store, baseTree: string | null, mainTree: string, headTree: string,
@@ -88,9 +89,11 @@ async function mergeContent(
   const withMain = mainRecords ? await store.editTree(files.tree, new Map([[META_ROOT, { oid: mainRecords, mode: MODE.tree }]])) : files.tree;
   const edits = new Map<string, Entry | null>();
   for (const c of await store.changes(await records(baseTree), await records(headTree))) {
-    // A record whose file the merge does not keep (main deleted it; it became a symlink) is not kept either.
-    const file = c.after ? await store.lookupPath(files.tree, c.path) : null;
-    edits.set(metaPath(c.path), file && (file.mode === MODE.file || file.mode === MODE.exec) ? c.after! : null);
+    // A record whose path the merge does not keep as what it describes (main deleted it; a directory's record
+    // where a file is now) is not kept either.
+    const { path, dir } = recordSubject(c.path);
+    const subject = c.after ? await store.lookupPath(files.tree, path) : null;
+    edits.set(metaPath(c.path), subject && (subject.mode === MODE.tree) === dir ? c.after! : null);
   }
   return { tree: edits.size > 0 ? await store.editTree(withMain, edits) : withMain };
 }

@@ -39,7 +39,8 @@ export interface PullRequest {
   head: string;
   base: string;
   target_head: string;
-  provenance: { principal: string; lease?: string; run?: string; exit?: string; reads: number; reads_digest: string };
+  /** `writers`: the accounts whose calls made the branch's commits (their Nas-Writers trailers), when the kernel said. */
+  provenance: { principal: string; lease?: string; run?: string; exit?: string; writers?: string[]; reads: number; reads_digest: string };
   changes: { added: number; modified: number; deleted: number; paths: string[] };
   checks: { name: string; ok: boolean; ms: number; output: string }[];
   trust: { notes_changed: string[]; unreviewed: string[]; reviewed_claims: string[]; start_set?: string[] };

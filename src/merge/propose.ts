@@ -86,6 +86,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     ...(missing.length > 0 ? [`.nas/policy.yaml: merge.required_checks names unknown check(s) ${missing.join(', ')}`] : []),
   ];
   const changes = await store.fileChanges(baseTree, headTree);
+  const writers = await writersSince(store, p.head, base);
   if (changes.length === 0) throw new UserError(`nothing to propose: ${name} has no changes against main (no PR was created)`, 409);
 
   const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);
@@ -120,7 +121,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     created: now, updated: now, head: p.head, base, target_head: p.mainHead,
     provenance: {
       principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
-      ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
+      ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}), ...(writers.length ? { writers } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
     },
     changes: { added: count('added'), modified: count('modified'), deleted: count('deleted'), paths: changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`) },
     checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
@@ -128,6 +129,21 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     reasons: decision.action === 'merge' ? [] : decision.reasons,
   };
   return { pr, reads: p.reads.text(), merge: decision.action === 'merge' };
+}
+
+/**
+ * The accounts named by the Nas-Writers trailers of the branch's own commits (first parents from head back to
+ * where it forked): who really wrote, which may differ from the principal the PR is credited to.
+ */
+async function writersSince(store: Store, head: string, base: string): Promise<string[]> {
+  const writers = new Set<string>();
+  for (let c: string | undefined = head, seen = 0; c && c !== base && seen < 10_000; seen++) {
+    const commit = await store.readCommit(c);
+    const line = /^Nas-Writers: (.*)$/m.exec(commit.message);
+    for (const w of line?.[1].split(', ') ?? []) writers.add(w);
+    c = commit.parents[0];
+  }
+  return [...writers].sort();
 }
 
 /** Where a Home's PRs live and where merges go: its Store, recycle area and PR records. */
@@ -143,7 +159,8 @@ export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promis
   const trailers = [
     `Nas-PR: ${pr.id}`, `Nas-Branch: ${pr.branch}`, `Nas-Run: ${pr.provenance.run ?? '-'}`,
     ...(pr.provenance.exit !== undefined ? [`Nas-Exit: ${pr.provenance.exit}`] : []), `Nas-Lease: ${pr.provenance.lease ?? '-'}`,
-    `Nas-Principal: ${pr.provenance.principal}`, `Nas-Intent: ${pr.intent}`,
+    `Nas-Principal: ${pr.provenance.principal}`, ...(pr.provenance.writers ? [`Nas-Writers: ${pr.provenance.writers.join(', ')}`] : []),
+    `Nas-Intent: ${pr.intent}`,
     `Nas-Checks: ${pr.checks.map((c) => `${c.name}=${c.ok ? 'pass' : 'fail'}`).join(', ') || '-'}`,
     `Nas-Reads-Digest: ${pr.provenance.reads_digest}`, `Nas-Merged-By: ${by}`,
   ];

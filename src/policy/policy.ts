@@ -1,6 +1,6 @@
 import type { ErrnoCode } from '../util/errors.js';
 import { globToRegExp, matchesAny } from '../util/glob.js';
-import { isMetaPath } from '../store/file-meta.js';
+import { DIR_RECORD, isMetaPath } from '../store/file-meta.js';
 import { DEFAULT_MAINTENANCE, DEFAULT_POLICY, type MaintenanceConfig, type PolicyConfig } from '../config/home-config.js';
 
 /**
@@ -77,10 +77,13 @@ export function isGitmodulesName(name: string): boolean {
   return /^(\.gitmodules[. ]*|gitmod~\d+)$/i.test(name);
 }
 
-/** Whether a path has a component git refuses (see gitRefusesName). */
-export const hasGitRefusedName = (path: string): boolean => path.split('/').some(gitRefusesName);
+/**
+ * Whether a path has a component no versioned tree may hold: one git refuses (see gitRefusesName), or
+ * `.nas-meta`, the name a directory's metadata record has in the Store (file-meta.ts).
+ */
+export const hasUnstorableName = (path: string): boolean => path.split('/').some((n) => n === DIR_RECORD || gitRefusesName(n));
 
-/** Mutations that add a name to a directory; a `.git` component is refused outside scratch. */
+/** Mutations that add a name to a directory; a `.git` or `.nas-meta` component is refused outside scratch. */
 const NAMING: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'symlink', 'link', 'rename-to']);
 
 /** What an append-only path still allows (like `chattr +a`): new files and directories, appends (see checkOpenForWrite), chmod, times. */
@@ -98,7 +101,7 @@ export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: 
   if (isMetaPath(path)) return 'EPERM';
   if (matchesAny(path, rules.readOnly)) return 'EPERM';
   const scratch = ignored || isScratch(rules, path);
-  if (!scratch && NAMING.has(op) && hasGitRefusedName(path)) return 'EPERM';
+  if (!scratch && NAMING.has(op) && hasUnstorableName(path)) return 'EPERM';
   if (!scratch && (op === 'mkdir' || op === 'symlink') && isGitmodulesName(path.slice(path.lastIndexOf('/') + 1))) return 'EPERM';
   // Git trees hold neither hard links nor special files.
   if ((op === 'link' || op === 'mknod') && !scratch) return 'EPERM';

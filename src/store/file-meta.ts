@@ -1,15 +1,24 @@
+import { MODE } from './types.js';
+
 /**
- * What git does not keep of a file (full mode, owner, group, times), kept beside the tree in the same commit:
- * `.nas-meta/<path>` holds one line of plain text for the file at `<path>`:
+ * What git does not keep of a file, directory or symlink (full mode, owner, group, times), kept beside the
+ * tree in the same commit as one line of plain text:
  *
  *     mode=100600 uid=1000 gid=1000 atime=1700000000.123456789 mtime=1700000000.123456789
  *
- * One small blob per file, so a commit touches the records of the files it changes and nothing else, a
- * merge carries them like any file, and `git clone` or an export takes them along. Views never show
- * `.nas-meta/`; PRs list a record's change as a change of its file.
+ * A file's or symlink's record is `.nas-meta/<path>`. A directory's is `.nas-meta/<path>/.nas-meta` (the
+ * root's `.nas-meta/.nas-meta`): inside the folder that holds its children's records, under a name no
+ * versioned path may use, so the two never collide. The mode's type bits say what the record describes; a
+ * record whose type is not the path's is ignored.
+ *
+ * One small blob per path, so a commit touches the records of what it changes and nothing else, a merge
+ * carries them like any file, and `git clone` or an export takes them along. Views never show `.nas-meta/`;
+ * PRs list a record's change as a change of its file (a directory's own record is not listed).
  */
 
 export const META_ROOT = '.nas-meta';
+/** The name of a directory's own record in its records folder; refused as a name in versioned folders. */
+export const DIR_RECORD = META_ROOT;
 
 export interface FileMeta {
   /** st_mode: type and permission bits. */
@@ -31,10 +40,32 @@ export function permsOf(meta: FileMeta, gitExec: boolean): number {
   return gitExec ? perms | ((perms & 0o044) >> 2) | 0o100 : perms & ~0o111;
 }
 
+/** A file's or symlink's record; for a directory, the folder of every record below it (its own included). */
 export const metaPath = (rel: string): string => `${META_ROOT}/${rel}`;
+/** A directory's own record. */
+export const dirMetaPath = (rel: string): string => (rel === '' ? `${META_ROOT}/${DIR_RECORD}` : `${META_ROOT}/${rel}/${DIR_RECORD}`);
+/** Where the record for a path with this git mode lives. */
+export const recordPath = (rel: string, gitMode: number): string => (gitMode === MODE.tree ? dirMetaPath(rel) : metaPath(rel));
 export const isMetaPath = (path: string): boolean => path === META_ROOT || path.startsWith(`${META_ROOT}/`);
-/** The file a record describes. */
-export const metaSubject = (path: string): string => path.slice(META_ROOT.length + 1);
+
+/** The path a record describes, given the record's path below `.nas-meta/`, and whether it is a directory's. */
+export function recordSubject(inRecords: string): { path: string; dir: boolean } {
+  if (inRecords === DIR_RECORD) return { path: '', dir: true };
+  if (inRecords.endsWith(`/${DIR_RECORD}`)) return { path: inRecords.slice(0, -DIR_RECORD.length - 1), dir: true };
+  return { path: inRecords, dir: false };
+}
+
+/** The path a record at this path of the tree describes. */
+export const metaSubject = (path: string): { path: string; dir: boolean } => recordSubject(path.slice(META_ROOT.length + 1));
+
+const S_IFMT = 0o170000;
+
+/** Whether a record describes what git holds at its path (a file's record says nothing of a directory there). */
+export function recordFits(meta: FileMeta, gitMode: number): boolean {
+  const type = meta.mode & S_IFMT;
+  if (gitMode === MODE.tree || gitMode === MODE.link) return type === gitMode;
+  return type === 0o100000;
+}
 
 const time = (ns: bigint): string => {
   const sec = ns / 1_000_000_000n;

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
 import { applyEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
-import { isMetaPath, META_ROOT, metaPath, metaSubject, parseMeta, type FileMeta } from './file-meta.js';
+import { isMetaPath, META_ROOT, metaSubject, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
 import { MODE, type Change, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
@@ -173,9 +173,12 @@ export class Store {
     return content;
   }
 
-  /** The metadata record kept for rel in a tree (see file-meta.ts), or null when there is none or it is damaged. */
-  async fileMeta(tree: string, rel: string): Promise<FileMeta | null> {
-    const entry = await this.lookupPath(tree, metaPath(rel));
+  /**
+   * The metadata record kept in a tree for rel, which git holds with `gitMode` (see file-meta.ts): null when
+   * there is none, it is damaged, or it describes another kind of thing (a file's record for a directory).
+   */
+  async meta(tree: string, rel: string, gitMode: number): Promise<FileMeta | null> {
+    const entry = await this.lookupPath(tree, recordPath(rel, gitMode));
     if (!entry || entry.mode === MODE.tree) return null;
     let meta = this.metas.get(entry.oid);
     if (meta === undefined) {
@@ -184,7 +187,7 @@ export class Store {
       if (this.metas.size > 200_000) this.metas.clear();
       this.metas.set(entry.oid, meta);
     }
-    return meta;
+    return meta && recordFits(meta, gitMode) ? meta : null;
   }
 
   /** A tree without its metadata records (for diffs and content merges). */
@@ -463,10 +466,12 @@ export class Store {
     const files = all.filter((c) => !isMetaPath(c.path));
     const listed = new Set(files.map((c) => c.path));
     for (const c of all) {
-      const path = isMetaPath(c.path) ? metaSubject(c.path) : null;
-      if (path === null || listed.has(path)) continue;
+      if (!isMetaPath(c.path)) continue;
+      // A directory's own record is its mode, owner and times: not a file a person reviews.
+      const { path, dir } = metaSubject(c.path);
+      if (dir || listed.has(path)) continue;
       const [was, now] = await Promise.all([before, after].map((t) => (t ? this.lookupPath(t, path) : null)));
-      if (!was || !now) continue; // the file itself came or went: listed already, or gone with its record
+      if (!was || !now || was.mode === MODE.tree || now.mode === MODE.tree) continue; // the file itself came or went: listed already, or gone with its record
       files.push({ path, status: 'modified', before: was, after: now });
       listed.add(path);
     }

@@ -187,7 +187,8 @@ function renderPr(role, pr) {
 
 function provenance(pr) {
   const p = pr.provenance;
-  const rows = [['principal', p.principal], ['lease', p.lease ?? '–'], ['run', p.run ?? '–'], ['reads digest', p.reads_digest],
+  const rows = [['principal', p.principal], ['lease', p.lease ?? '–'], ['run', p.run ?? '–'],
+    ['written by', p.writers ? p.writers.join(', ') : '–'], ['reads digest', p.reads_digest],
     ['head', pr.head], ['fork point', pr.base], ['main when proposed', pr.target_head]];
   return h('dl', { class: 'prov' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, h('code', {}, v))]));
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -203,5 +204,31 @@ describe('fuse-native patch: without the new options, libfuse defaults hold', ()
     expect((await exec('stat', ['-c', '%i', `${t.mnt}/f`])).stdout.trim()).not.toBe(String(2 ** 40 + 5));
     for (let i = 0; i < 2; i++) await run('stat', [`${t.mnt}/missing-b`]);
     expect(await t.events('getattr', '/missing-b')).toHaveLength(2);
+  });
+});
+
+describe('fuse-native patch: Fuse.lutimens on the disk underneath', () => {
+  const Fuse = createRequire(import.meta.url)('fuse-native') as {
+    lutimens(p: string, atime: bigint | 'now' | 'omit', mtime: bigint | 'now' | 'omit'): void;
+  };
+
+  it("sets a symlink's own times with nanoseconds, honours omit and now, and names the errno when it fails", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-test-lutimens-'));
+    try {
+      await fs.writeFile(`${dir}/target`, 'x');
+      await fs.symlink('target', `${dir}/link`);
+      const before = await fs.stat(`${dir}/target`, { bigint: true });
+      Fuse.lutimens(`${dir}/link`, 'omit', -1_234_567_890_123n); // before 1970, odd nanoseconds
+      const link = await fs.lstat(`${dir}/link`, { bigint: true });
+      expect(link.mtimeNs).toBe(-1_234_567_890_123n);
+      expect((await fs.stat(`${dir}/target`, { bigint: true })).mtimeNs).toBe(before.mtimeNs);
+      Fuse.lutimens(`${dir}/target`, 1_700_000_000_000_000_001n, 'now');
+      const target = await fs.stat(`${dir}/target`, { bigint: true });
+      expect(target.atimeNs).toBe(1_700_000_000_000_000_001n);
+      expect(Number(target.mtimeNs / 1_000_000n)).toBeGreaterThan(Date.now() - 60_000);
+      expect(() => Fuse.lutimens(`${dir}/missing`, 'now', 'now')).toThrow(expect.objectContaining({ code: 'ENOENT', errno: -2 }));
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -52,7 +52,8 @@ export const commands = [
     request: (args) => ({ params: prId(args), body: {} }),
     print: (r) =>
       prState(r) +
-      `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}\n` +
+      `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}` +
+      `${r.provenance.writers ? `, written by ${r.provenance.writers.join(', ')}` : ''}\n` +
       `reads: ${r.provenance.reads} path(s), digest ${r.provenance.reads_digest}\n` +
       `trust: ${r.trust.notes_changed.length} note(s) changed, ${r.trust.unreviewed.length} unreviewed, ${r.trust.reviewed_claims.length} marked reviewed` +
       `${r.trust.reviewed_claims.length ? ` (${r.trust.reviewed_claims.join(', ')})` : ''}` +

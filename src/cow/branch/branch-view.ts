@@ -8,12 +8,12 @@ import type { Trash, TrashKind } from '../../trash/trash.js';
 import { checkAppend, checkOpenForWrite, isAppendOnly, visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
 import type { Caller } from '../../util/owner.js';
-import { exactMode, giveToCaller, mkdirsFor } from './ownership.js';
+import { exactMode, giveToCaller } from './ownership.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
-import { CopyUp, seconds } from './copy-up.js';
+import { CopyUp } from './copy-up.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
 import { isDir, Overlay } from './overlay.js';
@@ -85,7 +85,7 @@ export class BranchView implements WritableView {
     this.deletions = new Deletions(this.overlay, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`, (path) => this.committer.dirty.delete(path));
     this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions);
     this.names = new Names(
-      { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.space, () => this.ctx.owner,
+      { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.space,
     );
   }
 
@@ -143,6 +143,10 @@ export class BranchView implements WritableView {
   /** Top-level scratch directories (workspace/) and where they live on disk. */
   scratchDirs(): { name: string; dir: string }[] {
     return this.scratchRoots.map((name) => ({ name, dir: `${this.ctx.dir}/upper/${name}` }));
+  }
+
+  changedBy(uid: number): void {
+    this.committer.changedBy(uid);
   }
 
   get owner(): Owner {
@@ -386,22 +390,16 @@ export class BranchView implements WritableView {
     this.committer.markDirty(rel); // the file's metadata record follows
   }
 
-  /**
-   * Each time as asked: a given time, now, or left as it is. Node sets times through libuv, which keeps
-   * microseconds (it truncates the rest), so each time is passed as seconds at the middle of its microsecond.
-   */
+  /** Each time as asked: a given time (nanoseconds), now, or left as it is. */
   async utimens(rel: string, atime: TimeArg, mtime: TimeArg): Promise<void> {
     await this.overlay.check('utimens', rel);
     await this.copy.materialise(rel, await this.overlay.need(rel));
-    const file = this.overlay.up(rel);
-    const current = atime === 'omit' || mtime === 'omit' ? await fs.lstat(file, { bigint: true }) : null;
-    const when = (t: TimeArg, kept: bigint | undefined): number => {
-      if (t === 'now') return Date.now() / 1000;
-      if (t === 'omit') return seconds(kept!);
-      if (typeof t === 'number') return seconds(BigInt(Math.round(t)) * 1_000_000n);
-      return seconds(BigInt(t.sec) * 1_000_000_000n + BigInt(t.nsec));
+    const ns = (t: TimeArg): fsx.NsTime => {
+      if (t === 'now' || t === 'omit') return t;
+      if (typeof t === 'number') return BigInt(Math.round(t)) * 1_000_000n;
+      return BigInt(t.sec) * 1_000_000_000n + BigInt(t.nsec);
     };
-    await fs.lutimes(file, when(atime, current?.atimeNs), when(mtime, current?.mtimeNs));
+    fsx.setTimes(this.overlay.up(rel), ns(atime), ns(mtime));
     this.committer.markDirty(rel); // the file's metadata record follows
   }
 
@@ -453,7 +451,7 @@ export class BranchView implements WritableView {
   async restore(rel: string, kind: TrashKind, content: Buffer, commit = true): Promise<void> {
     await this.overlay.check('create', rel);
     await this.realParents(rel);
-    if (kind === 'dir') await mkdirsFor(this.overlay.up(rel), this.ctx.owner);
+    if (kind === 'dir') await this.copy.directory(rel);
     else {
       if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
       // A file restored over one in the upper directory replaces its bytes in the quota.

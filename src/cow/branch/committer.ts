@@ -1,10 +1,11 @@
 import fs from 'node:fs/promises';
-import { constants, type Stats } from 'node:fs';
+import { constants, type BigIntStats } from 'node:fs';
 import type { Logger } from 'pino';
 import { MODE, type Entry, type Identity, type Store } from '../../store/store.js';
-import { formatMeta, metaPath } from '../../store/file-meta.js';
+import { dirMetaPath, formatMeta, metaPath } from '../../store/file-meta.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash } from '../../trash/trash.js';
+import { describeUids } from '../../util/accounts.js';
 import { mapLimit } from '../../util/concurrency.js';
 import { hasCode } from '../../util/errors.js';
 import { gitModeOf } from '../attr.js';
@@ -13,8 +14,8 @@ import type { Handle } from '../view.js';
 import type { Deletions } from './deletions.js';
 import { Flusher } from './flusher.js';
 import type { Overlay } from './overlay.js';
-import { isFuseHidden } from './paths.js';
-import { hasGitRefusedName } from '../../policy/policy.js';
+import { isFuseHidden, parentOf } from './paths.js';
+import { hasUnstorableName } from '../../policy/policy.js';
 
 export interface CommitterContext {
   branch: string;
@@ -38,6 +39,8 @@ export class Committer {
   readonly dirty = new Map<string, number>();
   /** Handles open for writing, so that sync can include what they wrote before their release arrives. */
   readonly writers = new Set<Handle>();
+  /** The accounts (uids) whose calls changed the branch since the last commit: its Nas-Writers trailer. */
+  private readonly changers = new Set<number>();
   /** Paths a commit left out because git ignores them: looked at again when a .gitignore changes. */
   private readonly ignored = new Set<string>();
   private readonly flusher: Flusher;
@@ -67,6 +70,10 @@ export class Committer {
     this.overlay.ignore.changed(rel);
     this.dirty.set(rel, this.overlay.next());
     this.flusher.schedule();
+  }
+
+  changedBy(uid: number): void {
+    this.changers.add(uid);
   }
 
   /** What a handle wrote is queued for the next commit. */
@@ -106,6 +113,7 @@ export class Committer {
     const dirty = [...this.dirty];
     const whiteouts = [...this.overlay.whiteouts];
     const deletions = this.deletions.waiting.slice();
+    const changers = [...this.changers];
     const head = this.overlay.layer.commit;
     // Deletions first, then what is written: "rm -r d; mkdir d; echo > d/f" must end with d/f in the tree.
     const changes = new Map<string, Entry | null>();
@@ -114,29 +122,37 @@ export class Committer {
     const deletedSet = new Set(deleted);
     // A deleted path's metadata records go with it.
     for (const path of deleted) if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
+    // A directory's record (its times) changes with what is made or removed in it: the parents that have one
+    // are looked at too. Directories without one (made by the daemon to hold a copied file) get none here:
+    // they go on showing the view's owner.
+    const parents = [...new Set([...dirty, ...whiteouts].map(([p]) => parentOf(p)))].filter((p) => p !== '' && !this.dirty.has(p));
+    const recorded = await mapLimit(parents, 16, async (p) => (await store.lookupPath(head.tree, dirMetaPath(p))) !== null);
+    const paths = [...dirty.map(([p]) => p), ...parents.filter((_, i) => recorded[i])];
     // What .gitignore matches and git does not track stays on disk, uncommitted.
-    const snapshots = await mapLimit(dirty, 16, async ([path]) => ((await this.overlay.scratchAt(path)) ? 'ignored' as const : this.snapshot(path)));
+    const snapshots = await mapLimit(paths, 16, (path) => this.snapshot(path));
     const written: string[] = [];
     let bytes = 0;
-    for (const [i, [path]] of dirty.entries()) {
+    for (const [i, path] of paths.entries()) {
       const snap = snapshots[i];
-      if (snap === 'ignored') this.ignored.add(path);
+      if (snap === 'ignored' && i < dirty.length) this.ignored.add(path);
       if (!snap || snap === 'ignored') continue;
       this.ignored.delete(path);
-      changes.delete(path);
-      changes.set(path, snap.entry);
-      // What git does not keep of the file goes into its record beside the tree (file-meta.ts); a path that is
-      // no longer a regular file (now a symlink) loses its record.
-      const [before, beforeRecord] = await Promise.all([store.lookupPath(head.tree, path), store.lookupPath(head.tree, metaPath(path))]);
-      if (snap.record) changes.set(metaPath(path), snap.record);
-      else if (beforeRecord) changes.set(metaPath(path), null);
+      // What git does not keep goes into the path's record beside the tree (file-meta.ts); a path that is no
+      // longer what its record described (a file now a directory) loses it.
+      const at = snap.entry ? metaPath(path) : dirMetaPath(path);
+      const [before, beforeRecord] = await Promise.all([store.lookupPath(head.tree, path), store.lookupPath(head.tree, at)]);
+      if (snap.entry) {
+        changes.delete(path);
+        changes.set(path, snap.entry);
+      }
+      changes.set(at, snap.record);
       // Named in the message and the log only when it changed (after a crash every file left on disk is looked at).
-      const same = before?.oid === snap.entry.oid && before.mode === snap.entry.mode && beforeRecord?.oid === snap.record?.oid;
+      const same = (!snap.entry || (before?.oid === snap.entry.oid && before.mode === snap.entry.mode)) && beforeRecord?.oid === snap.record.oid;
       if (same && !deletedSet.has(path)) continue;
-      written.push(path);
+      written.push(snap.entry ? path : `${path}/`);
       bytes += snap.bytes;
     }
-    const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId);
+    const message = commitMessage(written, deleted.filter((p) => changes.get(p) === null), this.ctx.branch, this.ctx.runId, await describeUids(changers));
     const started = process.hrtime.bigint();
     const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
     // Files the branch did not change keep showing the time they had: their times do not move with every commit.
@@ -148,47 +164,67 @@ export class Committer {
     await this.ctx.trash.add(this.deletions.items(deletions));
     // Forget what is committed, unless it changed again while the commit was being made.
     for (const [p, g] of dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
+    for (const uid of changers) this.changers.delete(uid);
     for (const [p, g] of whiteouts) if (this.overlay.whiteouts.get(p) === g) this.overlay.whiteouts.delete(p);
     await this.deletions.settle(deletions);
   }
 
   /** The git entry for an upper file, or null if it is gone (renamed or deleted since: that change is pending too). */
   async hashUpper(path: string): Promise<Entry | null> {
-    return (await this.snapshot(path))?.entry ?? null;
+    const snap = await this.snapshot(path);
+    return (snap !== 'ignored' && snap?.entry) || null;
   }
 
   /**
-   * An upper file as a commit takes it: its git entry and, for a regular file, its metadata record, both
-   * from one look at the opened file. Null when it is gone or git cannot hold it.
+   * An upper path as a commit takes it, from one look at it: a file's or symlink's git entry and record; a
+   * directory's record alone (git keeps directories only as the paths of their files). Null when it is gone
+   * or git cannot hold it; 'ignored' when it is scratch by a .gitignore rule.
    */
-  private async snapshot(path: string): Promise<{ entry: Entry; record: Entry | null; bytes: number } | null> {
+  private async snapshot(path: string): Promise<Snapshot | 'ignored' | null> {
     const file = this.overlay.up(path);
-    let st: Stats;
+    let st: BigIntStats;
     try {
-      st = await fs.lstat(file);
+      st = await fs.lstat(file, { bigint: true });
     } catch {
       return null;
     }
-    // Only files and symlinks go into git: a FIFO or socket moved here from scratch is never opened.
-    if (!(st.isFile() || st.isSymbolicLink()) || isFuseHidden(path)) return null;
+    // Only files, symlinks and directories: a FIFO or socket moved here from scratch is never opened.
+    if (!(st.isFile() || st.isSymbolicLink() || st.isDirectory()) || isFuseHidden(path)) return null;
+    if (await this.overlay.scratchAt(path, st.isDirectory())) return 'ignored';
     // A name git would refuse must not stop the commit of everything else: it stays on disk, uncommitted.
-    if (hasGitRefusedName(path)) {
+    if (hasUnstorableName(path)) {
       this.ctx.log.warn({ view: this.ctx.name, path }, 'not committed: git refuses this name in a tree (it stays in the upper directory)');
       return null;
     }
-    if (st.isSymbolicLink()) return { entry: { oid: await this.ctx.store.writeBlob(await fs.readlink(file)), mode: MODE.link }, record: null, bytes: st.size };
+    if (st.isDirectory()) return { record: await this.record(st), bytes: 0 };
+    if (st.isSymbolicLink()) {
+      const target = await fs.readlink(file);
+      return { entry: { oid: await this.ctx.store.writeBlob(target), mode: MODE.link }, record: await this.record(st), bytes: Number(st.size) };
+    }
     const fh = await openForCommit(file);
     if (!fh) return null;
     try {
       const now = await fh.stat({ bigint: true });
       if (!now.isFile()) return null;
       const oid = now.size <= READ_IN_FULL ? await this.ctx.store.writeBlob(await fh.readFile()) : await this.ctx.store.writeBlobFromFd(fh.fd);
-      const meta = formatMeta({ mode: Number(now.mode), uid: Number(now.uid), gid: Number(now.gid), atimeNs: now.atimeNs, mtimeNs: now.mtimeNs });
-      return { entry: { oid, mode: gitModeOf(now) }, record: { oid: await this.ctx.store.writeBlob(meta), mode: MODE.file }, bytes: Number(now.size) };
+      return { entry: { oid, mode: gitModeOf(now) }, record: await this.record(now), bytes: Number(now.size) };
     } finally {
       await fh.close();
     }
   }
+
+  /** The metadata record of what these stats describe, as a blob. */
+  private async record(st: BigIntStats): Promise<Entry> {
+    const text = formatMeta({ mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs });
+    return { oid: await this.ctx.store.writeBlob(text), mode: MODE.file };
+  }
+}
+
+/** What a commit takes of one upper path: its git entry (none for a directory) and its metadata record. */
+interface Snapshot {
+  entry?: Entry;
+  record: Entry;
+  bytes: number;
 }
 
 /** Files up to this size are read here without touching their access time; larger ones libgit2 reads itself. */
@@ -208,8 +244,8 @@ async function openForCommit(file: string): Promise<fs.FileHandle | null> {
   }
 }
 
-/** A subject naming the changed paths, a body listing all of them, and trailers for branch and run. */
-export function commitMessage(written: string[], deleted: string[], branch: string, runId?: string): string {
+/** A subject naming the changed paths, a body listing all of them, and trailers for branch, run and the accounts that wrote. */
+export function commitMessage(written: string[], deleted: string[], branch: string, runId?: string, writers: string[] = []): string {
   // A path with a newline or other control character is quoted, so it cannot add lines (or trailers).
   const q = (p: string) => (/[\x00-\x1f\x7f]/.test(p) ? JSON.stringify(p) : p);
   written = written.map(q);
@@ -219,6 +255,6 @@ export function commitMessage(written: string[], deleted: string[], branch: stri
   const subject = all.length === 1 ? `nasd: ${written.length ? 'write' : 'delete'} ${shown}` : `nasd: ${all.length} paths: ${shown}${all.length > 3 ? ', ...' : ''}`;
   const lines = [...written.map((p) => `write  ${p}`), ...deleted.map((p) => `delete ${p}`)];
   const body = lines.length > 1000 ? [...lines.slice(0, 1000), `... and ${lines.length - 1000} more`] : lines;
-  const trailers = [`Nas-Branch: ${branch}`, ...(runId ? [`Nas-Run: ${runId}`] : [])];
+  const trailers = [`Nas-Branch: ${branch}`, ...(runId ? [`Nas-Run: ${runId}`] : []), ...(writers.length ? [`Nas-Writers: ${writers.join(', ')}`] : [])];
   return `${subject}\n\n${body.join('\n')}\n\n${trailers.join('\n')}\n`;
 }

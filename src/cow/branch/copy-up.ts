@@ -7,13 +7,10 @@ import { isDir, type Node, type Overlay } from './overlay.js';
 import { join, parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
-import { giveToOwner, mkdirsFor } from './ownership.js';
+import { giveToOwner } from './ownership.js';
+import { setTimes } from '../fsx.js';
 import { permsOf } from '../../store/file-meta.js';
 import type { Owner } from '../../util/owner.js';
-
-/** Seconds for libuv, which keeps microseconds: the middle of the microsecond, so truncation keeps it. */
-export const seconds = (ns: bigint): number =>
-  Number(ns / 1_000_000_000n) + (Number((ns % 1_000_000_000n) / 1000n) * 1000 + 500) / 1e9;
 
 /**
  * Bringing what exists only in git into the upper directory, and placing new content there: always written
@@ -39,8 +36,45 @@ export class CopyUp {
     } catch (e) {
       if (!hasCode(e, 'ENOENT')) throw e;
     }
-    await mkdirsFor(this.overlay.up(parentOf(rel)), this.owner());
+    await this.directory(parentOf(rel));
     return fn();
+  }
+
+  /**
+   * Make directory rel in the upper directory, with every ancestor that exists only in git, each as the view
+   * showed it: its record's mode, owner and times (set deepest first, as making a child moves its parent's
+   * times), else the view's owner. A directory someone else made meanwhile is left as they made it.
+   */
+  async directory(rel: string): Promise<void> {
+    const missing: string[] = [];
+    for (let d = rel; !(await this.overlay.statNs(d)); d = parentOf(d)) missing.unshift(d);
+    const made: string[] = [];
+    for (const d of missing) {
+      try {
+        await fs.mkdir(this.overlay.up(d), 0o755);
+        made.push(d);
+      } catch (e) {
+        if (!hasCode(e, 'EEXIST')) throw e;
+      }
+    }
+    for (const d of made.reverse()) {
+      const git = await this.overlay.gitNode(d);
+      await this.applyRecord(d, this.overlay.up(d), git?.entry?.mode === MODE.tree ? MODE.tree : null);
+    }
+  }
+
+  /**
+   * Give what the daemon brings up at `file` the record git keeps for rel (mode, owner, times), or else the
+   * view's owner (git keeps no owners). gitMode null: git has nothing there.
+   */
+  private async applyRecord(rel: string, file: string, gitMode: number | null): Promise<void> {
+    const meta = gitMode === null ? null : await this.overlay.layer.meta(rel, gitMode);
+    if (!meta) return giveToOwner(file, this.owner());
+    // Owner first: a chown clears setuid and setgid bits.
+    await fs.lchown(file, meta.uid, meta.gid);
+    if (gitMode === MODE.tree) await fs.chmod(file, meta.mode & 0o7777);
+    else if (gitMode !== MODE.link) await fs.chmod(file, permsOf(meta, gitMode === MODE.exec));
+    setTimes(file, meta.atimeNs, meta.mtimeNs);
   }
 
   /** An empty upper file where git has one (a truncation to nothing needs no copy). */
@@ -52,7 +86,7 @@ export class CopyUp {
   /** Bring a file, symlink or directory that exists only in git into the upper directory. */
   async materialise(rel: string, node: Node): Promise<void> {
     if (node.stat) return;
-    if (node.entry.mode === MODE.tree) await mkdirsFor(this.overlay.up(rel), this.owner());
+    if (node.entry.mode === MODE.tree) await this.directory(rel);
     else await this.file(rel, node.entry);
   }
 
@@ -76,17 +110,17 @@ export class CopyUp {
     const tmp = this.tmpName();
     if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
     else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
-    // The copy is the file as the view showed it: its recorded mode, owner and times, else the view's owner.
-    const meta = entry.mode === MODE.link ? null : await this.overlay.layer.meta(rel);
-    if (meta) {
-      // Owner first: a chown clears setuid and setgid bits.
-      await fs.lchown(tmp, meta.uid, meta.gid);
-      await fs.chmod(tmp, permsOf(meta, entry.mode === MODE.exec));
-      await fs.utimes(tmp, seconds(meta.atimeNs), seconds(meta.mtimeNs));
-    } else await giveToOwner(tmp, this.owner());
+    // The copy is the file as the view showed it: its recorded mode, owner and times.
+    await this.applyRecord(rel, tmp, entry.mode);
+    const dir = parentOf(rel);
+    await this.directory(dir);
+    // A copy-up changes no listing: the directory keeps its modification time (a create racing this one
+    // between the two calls would lose its own change of that time, nothing else).
+    const { mtimeNs } = await fs.lstat(this.overlay.up(dir), { bigint: true });
     // link, not rename: if a writer got there first, its file stays and this copy is dropped.
     try {
       await this.withParent(rel, () => fs.link(tmp, this.overlay.up(rel)));
+      setTimes(this.overlay.up(dir), 'omit', mtimeNs);
       this.space.used += data.length;
     } catch (e) {
       if (!hasCode(e, 'EEXIST')) throw e;
@@ -103,7 +137,7 @@ export class CopyUp {
 
   /** Copy a whole directory up, so that renaming it moves everything it shows. */
   async tree(rel: string): Promise<void> {
-    await mkdirsFor(this.overlay.up(rel), this.owner());
+    await this.directory(rel);
     for (const name of await this.overlay.names(rel)) {
       const child = join(rel, name);
       const node = await this.overlay.resolve(child);

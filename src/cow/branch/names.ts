@@ -1,9 +1,9 @@
 import fs from 'node:fs/promises';
 import type { Stats } from 'node:fs';
 import { fsError } from '../../util/errors.js';
-import type { Store } from '../../store/store.js';
+import { MODE, type Store } from '../../store/store.js';
 import { kindOfMode, trashRecord, type TrashKind, type TrashRecord } from '../../trash/trash.js';
-import { checkDirectoryMove, hasGitRefusedName, isAppendOnly, isGitmodulesName } from '../../policy/policy.js';
+import { checkDirectoryMove, hasUnstorableName, isAppendOnly, isGitmodulesName } from '../../policy/policy.js';
 import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
@@ -11,8 +11,8 @@ import { isDir, type Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import type { Space } from './space.js';
 import { makeSpecial } from './special-files.js';
-import { exactMode, giveToCaller, mkdirsFor } from './ownership.js';
-import type { Caller, Owner } from '../../util/owner.js';
+import { exactMode, giveToCaller } from './ownership.js';
+import type { Caller } from '../../util/owner.js';
 
 /**
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
@@ -26,8 +26,6 @@ export class Names {
     private readonly deletions: Deletions,
     private readonly committer: Committer,
     private readonly space: Space,
-    /** Who owns what the daemon makes on the view's behalf. */
-    private readonly owner: () => Owner,
   ) {}
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
@@ -49,7 +47,7 @@ export class Names {
     await this.overlay.check('mknod', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     // The parent may exist only in git: make it real first (the tool that makes the node reports no errno for it).
-    await mkdirsFor(this.overlay.up(parentOf(rel)), this.owner());
+    await this.copy.directory(parentOf(rel));
     await makeSpecial(this.overlay.up(rel), mode, dev);
     await giveToCaller(this.overlay.up(rel), caller);
   }
@@ -61,6 +59,7 @@ export class Names {
     // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
     await giveToCaller(this.overlay.up(rel), caller);
     await exactMode(this.overlay.up(rel), mode);
+    this.committer.markDirty(rel); // its metadata record
   }
 
   async symlink(target: string, rel: string, caller?: Caller | null): Promise<void> {
@@ -201,13 +200,15 @@ export class Names {
     }
     if (srcDir) await this.copy.tree(from);
     else if (src.entry) await this.copy.file(from, src.entry);
+    const recorded = srcDir ? await this.recordedDirs(from) : [];
     if (srcDir) {
       const below: string[] = [];
       await this.overlay.walkUpper(from, (p) => below.push(p.slice(from.length + 1)));
       const refusal = checkDirectoryMove(this.overlay.rules, from, to, below);
       if (refusal) throw fsError(refusal, `moving ${from} to ${to} would move protected paths`);
-      if (toVersioned && below.some(hasGitRefusedName)) {
-        throw fsError('EPERM', `${from} contains a .git directory, which cannot live in a versioned area`);
+      const unstorable = toVersioned ? below.find(hasUnstorableName) : undefined;
+      if (unstorable !== undefined) {
+        throw fsError('EPERM', `${from} contains ${unstorable}, a name git (or the Store's metadata) cannot hold in a versioned area`);
       }
     }
     // A hard-linked file is one file under two names, which git cannot keep: into a versioned area it moves as
@@ -224,8 +225,7 @@ export class Names {
       await this.copy.withParent(to, () => fs.rename(this.overlay.up(from), this.overlay.up(to)));
     } catch (e) {
       // The source stays where it was, in the upper directory: commit it again over its whiteout.
-      if (srcDir) await this.overlay.walkUpper(from, (rel, st) => !st.isDirectory() && this.committer.markDirty(rel));
-      else this.committer.markDirty(from);
+      await this.markMoved(from, srcDir, recorded);
       throw e;
     }
     for (const h of this.committer.writers) {
@@ -239,11 +239,23 @@ export class Names {
     for (const p of [...this.committer.dirty.keys()]) if (p === from || p.startsWith(`${from}/`)) this.committer.dirty.delete(p);
     this.overlay.ignore.changed(from, srcDir);
     this.overlay.ignore.changed(to, srcDir);
-    if (toVersioned) {
-      if (srcDir) await this.overlay.walkUpper(to, (rel, st) => !st.isDirectory() && this.committer.markDirty(rel));
-      else this.committer.markDirty(to);
-    }
+    if (toVersioned) await this.markMoved(to, srcDir, recorded);
     this.committer.schedule();
+  }
+
+  /** rel and the directories below it that have a metadata record, committed or pending (relative to rel: '' is rel). */
+  private async recordedDirs(rel: string): Promise<string[]> {
+    const dirs = [rel];
+    await this.overlay.walkUpper(rel, (p, st) => st.isDirectory() && dirs.push(p));
+    const has = await Promise.all(dirs.map(async (d) => this.committer.dirty.has(d) || (await this.overlay.layer.meta(d, MODE.tree)) !== null));
+    return dirs.filter((_, i) => has[i]).map((d) => d.slice(rel.length + 1));
+  }
+
+  /** What a rename moved, to be committed at rel: a file, or a directory's files and the directories that had a record. */
+  private async markMoved(rel: string, dir: boolean, recorded: string[]): Promise<void> {
+    if (!dir) return this.committer.markDirty(rel);
+    await this.overlay.walkUpper(rel, (p, st) => !st.isDirectory() && this.committer.markDirty(p));
+    for (const d of recorded) this.committer.markDirty(d === '' ? rel : `${rel}/${d}`);
   }
 }
 

@@ -47,10 +47,3 @@ export async function exactMode(file: string, mode: number): Promise<void> {
 export async function giveToOwner(file: string, owner: Owner): Promise<void> {
   if (!isSelf(owner)) await fs.lchown(file, owner.uid, owner.gid);
 }
-
-/** mkdir -p, giving every directory it made to owner. */
-export async function mkdirsFor(dir: string, owner: Owner): Promise<void> {
-  const first = await fs.mkdir(dir, { recursive: true, mode: 0o755 });
-  if (!first || isSelf(owner)) return;
-  for (let d = dir; d.length >= first.length; d = path.dirname(d)) await fs.lchown(d, owner.uid, owner.gid);
-}
