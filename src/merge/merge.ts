@@ -1,6 +1,6 @@
 import { MAIN_REF } from '../store/refs.js';
 import { MODE, RefConflict, type Change, type Entry, type Identity, type MergeConflict, type Store } from '../store/store.js';
-import { META_ROOT, metaPath, recordSubject } from '../store/file-meta.js';
+import { META_ROOT, metaPath, parseMeta, recordFits, recordSubject } from '../store/file-meta.js';
 import { itemsFromGit, type Trash } from '../trash/trash.js';
 import { decodeText } from '../util/text.js';
 import { conflictHunks } from './hunks.js';
@@ -87,14 +87,20 @@ async function mergeContent(
   const records = async (tree: string | null) => (tree ? ((await store.lookupPath(tree, META_ROOT))?.oid ?? null) : null);
   const mainRecords = await records(mainTree);
   const withMain = mainRecords ? await store.editTree(files.tree, new Map([[META_ROOT, { oid: mainRecords, mode: MODE.tree }]])) : files.tree;
-  const edits = new Map<string, Entry | null>();
+  // Records go path by path: the branch's where it changed one and it still describes what the merge keeps at
+  // its path (a file, directory or symlink as recorded); main's own otherwise, unless main still has the base's
+  // record, which the branch removed or which went stale with the branch's change. Removals go in first: a
+  // removal of `.nas-meta/x` after the records of a new directory x would take them with it.
+  const removals = new Map<string, null>();
+  const kept = new Map<string, Entry>();
   for (const c of await store.changes(await records(baseTree), await records(headTree))) {
-    // A record whose path the merge does not keep as what it describes (main deleted it; a directory's record
-    // where a file is now) is not kept either.
-    const { path, dir } = recordSubject(c.path);
-    const subject = c.after ? await store.lookupPath(files.tree, path) : null;
-    edits.set(metaPath(c.path), subject && (subject.mode === MODE.tree) === dir ? c.after! : null);
+    const at = metaPath(c.path);
+    const subject = await store.lookupPath(files.tree, recordSubject(c.path).path);
+    const meta = c.after && subject ? parseMeta((await store.readBlob(c.after.oid)).toString()) : null;
+    if (meta && recordFits(meta, subject!.mode)) kept.set(at, c.after!);
+    else if (c.before && (await store.lookupPath(withMain, at))?.oid === c.before.oid) removals.set(at, null);
   }
+  const edits = new Map<string, Entry | null>([...removals, ...kept]);
   return { tree: edits.size > 0 ? await store.editTree(withMain, edits) : withMain };
 }
 

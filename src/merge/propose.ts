@@ -85,10 +85,10 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     ...p.mainConfig.problems.filter((x) => x.startsWith('.nas/policy.yaml')),
     ...(missing.length > 0 ? [`.nas/policy.yaml: merge.required_checks names unknown check(s) ${missing.join(', ')}`] : []),
   ];
-  const changes = await store.fileChanges(baseTree, headTree);
-  const writers = await writersSince(store, p.head, base);
-  if (changes.length === 0) throw new UserError(`nothing to propose: ${name} has no changes against main (no PR was created)`, 409);
+  const [changes, folders] = await Promise.all([store.fileChanges(baseTree, headTree), store.folderChanges(baseTree, headTree)]);
+  if (changes.length === 0 && folders.length === 0) throw new UserError(`nothing to propose: ${name} has no changes against main (no PR was created)`, 409);
 
+  const writers = await writersSince(store, p.head, base);
   const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);
   const checks = await runChecks(
     { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits }, names, defs.checks, defs.problems,
@@ -123,7 +123,11 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
       principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
       ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}), ...(writers.length ? { writers } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
     },
-    changes: { added: count('added'), modified: count('modified'), deleted: count('deleted'), paths: changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`) },
+    // A folder whose mode, owner or times changed is listed as modified, `M dir/`.
+    changes: {
+      added: count('added'), modified: count('modified') + folders.length, deleted: count('deleted'),
+      paths: [...changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`), ...folders.map((f) => `M ${f}/`)],
+    },
     checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
     trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims, start_set: startSet },
     reasons: decision.action === 'merge' ? [] : decision.reasons,

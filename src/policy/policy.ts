@@ -83,8 +83,11 @@ export function isGitmodulesName(name: string): boolean {
  */
 export const hasUnstorableName = (path: string): boolean => path.split('/').some((n) => n === DIR_RECORD || gitRefusesName(n));
 
-/** Mutations that add a name to a directory; a `.git` or `.nas-meta` component is refused outside scratch. */
-const NAMING: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'symlink', 'link', 'rename-to']);
+/**
+ * All a path with a `.git` or `.nas-meta` component outside scratch may still have done to it (one made before
+ * such names were refused): be removed or moved away. Anything else would be a change no commit can take.
+ */
+const REMOVING: ReadonlySet<Mutation> = new Set(['unlink', 'rmdir', 'rename-from']);
 
 /** What an append-only path still allows (like `chattr +a`): new files and directories, appends (see checkOpenForWrite), chmod, times. */
 const APPEND_ALLOWED: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'open-write', 'write', 'chmod', 'utimens']);
@@ -101,7 +104,7 @@ export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: 
   if (isMetaPath(path)) return 'EPERM';
   if (matchesAny(path, rules.readOnly)) return 'EPERM';
   const scratch = ignored || isScratch(rules, path);
-  if (!scratch && NAMING.has(op) && hasUnstorableName(path)) return 'EPERM';
+  if (!scratch && !REMOVING.has(op) && hasUnstorableName(path)) return 'EPERM';
   if (!scratch && (op === 'mkdir' || op === 'symlink') && isGitmodulesName(path.slice(path.lastIndexOf('/') + 1))) return 'EPERM';
   // Git trees hold neither hard links nor special files.
   if ((op === 'link' || op === 'mknod') && !scratch) return 'EPERM';

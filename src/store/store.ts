@@ -478,6 +478,20 @@ export class Store {
     return files;
   }
 
+  /**
+   * The directories whose own record (mode, owner, times) the second tree changed, where it holds them: what
+   * fileChanges leaves out, for a PR to list as folders.
+   */
+  async folderChanges(before: string | null, after: string | null): Promise<string[]> {
+    const records = async (t: string | null) => (t ? ((await this.lookupPath(t, META_ROOT))?.oid ?? null) : null);
+    const out: string[] = [];
+    for (const c of await this.changes(await records(before), await records(after), `${META_ROOT}/`)) {
+      const { path, dir } = metaSubject(c.path);
+      if (dir && c.after && after && (await this.lookupPath(after, path))?.mode === MODE.tree) out.push(path);
+    }
+    return out;
+  }
+
   /** A unified diff between two trees, as git prints it (binary files are named, not shown). */
   async diffText(before: string, after: string): Promise<string> {
     const [a, b] = await Promise.all([before, after].map(async (t) => this.repo.getTree(await this.withoutMeta(t))));

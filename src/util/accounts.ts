@@ -22,7 +22,9 @@ export async function lookupAccount(user: string): Promise<Account | null> {
 
 /** How a commit names the accounts that made its changes: `root (uid 0)`, or `uid 4242` for one without a name. */
 export async function describeUids(uids: Iterable<number>): Promise<string[]> {
+  const list = [...uids];
+  if (list.length === 0) return [];
   const passwd = await fs.readFile('/etc/passwd', 'utf8').catch(() => '');
   const names = new Map(passwd.split('\n').map((l) => l.split(':')).filter((f) => /^\d+$/.test(f[2] ?? '')).map((f) => [Number(f[2]), f[0]] as const));
-  return [...uids].sort((a, b) => a - b).map((uid) => (names.has(uid) ? `${names.get(uid)} (uid ${uid})` : `uid ${uid}`));
+  return list.sort((a, b) => a - b).map((uid) => (names.has(uid) ? `${names.get(uid)} (uid ${uid})` : `uid ${uid}`));
 }

@@ -274,4 +274,44 @@ describe('metadata that lasts', () => {
     expect(await codeOf(fs.mkdir(r('outbox/.nas-meta')))).toBe('EPERM');
     expect(await codeOf(fs.writeFile(r('outbox/private/.nas-meta'), 'x'))).toBe('EPERM');
   });
+
+  it("merges a file turned into a folder with its records, and proposes a change of a folder's mode alone", async () => {
+    // A delete waits for the owner: approved here.
+    const propose = async (branch: string) => {
+      const r = await d.nas('--json', 'propose', `demo/${branch}`, '--into', 'main', '--intent', `shape ${branch}`);
+      expect(r.code, r.stderr).toBe(0);
+      const pr = JSON.parse(r.stdout) as { id: number; state: string; changes: { paths: string[] } };
+      if (pr.state === 'waiting') expect((await d.nas('pr', 'approve', 'demo', String(pr.id))).stdout).toMatch(/merged/);
+      else expect(pr.state, r.stdout).toBe('merged');
+      return pr.changes.paths;
+    };
+    const branch = async (name: string) => {
+      expect((await d.nas('branch', 'create', `demo/${name}`)).code).toBe(0);
+      return (rel: string) => d.path(`demo@${name}`, rel);
+    };
+    const a = await branch('shape1');
+    await fs.writeFile(a('outbox/shape'), 'a file first\n');
+    await propose('shape1');
+
+    const b = await branch('shape2');
+    await fs.unlink(b('outbox/shape'));
+    await fs.mkdir(b('outbox/shape'));
+    await fs.writeFile(b('outbox/shape/inside'), 'now a folder\n');
+    await fs.chmod(b('outbox/shape/inside'), 0o640);
+    await fs.chmod(b('outbox/shape'), 0o700);
+    await propose('shape2');
+    expect(await statOf(d.path('demo', 'outbox/shape'), '%F %a')).toBe('directory 700');
+    expect(await statOf(d.path('demo', 'outbox/shape/inside'), '%a')).toBe('640');
+
+    // Only the folder's mode changes: that is a change to propose, listed as the folder. Bringing the folder
+    // up into the branch to chmod it changes no listing: outbox keeps the time it showed.
+    const c = await branch('shape3');
+    const outboxTime = await statOf(c('outbox'), '%y');
+    await fs.chmod(c('outbox/shape'), 0o750);
+    expect(await statOf(c('outbox'), '%y')).toBe(outboxTime);
+    expect(await propose('shape3')).toEqual(['M outbox/shape/']);
+    expect((await d.gitBlob('main:.nas-meta/outbox/shape/.nas-meta')).toString()).toMatch(/^mode=40750 /);
+    await new Promise((r) => setTimeout(r, 1100)); // main's attributes were looked at above: the kernel keeps them 1 s
+    expect(await statOf(d.path('demo', 'outbox/shape'), '%a')).toBe('750');
+  });
 });

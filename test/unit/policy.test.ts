@@ -47,6 +47,14 @@ describe('policy', () => {
     expect(checkMutation('branch', r, 'create', 'outbox/.gitignore')).toBeNull();
   });
 
+  it('lets a .nas-meta or .git path made before such names were refused only be removed or moved away', () => {
+    for (const path of ['docs/.nas-meta', 'docs/.nas-meta/x', 'docs/.GIT/config']) {
+      for (const op of ['open-write', 'write', 'truncate', 'chmod', 'utimens', 'rename-to'] as const) expect(checkMutation('branch', r, op, path)).toBe('EPERM');
+      for (const op of ['unlink', 'rmdir', 'rename-from'] as const) expect(checkMutation('branch', r, op, path)).toBeNull();
+    }
+    expect(checkMutation('branch', r, 'open-write', 'workspace/.nas-meta')).toBeNull();
+  });
+
   it('classifies scratch paths from maintenance.yaml', () => {
     expect(isScratch(r, 'workspace')).toBe(true);
     expect(isScratch(r, 'workspace/a/b')).toBe(true);

@@ -40,7 +40,7 @@ export class Committer {
   /** Handles open for writing, so that sync can include what they wrote before their release arrives. */
   readonly writers = new Set<Handle>();
   /** The accounts (uids) whose calls changed the branch since the last commit: its Nas-Writers trailer. */
-  private readonly changers = new Set<number>();
+  private changers = new Set<number>();
   /** Paths a commit left out because git ignores them: looked at again when a .gitignore changes. */
   private readonly ignored = new Set<string>();
   private readonly flusher: Flusher;
@@ -109,19 +109,29 @@ export class Committer {
   /** One commit for everything dirty, deleted and hidden since the last one; then the deletions to the recycle area. */
   private async commitPending(): Promise<void> {
     if (this.pendingChanges === 0) return;
+    // Who changed the branch until now is named in this commit; who changes it from now on, in the next.
+    const changers = this.changers;
+    this.changers = new Set();
+    await this.commit(changers).catch((err) => {
+      for (const uid of changers) this.changers.add(uid);
+      throw err;
+    });
+  }
+
+  private async commit(changers: Set<number>): Promise<void> {
     const { store } = this.ctx;
     const dirty = [...this.dirty];
     const whiteouts = [...this.overlay.whiteouts];
     const deletions = this.deletions.waiting.slice();
-    const changers = [...this.changers];
     const head = this.overlay.layer.commit;
     // Deletions first, then what is written: "rm -r d; mkdir d; echo > d/f" must end with d/f in the tree.
     const changes = new Map<string, Entry | null>();
     for (const [path] of whiteouts) if (await store.lookupPath(head.tree, path)) changes.set(path, null);
     const deleted = [...changes.keys()];
     const deletedSet = new Set(deleted);
-    // A deleted path's metadata records go with it.
-    for (const path of deleted) if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
+    // A deleted path's metadata records go with it, also a directory's that git no longer held (emptied, or it
+    // never had a file): left behind, it would describe the next directory made there.
+    for (const [path] of whiteouts) if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
     // A directory's record (its times) changes with what is made or removed in it: the parents that have one
     // are looked at too. Directories without one (made by the daemon to hold a copied file) get none here:
     // they go on showing the view's owner.
@@ -145,6 +155,7 @@ export class Committer {
         changes.delete(path);
         changes.set(path, snap.entry);
       }
+      changes.delete(at);
       changes.set(at, snap.record);
       // Named in the message and the log only when it changed (after a crash every file left on disk is looked at).
       const same = (!snap.entry || (before?.oid === snap.entry.oid && before.mode === snap.entry.mode)) && beforeRecord?.oid === snap.record.oid;
@@ -164,7 +175,6 @@ export class Committer {
     await this.ctx.trash.add(this.deletions.items(deletions));
     // Forget what is committed, unless it changed again while the commit was being made.
     for (const [p, g] of dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
-    for (const uid of changers) this.changers.delete(uid);
     for (const [p, g] of whiteouts) if (this.overlay.whiteouts.get(p) === g) this.overlay.whiteouts.delete(p);
     await this.deletions.settle(deletions);
   }

@@ -47,7 +47,11 @@ export class CopyUp {
    */
   async directory(rel: string): Promise<void> {
     const missing: string[] = [];
-    for (let d = rel; !(await this.overlay.statNs(d)); d = parentOf(d)) missing.unshift(d);
+    let existing = rel;
+    for (; !(await this.overlay.statNs(existing)); existing = parentOf(existing)) missing.unshift(existing);
+    if (missing.length === 0) return;
+    // Bringing a directory up changes no listing: the directory it is made in keeps its modification time.
+    const { mtimeNs } = await fs.lstat(this.overlay.up(existing), { bigint: true });
     const made: string[] = [];
     for (const d of missing) {
       try {
@@ -61,6 +65,7 @@ export class CopyUp {
       const git = await this.overlay.gitNode(d);
       await this.applyRecord(d, this.overlay.up(d), git?.entry?.mode === MODE.tree ? MODE.tree : null);
     }
+    if (made.includes(missing[0])) setTimes(this.overlay.up(existing), 'omit', mtimeNs);
   }
 
   /**
@@ -69,7 +74,13 @@ export class CopyUp {
    */
   private async applyRecord(rel: string, file: string, gitMode: number | null): Promise<void> {
     const meta = gitMode === null ? null : await this.overlay.layer.meta(rel, gitMode);
-    if (!meta) return giveToOwner(file, this.owner());
+    if (!meta) {
+      await giveToOwner(file, this.owner());
+      // What git has without a record shows the commit view's time: the copy keeps showing it.
+      const shown = BigInt(this.overlay.layer.time.getTime()) * 1_000_000n;
+      if (gitMode !== null) setTimes(file, shown, shown);
+      return;
+    }
     // Owner first: a chown clears setuid and setgid bits.
     await fs.lchown(file, meta.uid, meta.gid);
     if (gitMode === MODE.tree) await fs.chmod(file, meta.mode & 0o7777);
@@ -108,24 +119,28 @@ export class CopyUp {
     const refusal = this.space.refusal(data.length);
     if (refusal) throw fsError(refusal);
     const tmp = this.tmpName();
-    if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
-    else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
-    // The copy is the file as the view showed it: its recorded mode, owner and times.
-    await this.applyRecord(rel, tmp, entry.mode);
-    const dir = parentOf(rel);
-    await this.directory(dir);
-    // A copy-up changes no listing: the directory keeps its modification time (a create racing this one
-    // between the two calls would lose its own change of that time, nothing else).
-    const { mtimeNs } = await fs.lstat(this.overlay.up(dir), { bigint: true });
-    // link, not rename: if a writer got there first, its file stays and this copy is dropped.
     try {
-      await this.withParent(rel, () => fs.link(tmp, this.overlay.up(rel)));
-      setTimes(this.overlay.up(dir), 'omit', mtimeNs);
-      this.space.used += data.length;
-    } catch (e) {
-      if (!hasCode(e, 'EEXIST')) throw e;
+      if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
+      else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
+      // The copy is the file as the view showed it: its recorded mode, owner and times.
+      await this.applyRecord(rel, tmp, entry.mode);
+      const dir = parentOf(rel);
+      await this.directory(dir);
+      // A copy-up changes no listing: the directory keeps its modification time (a create racing this one
+      // between the two calls would lose its own change of that time, nothing else).
+      const { mtimeNs } = await fs.lstat(this.overlay.up(dir), { bigint: true });
+      // link, not rename: if a writer got there first, its file stays and this copy is dropped.
+      try {
+        await this.withParent(rel, () => fs.link(tmp, this.overlay.up(rel)));
+        setTimes(this.overlay.up(dir), 'omit', mtimeNs);
+        this.space.used += data.length;
+      } catch (e) {
+        if (!hasCode(e, 'EEXIST')) throw e;
+      }
     } finally {
-      await fs.unlink(tmp);
+      await fs.unlink(tmp).catch((e) => {
+        if (!hasCode(e, 'ENOENT')) throw e;
+      });
     }
     // An unlink of rel that ran while this copy was made has hidden git's copy: the copy must not bring it back.
     if (this.overlay.hidden(rel)) {
