@@ -42,7 +42,17 @@ export interface DaemonOptions {
   /** Reuse the state of an earlier daemon (restart after a crash). */
   dir?: string;
   extraArgs?: string[];
+  /**
+   * Run nasd as its hardened systemd unit does: in a mount namespace of its own (slave of the host's),
+   * without CAP_SYS_ADMIN, its fusermount being nas-mount-relay, talking to the nas-mount-broker at this socket.
+   */
+  sandboxBroker?: string;
 }
+
+/** nasd's sandbox as the unit makes it: $1 relay, $2 broker socket, then the command (one process, exec'd through). */
+const SANDBOX =
+  'relay="$1"; broker="$2"; shift 2; mount --bind "$relay" /usr/bin/fusermount && ' +
+  'exec setpriv --bounding-set -sys_admin --inh-caps -sys_admin env NAS_MOUNT_BROKER="$broker" "$@"';
 
 /** A nasd in its own process, with its own temp state dir, mount point and socket. */
 export class TestDaemon {
@@ -93,7 +103,9 @@ export class TestDaemon {
       `${ROOT}/dist/src/daemon/main.js`, '--state-dir', this.state, '--mount', this.mnt, '--socket', this.socket,
       '--commit-window-ms', String(this.opts.windowMs ?? 50), '--log-level', 'info', '--web-listen', '127.0.0.1:0', ...(this.opts.extraArgs ?? []),
     ];
-    this.child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = this.opts.sandboxBroker
+      ? spawn('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', SANDBOX, 'sandbox', `${ROOT}/libexec/nas-mount-relay`, this.opts.sandboxBroker, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+      : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => (this.log += d));
     this.child.stderr!.on('data', (d) => (this.log += d));
     let onExit: (code: number | null) => void = () => undefined;

@@ -1,8 +1,18 @@
 import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 
 const run = promisify(execFile);
+
+/**
+ * mount and umount, or, for a nasd sandboxed in a mount namespace of its own (NAS_MOUNT_BROKER set, see
+ * libexec/nas-mount-broker), the relay that asks the broker to make them where everyone sees them.
+ */
+const RELAY = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../libexec/nas-mount-relay');
+const mountCmd = (verb: 'bind' | 'umount', args: string[]): Promise<unknown> =>
+  process.env.NAS_MOUNT_BROKER ? run(RELAY, [verb, ...args]) : verb === 'bind' ? run('mount', ['--bind', ...args]) : run('umount', args);
 
 /**
  * Scratch at disk speed: a branch view's scratch roots (workspace/) are its upper directories themselves,
@@ -26,7 +36,7 @@ export class ScratchBinds {
   async bind(source: string, target: string): Promise<void> {
     if (!this.live || this.binds.has(target)) return;
     try {
-      await run('mount', ['--bind', source, target]);
+      await mountCmd('bind', [source, target]);
       this.binds.set(target, source);
     } catch (err) {
       // The view still works: scratch is then served through FUSE, slower but the same files.
@@ -49,10 +59,10 @@ export class ScratchBinds {
 
   private async unbind(target: string): Promise<void> {
     try {
-      await run('umount', [target]);
+      await mountCmd('umount', [target]);
     } catch {
       // Busy (a process works in it): detach it now; it goes when the last user leaves.
-      await run('umount', ['-l', target]).catch((err) => this.log.error({ err, target }, 'cannot unmount a scratch bind'));
+      await mountCmd('umount', ['-l', target]).catch((err) => this.log.error({ err, target }, 'cannot unmount a scratch bind'));
     }
     this.binds.delete(target);
   }
