@@ -11,8 +11,11 @@ const run = promisify(execFile);
  * libexec/nas-mount-broker), the relay that asks the broker to make them where everyone sees them.
  */
 const RELAY = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../libexec/nas-mount-relay');
-const mountCmd = (verb: 'bind' | 'umount', args: string[]): Promise<unknown> =>
-  process.env.NAS_MOUNT_BROKER ? run(RELAY, [verb, ...args]) : verb === 'bind' ? run('mount', ['--bind', ...args]) : run('umount', args);
+const mountCmd = (verb: 'bind' | 'umount', args: string[]): Promise<unknown> => {
+  const [cmd, argv] = process.env.NAS_MOUNT_BROKER ? [RELAY, [verb, ...args]] : verb === 'bind' ? ['mount', ['--bind', ...args]] : ['umount', args];
+  // A mount that hangs (a stuck broker) must not hold up the branch that waits for it: it fails, and logs.
+  return run(cmd, argv, { timeout: 150_000 });
+};
 
 /**
  * Scratch at disk speed: a branch view's scratch roots (workspace/) are its upper directories themselves,

@@ -9,13 +9,13 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const BROKER = `${ROOT}/libexec/nas-mount-broker`;
 const RELAY = `${ROOT}/libexec/nas-mount-relay`;
 
-/** Mounts of the test's (the host's) mount namespace at or below dir: target -> filesystem type. */
-async function hostMounts(dir: string): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
+/** Mounts of the test's (the host's) mount namespace at or below dir: target -> type and per-mount options. */
+async function hostMounts(dir: string): Promise<Map<string, { type: string; options: string[] }>> {
+  const out = new Map<string, { type: string; options: string[] }>();
   for (const line of (await fs.readFile('/proc/self/mountinfo', 'utf8')).split('\n')) {
     const fields = line.split(' ');
     const dash = fields.indexOf('-');
-    if (dash > 0 && (fields[4] === dir || fields[4]?.startsWith(`${dir}/`))) out.set(fields[4], fields[dash + 1]);
+    if (dash > 0 && (fields[4] === dir || fields[4]?.startsWith(`${dir}/`))) out.set(fields[4], { type: fields[dash + 1], options: fields[5].split(',') });
   }
   return out;
 }
@@ -66,7 +66,9 @@ describe('nasd sandboxed, its mounts made by nas-mount-broker', () => {
     const capEff = BigInt(`0x${/^CapEff:\s*([0-9a-f]+)$/m.exec(await fs.readFile(`/proc/${pid}/status`, 'utf8'))![1]}`);
     expect(capEff & (1n << 21n)).toBe(0n); // CAP_SYS_ADMIN
 
-    expect((await hostMounts(base)).get(d.mnt)).toBe('fuse.nasd');
+    const fuse = (await hostMounts(base)).get(d.mnt);
+    expect(fuse?.type).toBe('fuse.nasd');
+    expect(fuse?.options).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
     expect(await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).toMatch(/\S/);
     expect((await d.nas('branch', 'create', 'demo/sb')).code).toBe(0);
     await fs.writeFile(d.path('demo@sb', 'outbox/from-host.md'), 'hello\n');
@@ -76,6 +78,7 @@ describe('nasd sandboxed, its mounts made by nas-mount-broker', () => {
     // workspace/ is the branch's upper directory, bound over the view by the broker: the host sees the bind.
     const workspace = d.path('demo@sb', 'workspace');
     expect(await until(async () => (await hostMounts(base)).has(workspace))).toBe(true);
+    expect((await hostMounts(base)).get(workspace)?.options).toContain('nosuid');
     await fs.writeFile(`${workspace}/scratch.txt`, 'fast\n');
     const upper = (await run('find', [`${base}/state`, '-path', '*/sb/*', '-name', 'scratch.txt'])).stdout.trim();
     expect(upper).toMatch(/upper\/workspace\/scratch\.txt$/);
@@ -99,13 +102,19 @@ describe('nasd sandboxed, its mounts made by nas-mount-broker', () => {
     await refused(['bind', `${base}/state/../..`, `${view}/outbox`], /not an absolute, normalised path/);
     await fs.symlink('/root', `${base}/state/link`);
     await refused(['bind', `${base}/state/link`, `${view}/outbox`], /refused: .*link is a symlink or not a directory/);
-    await refused(['umount', '/'], /refused: \/ is not inside/);
+    await refused(['umount', '/'], /refused: \/ is not a bind this broker made/);
+    await refused(['umount', `${view}/outbox`], /is not a bind this broker made/);
+    // A request that is not even an object is answered, and the broker goes on serving.
+    const raw = await run('python3', ['-c', 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"[]"); s.shutdown(1); print(s.recv(999).decode())', `${base}/broker.sock`]);
+    expect(raw.stdout).toMatch(/refused: a request is a JSON object/);
     await refused(['bind', homes, `${view}/outbox`], /cannot reach nas-mount-broker.*Permission denied/, 65534);
     // As fusermount (the name libfuse calls it by): nothing but nasd's mount point, and never setuid.
     await fs.symlink(RELAY, `${base}/fusermount`);
     const asFusermount = (args: string[]) => run(`${base}/fusermount`, args, { env: { NAS_MOUNT_BROKER: `${base}/broker.sock` } });
     expect((await asFusermount(['-uz', '/'])).stderr).toMatch(/may only act on/);
-    expect((await asFusermount(['-o', 'rw,suid', '--', d.mnt])).stderr).toMatch(/mount option suid is not one nasd uses/);
+    for (const option of ['suid', 'dev', 'blkdev', 'fsname=/dev/sda']) {
+      expect((await asFusermount(['-o', `rw,${option}`, '--', d.mnt])).stderr).toMatch(new RegExp(`mount option ${option} is not one nasd uses`));
+    }
     // Nothing was mounted in the view but its own workspace/ bind.
     expect([...(await hostMounts(base)).keys()].filter((m) => m.includes('@evil'))).toEqual([`${view}/workspace`]);
   });
