@@ -275,6 +275,22 @@ describe('metadata that lasts', () => {
     expect(await codeOf(fs.writeFile(r('outbox/private/.nas-meta'), 'x'))).toBe('EPERM');
   });
 
+  it('does not commit a folder again because someone listed it (its access time moved)', async () => {
+    expect((await d.nas('branch', 'create', 'demo/listed')).code).toBe(0);
+    const q = (rel: string) => d.path('demo@listed', rel);
+    const subject = async () => (await d.git('log', '-1', '--format=%s', 'refs/heads/listed')).stdout.trim();
+    await fs.mkdir(q('outbox/seen'));
+    await fs.writeFile(q('outbox/seen/a.md'), 'a\n');
+    await d.sync('demo/listed');
+    const before = (await d.gitBlob('refs/heads/listed:.nas-meta/outbox/seen/.nas-meta')).toString();
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await run('ls', [q('outbox/seen')])).code).toBe(0);
+    await fs.appendFile(q('outbox/seen/a.md'), 'more\n');
+    await d.sync('demo/listed');
+    expect(await subject()).toBe('nasd: write outbox/seen/a.md');
+    expect((await d.gitBlob('refs/heads/listed:.nas-meta/outbox/seen/.nas-meta')).toString()).toBe(before);
+  });
+
   it("merges a file turned into a folder with its records, and proposes a change of a folder's mode alone", async () => {
     // A delete waits for the owner: approved here.
     const propose = async (branch: string) => {

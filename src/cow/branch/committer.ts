@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import { constants, type BigIntStats } from 'node:fs';
 import type { Logger } from 'pino';
 import { MODE, type Entry, type Identity, type Store } from '../../store/store.js';
-import { dirMetaPath, formatMeta, metaPath } from '../../store/file-meta.js';
+import { dirMetaPath, formatMeta, metaPath, parseMeta, type FileMeta } from '../../store/file-meta.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash } from '../../trash/trash.js';
 import { describeUids } from '../../util/accounts.js';
@@ -151,6 +151,9 @@ export class Committer {
       // longer what its record described (a file now a directory) loses it.
       const at = snap.entry ? metaPath(path) : dirMetaPath(path);
       const [before, beforeRecord] = await Promise.all([store.lookupPath(head.tree, path), store.lookupPath(head.tree, at)]);
+      // A folder looked at only because something in it changed keeps its record if just its access time moved
+      // (someone listed it): that is no change for a PR to show.
+      if (i >= dirty.length && snap.meta && beforeRecord && sameButAtime(snap.meta, parseMeta((await store.readBlob(beforeRecord.oid)).toString()))) continue;
       if (snap.entry) {
         changes.delete(path);
         changes.set(path, snap.entry);
@@ -206,10 +209,10 @@ export class Committer {
       this.ctx.log.warn({ view: this.ctx.name, path }, 'not committed: git refuses this name in a tree (it stays in the upper directory)');
       return null;
     }
-    if (st.isDirectory()) return { record: await this.record(st), bytes: 0 };
+    if (st.isDirectory()) return { record: await this.record(metaOf(st)), meta: metaOf(st), bytes: 0 };
     if (st.isSymbolicLink()) {
       const target = await fs.readlink(file);
-      return { entry: { oid: await this.ctx.store.writeBlob(target), mode: MODE.link }, record: await this.record(st), bytes: Number(st.size) };
+      return { entry: { oid: await this.ctx.store.writeBlob(target), mode: MODE.link }, record: await this.record(metaOf(st)), bytes: Number(st.size) };
     }
     const fh = await openForCommit(file);
     if (!fh) return null;
@@ -217,23 +220,30 @@ export class Committer {
       const now = await fh.stat({ bigint: true });
       if (!now.isFile()) return null;
       const oid = now.size <= READ_IN_FULL ? await this.ctx.store.writeBlob(await fh.readFile()) : await this.ctx.store.writeBlobFromFd(fh.fd);
-      return { entry: { oid, mode: gitModeOf(now) }, record: await this.record(now), bytes: Number(now.size) };
+      return { entry: { oid, mode: gitModeOf(now) }, record: await this.record(metaOf(now)), bytes: Number(now.size) };
     } finally {
       await fh.close();
     }
   }
 
-  /** The metadata record of what these stats describe, as a blob. */
-  private async record(st: BigIntStats): Promise<Entry> {
-    const text = formatMeta({ mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs });
-    return { oid: await this.ctx.store.writeBlob(text), mode: MODE.file };
+  /** A metadata record as a blob. */
+  private async record(meta: FileMeta): Promise<Entry> {
+    return { oid: await this.ctx.store.writeBlob(formatMeta(meta)), mode: MODE.file };
   }
 }
+
+const metaOf = (st: BigIntStats): FileMeta => ({ mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs });
+
+/** Whether two records differ in the access time at most. */
+const sameButAtime = (a: FileMeta, b: FileMeta | null): boolean =>
+  b !== null && a.mode === b.mode && a.uid === b.uid && a.gid === b.gid && a.mtimeNs === b.mtimeNs;
 
 /** What a commit takes of one upper path: its git entry (none for a directory) and its metadata record. */
 interface Snapshot {
   entry?: Entry;
   record: Entry;
+  /** A directory's record as read. */
+  meta?: FileMeta;
   bytes: number;
 }
 
