@@ -1,4 +1,5 @@
 import { UserError } from '../util/errors.js';
+import { nasTrailers } from '../util/text.js';
 import { validateBranch, validateRelPath } from '../util/names.js';
 import { Checkpoints, type Checkpoint } from '../home/checkpoints.js';
 import { itemsFromGit, kindOfMode } from '../trash/trash.js';
@@ -79,9 +80,8 @@ export class HistoryService {
       const commit = await store.readCommit(c);
       const parent = commit.parents[0];
       if (!path || (await this.touches(role, commit.tree, parent, path))) {
-        const [subject, ...rest] = commit.message.split('\n');
-        const trailers = Object.fromEntries(rest.map((l) => /^(Nas-[A-Za-z-]+): (.*)$/.exec(l)).filter((m): m is RegExpExecArray => m !== null).map((m) => [m[1], m[2]]));
-        out.push({ commit: c, parents: commit.parents, time: new Date(commit.time * 1000).toISOString(), subject, trailers });
+        const subject = commit.message.split('\n', 1)[0];
+        out.push({ commit: c, parents: commit.parents, time: new Date(commit.time * 1000).toISOString(), subject, trailers: nasTrailers(commit.message) });
       }
       c = parent;
     }

@@ -1,6 +1,6 @@
 import { MAIN_REF } from '../store/refs.js';
 import { MODE, RefConflict, type Change, type Entry, type Identity, type MergeConflict, type Store } from '../store/store.js';
-import { META_ROOT, metaPath, parseMeta, recordFits, recordSubject } from '../store/file-meta.js';
+import { META_ROOT, metaPath, recordFits, recordSubject } from '../store/file-meta.js';
 import { itemsFromGit, type Trash } from '../trash/trash.js';
 import { decodeText } from '../util/text.js';
 import { conflictHunks } from './hunks.js';
@@ -84,8 +84,7 @@ async function mergeContent(
     if (edits.size > 0) files = { tree: await store.editTree(files.tree, edits) };
   }
   if ('conflicts' in files) return { ...files, structured: [] };
-  const records = async (tree: string | null) => (tree ? ((await store.lookupPath(tree, META_ROOT))?.oid ?? null) : null);
-  const mainRecords = await records(mainTree);
+  const mainRecords = await store.recordsOf(mainTree);
   const withMain = mainRecords ? await store.editTree(files.tree, new Map([[META_ROOT, { oid: mainRecords, mode: MODE.tree }]])) : files.tree;
   // Records go path by path: the branch's where it changed one and it still describes what the merge keeps at
   // its path (a file, directory or symlink as recorded); main's own otherwise, unless main still has the base's
@@ -93,10 +92,10 @@ async function mergeContent(
   // removal of `.nas-meta/x` after the records of a new directory x would take them with it.
   const removals = new Map<string, null>();
   const kept = new Map<string, Entry>();
-  for (const c of await store.changes(await records(baseTree), await records(headTree))) {
+  for (const c of await store.changes(await store.recordsOf(baseTree), await store.recordsOf(headTree))) {
     const at = metaPath(c.path);
     const subject = await store.lookupPath(files.tree, recordSubject(c.path).path);
-    const meta = c.after && subject ? parseMeta((await store.readBlob(c.after.oid)).toString()) : null;
+    const meta = c.after && subject ? await store.readMeta(c.after.oid) : null;
     if (meta && recordFits(meta, subject!.mode)) kept.set(at, c.after!);
     else if (c.before && (await store.lookupPath(withMain, at))?.oid === c.before.oid) removals.set(at, null);
   }

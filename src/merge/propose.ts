@@ -3,6 +3,7 @@ import { MAIN_REF } from '../store/refs.js';
 import type { Identity, Store } from '../store/store.js';
 import type { Trash } from '../trash/trash.js';
 import { UserError } from '../util/errors.js';
+import { nasTrailers } from '../util/text.js';
 import { treeFiles } from '../memory/files.js';
 import { isNote } from '../memory/layout.js';
 import { branchMemory } from '../memory/branch-memory.js';
@@ -143,8 +144,7 @@ async function writersSince(store: Store, head: string, base: string): Promise<s
   const writers = new Set<string>();
   for (let c: string | undefined = head, seen = 0; c && c !== base && seen < 10_000; seen++) {
     const commit = await store.readCommit(c);
-    const line = /^Nas-Writers: (.*)$/m.exec(commit.message);
-    for (const w of line?.[1].split(', ') ?? []) writers.add(w);
+    for (const w of nasTrailers(commit.message)['Nas-Writers']?.split(', ') ?? []) writers.add(w);
     c = commit.parents[0];
   }
   return [...writers].sort();

@@ -180,14 +180,25 @@ export class Store {
   async meta(tree: string, rel: string, gitMode: number): Promise<FileMeta | null> {
     const entry = await this.lookupPath(tree, recordPath(rel, gitMode));
     if (!entry || entry.mode === MODE.tree) return null;
-    let meta = this.metas.get(entry.oid);
+    const meta = await this.readMeta(entry.oid);
+    return meta && recordFits(meta, gitMode) ? meta : null;
+  }
+
+  /** A metadata record's blob, parsed (null when damaged). */
+  async readMeta(oid: string): Promise<FileMeta | null> {
+    let meta = this.metas.get(oid);
     if (meta === undefined) {
-      meta = parseMeta((await this.readBlob(entry.oid)).toString());
+      meta = parseMeta((await this.readBlob(oid)).toString());
       // Records are tiny and immutable by id; forget them all now and then rather than track use.
       if (this.metas.size > 200_000) this.metas.clear();
-      this.metas.set(entry.oid, meta);
+      this.metas.set(oid, meta);
     }
-    return meta && recordFits(meta, gitMode) ? meta : null;
+    return meta;
+  }
+
+  /** The tree of a tree's metadata records (`.nas-meta/`), or null when it has none. */
+  async recordsOf(tree: string | null): Promise<string | null> {
+    return tree ? ((await this.lookupPath(tree, META_ROOT))?.oid ?? null) : null;
   }
 
   /** A tree without its metadata records (for diffs and content merges). */
@@ -483,9 +494,8 @@ export class Store {
    * fileChanges leaves out, for a PR to list as folders.
    */
   async folderChanges(before: string | null, after: string | null): Promise<string[]> {
-    const records = async (t: string | null) => (t ? ((await this.lookupPath(t, META_ROOT))?.oid ?? null) : null);
     const out: string[] = [];
-    for (const c of await this.changes(await records(before), await records(after), `${META_ROOT}/`)) {
+    for (const c of await this.changes(await this.recordsOf(before), await this.recordsOf(after), `${META_ROOT}/`)) {
       const { path, dir } = metaSubject(c.path);
       if (dir && c.after && after && (await this.lookupPath(after, path))?.mode === MODE.tree) out.push(path);
     }

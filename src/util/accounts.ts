@@ -9,22 +9,27 @@ export interface Account {
   shell: string;
 }
 
-/** The account a user name or numeric uid names, or null when there is none. */
-export async function lookupAccount(user: string): Promise<Account | null> {
+/** The local accounts, in /etc/passwd order. */
+async function accounts(): Promise<Account[]> {
   const passwd = await fs.readFile('/etc/passwd', 'utf8').catch(() => '');
+  const out: Account[] = [];
   for (const line of passwd.split('\n')) {
     const [name, , uid, gid, , home, shell] = line.split(':');
     if (!name || !/^\d+$/.test(uid ?? '') || !/^\d+$/.test(gid ?? '')) continue;
-    if (name === user || uid === user) return { name, uid: Number(uid), gid: Number(gid), home: home || '/', shell: shell || '/bin/sh' };
+    out.push({ name, uid: Number(uid), gid: Number(gid), home: home || '/', shell: shell || '/bin/sh' });
   }
-  return null;
+  return out;
+}
+
+/** The account a user name or numeric uid names, or null when there is none. */
+export async function lookupAccount(user: string): Promise<Account | null> {
+  return (await accounts()).find((a) => a.name === user || String(a.uid) === user) ?? null;
 }
 
 /** How a commit names the accounts that made its changes: `root (uid 0)`, or `uid 4242` for one without a name. */
 export async function describeUids(uids: Iterable<number>): Promise<string[]> {
   const list = [...uids];
   if (list.length === 0) return [];
-  const passwd = await fs.readFile('/etc/passwd', 'utf8').catch(() => '');
-  const names = new Map(passwd.split('\n').map((l) => l.split(':')).filter((f) => /^\d+$/.test(f[2] ?? '')).map((f) => [Number(f[2]), f[0]] as const));
+  const names = new Map((await accounts()).reverse().map((a) => [a.uid, a.name]));
   return list.sort((a, b) => a - b).map((uid) => (names.has(uid) ? `${names.get(uid)} (uid ${uid})` : `uid ${uid}`));
 }

@@ -7,3 +7,8 @@ export function decodeText(buf: Buffer): string | null {
     return null;
   }
 }
+
+/** The `Nas-*` trailers of a commit message (who and why: run, lease, principal, writers...), by name. */
+export function nasTrailers(message: string): Record<string, string> {
+  return Object.fromEntries([...message.matchAll(/^(Nas-[A-Za-z-]+): (.*)$/gm)].map((m) => [m[1], m[2]]));
+}

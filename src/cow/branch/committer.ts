@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import { constants, type BigIntStats } from 'node:fs';
 import type { Logger } from 'pino';
 import { MODE, type Entry, type Identity, type Store } from '../../store/store.js';
-import { dirMetaPath, formatMeta, metaPath, parseMeta, type FileMeta } from '../../store/file-meta.js';
+import { dirMetaPath, formatMeta, metaPath, type FileMeta } from '../../store/file-meta.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash } from '../../trash/trash.js';
 import { describeUids } from '../../util/accounts.js';
@@ -153,7 +153,7 @@ export class Committer {
       const [before, beforeRecord] = await Promise.all([store.lookupPath(head.tree, path), store.lookupPath(head.tree, at)]);
       // A folder looked at only because something in it changed keeps its record if just its access time moved
       // (someone listed it): that is no change for a PR to show.
-      if (i >= dirty.length && snap.meta && beforeRecord && sameButAtime(snap.meta, parseMeta((await store.readBlob(beforeRecord.oid)).toString()))) continue;
+      if (i >= dirty.length && snap.meta && beforeRecord && sameButAtime(snap.meta, await store.readMeta(beforeRecord.oid))) continue;
       if (snap.entry) {
         changes.delete(path);
         changes.set(path, snap.entry);
