@@ -15,6 +15,7 @@ import type { PrService } from './pr-service.js';
 import type { Registry } from './registry.js';
 import type { RunSockets } from './control.js';
 import { startTimeOf } from '../util/pid-namespace.js';
+import { Beneath } from '../util/beneath.js';
 
 /**
  * Runs through the control API (`nas run` is the launcher; the daemon keeps the books): a run is a branch
@@ -61,7 +62,12 @@ export class RunService {
     private readonly runsDir: string,
     private readonly stateDir: string,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.runsTree = new Beneath(runsDir);
+  }
+
+  /** The runs' directories, removed without following anything a run's user may have put there. */
+  private readonly runsTree: Beneath;
 
   private store(role: string): RunStore {
     const home = this.reg.homeOf(role);
@@ -125,20 +131,13 @@ export class RunService {
       const [lease, files] = await Promise.allSettled([
         this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: 'write,propose:main', budget: r.budget }, { owner: true }),
         (async () => {
-          // Everyone may pass through the runs directory. The run's own is made, filled and only then given to
-          // its user: root never follows a link the user could have put there (another run of the same user).
+          // Everyone may pass through the runs directory and a run's own, which stay root's: the user gets its
+          // socket and its briefing (0600 each), nothing it could rename or swap under root's feet.
           await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
-          await fs.mkdir(dir, { mode: 0o700 });
+          await fs.mkdir(dir, { mode: 0o755 });
           this.sockets.set(id, await this.runSockets.open(socket, account));
           const text = (await this.memory.briefing(role, branch, 2000)).text;
-          const fh = await fs.open(briefing, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW, 0o600);
-          try {
-            await fh.writeFile(text);
-            await fh.chown(account.uid, account.gid);
-          } finally {
-            await fh.close();
-          }
-          await fs.lchown(dir, account.uid, account.gid);
+          await this.runsTree.createFile(`${id}/briefing.md`, text, { mode: 0o600, uid: account.uid, gid: account.gid });
         })(),
       ]);
       // Both settled before either failure counts: the undo below then finds everything that was made.
@@ -178,7 +177,7 @@ export class RunService {
     this.launchers.delete(id);
     await this.sockets.get(id)?.close();
     this.sockets.delete(id);
-    await fs.rm(`${this.runsDir}/${id}`, { recursive: true, force: true });
+    await this.runsTree.removeTree(id);
   }
 
   /** A branch that never held a run's work: its leases revoked, the branch removed (nothing to recycle). */
@@ -287,7 +286,8 @@ export class RunService {
    * leases revoked; their committed work stays on their branches. Stale sockets go.
    */
   async recover(): Promise<void> {
-    await fs.rm(this.runsDir, { recursive: true, force: true });
+    await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+    await this.runsTree.removeTree('');
     for (const role of this.reg.roles()) {
       for (const run of (await this.store(role).list()).filter((r) => r.state === 'running')) {
         run.state = 'interrupted';

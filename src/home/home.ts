@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import { exists } from '../util/exists.js';
+import { Beneath } from '../util/beneath.js';
 import yaml from 'js-yaml';
 import { UserError } from '../util/errors.js';
 import { validateBranch, validateRole } from '../util/names.js';
@@ -198,7 +199,8 @@ export class Home {
     if (head) await this.store.deleteRef(branchRef(name), head);
     await this.store.commitToRef(BRANCHES_REF, async (tree) => (tree && (await this.store.lookupPath(tree, `${name}.yaml`)) ? new Map([[`${name}.yaml`, null]]) : null),
       `nas: discard branch ${name}\n`, this.identity);
-    await fs.rm(this.branchDir(name), { recursive: true, force: true });
+    // Its scratch (workspace/) was the branch's users' own to change: removed without following what they left.
+    await new Beneath(`${this.dir}/nas/branches`).removeTree(name);
   }
 
   /** Write (or rewrite) a branch's record. */

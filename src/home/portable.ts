@@ -1,7 +1,10 @@
 import fs from 'node:fs/promises';
 import { exists } from '../util/exists.js';
 import path from 'node:path';
-import { UserError } from '../util/errors.js';
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { Beneath } from '../util/beneath.js';
+import { hasCode, UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
 import { Store, type Identity } from '../store/store.js';
 import { MAIN_REF } from '../store/refs.js';
@@ -18,20 +21,37 @@ import { parseRole } from '../config/home-config.js';
 /** Write a Home's bundle (from its Store) to `file` (absolute, not existing yet), readable by its owner only. */
 export async function exportHome(store: Store, file: string): Promise<{ bytes: number; refs: number }> {
   const target = absoluteNew(file);
-  if (await exists(target)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
   const dir = path.dirname(target);
-  if (!(await fs.stat(dir).then((s) => s.isDirectory(), () => false))) throw new UserError(`${dir} is not a directory; nothing was written`);
-  // Written in a directory only root can enter, then linked into place: no one reads it half-made, and the
-  // link fails rather than overwrite a file that appeared meanwhile.
-  const work = await fs.mkdtemp(path.join(dir, '.nas-export-'));
+  const name = path.basename(target);
+  // Built in root's own temporary directory, then copied into a new file made in the target directory held
+  // open (opened from / without following a link: root writes nowhere a user's symbolic link points), under a
+  // hidden name, and linked into place: no one reads it half-made, and the link fails rather than overwrite.
+  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-export-'));
   try {
     await store.bundle(`${work}/bundle`);
     await fs.chmod(`${work}/bundle`, 0o600);
-    await fs.link(`${work}/bundle`, target);
+    const bytes = await new Beneath('/').inDir(dir.slice(1), async (at) => {
+      if (await exists(`${at}/${name}`)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
+      const hidden = `${at}/.nas-export-${randomBytes(6).toString('hex')}`;
+      await fs.copyFile(`${work}/bundle`, hidden, fs.constants.COPYFILE_EXCL);
+      try {
+        await fs.link(hidden, `${at}/${name}`);
+      } catch (e) {
+        if (hasCode(e, 'EEXIST')) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
+        throw e;
+      } finally {
+        await fs.unlink(hidden);
+      }
+      return (await fs.lstat(`${at}/${name}`)).size;
+    }).catch((e) => {
+      if (hasCode(e, 'ELOOP')) throw new UserError(`${dir} leads through a symbolic link; nothing was written. Name the real directory`);
+      if (hasCode(e, 'ENOENT') || hasCode(e, 'ENOTDIR')) throw new UserError(`${dir} is not a directory; nothing was written`);
+      throw e;
+    });
+    return { bytes, refs: (await store.listRefs('refs/')).size };
   } finally {
     await fs.rm(work, { recursive: true, force: true });
   }
-  return { bytes: (await fs.stat(target)).size, refs: (await store.listRefs('refs/')).size };
 }
 
 /**

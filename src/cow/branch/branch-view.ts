@@ -20,6 +20,7 @@ import { isDir, Overlay } from './overlay.js';
 import { isFuseHidden } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
 import { Space } from './space.js';
+import { chmodNoFollow } from '../../util/beneath.js';
 
 export interface BranchContext {
   role: string;
@@ -187,7 +188,7 @@ export class BranchView implements WritableView {
         if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.committer.dirty.set(rel, this.overlay.next());
       }
     }, (rel) => !this.scratchRoots.includes(rel));
-    for (const rel of leftovers) await fs.rm(this.overlay.up(rel), { force: true });
+    for (const rel of leftovers) await this.overlay.tree.removeTree(rel);
     if (this.pendingChanges > 0) {
       // How many files are looked at, not how many changed: the commit's own log line says that.
       this.ctx.log.info({ view: this.name, files: this.committer.dirty.size, deletions: this.deletions.waiting.length }, 'recovering: committing what the last run left on disk');
@@ -239,7 +240,7 @@ export class BranchView implements WritableView {
     }
     if (!writing) {
       if (node.stat) {
-        const fd = await fsx.open(this.overlay.up(rel), constants.O_RDONLY);
+        const fd = await fsx.open(this.overlay.up(rel), constants.O_RDONLY | constants.O_NOFOLLOW);
         return { rel, fd, data: null, writable: false, dirty: false, floor: node.stat.size, size: node.stat.size };
       }
       await this.reads.record(rel, node.entry.oid);
@@ -256,7 +257,7 @@ export class BranchView implements WritableView {
       if (truncating) await this.copy.createEmpty(rel);
       else size = await this.copy.file(rel, node.entry);
     }
-    const fd = await fsx.open(this.overlay.up(rel), flags & OPEN_FLAGS);
+    const fd = await fsx.open(this.overlay.up(rel), (flags & OPEN_FLAGS) | constants.O_NOFOLLOW);
     if (truncating) {
       this.space.used -= size;
       size = 0;
@@ -304,12 +305,13 @@ export class BranchView implements WritableView {
 
   async create(rel: string, mode: number, caller?: Caller | null): Promise<Handle> {
     await this.overlay.check('create', rel);
-    const fd = await this.copy.withParent(rel, () =>
-      fsx.open(this.overlay.up(rel), constants.O_CREAT | constants.O_RDWR | constants.O_TRUNC, mode & 0o7777),
-    );
-    // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
-    await giveToCaller(this.overlay.up(rel), caller);
-    await exactMode(this.overlay.up(rel), mode);
+    const fd = await this.copy.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
+      const made = await fsx.open(p, constants.O_CREAT | constants.O_RDWR | constants.O_TRUNC | constants.O_NOFOLLOW, mode & 0o7777);
+      // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
+      await giveToCaller(p, caller);
+      await exactMode(p, mode);
+      return made;
+    }));
     return this.writer({ rel, fd, data: null, writable: true, dirty: true, floor: 0, size: 0 });
   }
 
@@ -356,7 +358,14 @@ export class BranchView implements WritableView {
     }
     const refusal = this.space.refusal(size - old);
     if (refusal) throw fsError(refusal);
-    await fs.truncate(this.overlay.up(rel), size);
+    await this.overlay.tree.at(rel, async (p) => {
+      const fd = await fsx.open(p, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      try {
+        await fsx.ftruncate(fd, size);
+      } finally {
+        await fsx.close(fd);
+      }
+    });
     this.space.used += size - old;
     this.committer.markDirty(rel);
   }
@@ -376,7 +385,7 @@ export class BranchView implements WritableView {
   async chmod(rel: string, mode: number): Promise<void> {
     await this.overlay.check('chmod', rel);
     await this.copy.materialise(rel, await this.overlay.need(rel));
-    await fs.chmod(this.overlay.up(rel), mode & 0o7777);
+    await this.overlay.tree.at(rel, (p) => chmodNoFollow(p, mode & 0o7777));
     this.committer.markDirty(rel);
   }
 
@@ -386,7 +395,7 @@ export class BranchView implements WritableView {
     await this.copy.materialise(rel, await this.overlay.need(rel));
     // (uid_t)-1 and (gid_t)-1 mean "leave it".
     const keep = (id: number) => (id === 0xffffffff || id === -1 ? -1 : id);
-    await fs.lchown(this.overlay.up(rel), keep(uid), keep(gid));
+    await this.overlay.tree.at(rel, (p) => fs.lchown(p, keep(uid), keep(gid)));
     this.committer.markDirty(rel); // the file's metadata record follows
   }
 
@@ -399,7 +408,7 @@ export class BranchView implements WritableView {
       if (typeof t === 'number') return BigInt(Math.round(t)) * 1_000_000n;
       return BigInt(t.sec) * 1_000_000_000n + BigInt(t.nsec);
     };
-    fsx.setTimes(this.overlay.up(rel), ns(atime), ns(mtime));
+    await this.overlay.tree.at(rel, async (p) => fsx.setTimes(p, ns(atime), ns(mtime)));
     this.committer.markDirty(rel); // the file's metadata record follows
   }
 

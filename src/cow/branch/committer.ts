@@ -194,7 +194,15 @@ export class Committer {
    * or git cannot hold it; 'ignored' when it is scratch by a .gitignore rule.
    */
   private async snapshot(path: string): Promise<Snapshot | 'ignored' | null> {
-    const file = this.overlay.up(path);
+    if (path === '') return this.snapshotAt(path, this.overlay.upper);
+    // Looked at by name in its parent held open: a directory on the way swapped for a link is not followed.
+    return this.overlay.tree.at(path, (file) => this.snapshotAt(path, file)).catch((e) => {
+      if (hasCode(e, 'ENOENT') || hasCode(e, 'ENOTDIR') || hasCode(e, 'ELOOP')) return null;
+      throw e;
+    });
+  }
+
+  private async snapshotAt(path: string, file: string): Promise<Snapshot | 'ignored' | null> {
     let st: BigIntStats;
     try {
       st = await fs.lstat(file, { bigint: true });

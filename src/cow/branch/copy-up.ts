@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { fsError, hasCode } from '../../util/errors.js';
 import { MODE, type Entry, type Store } from '../../store/store.js';
@@ -8,6 +9,7 @@ import { join, parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
 import { giveToOwner } from './ownership.js';
+import { chmodNoFollow } from '../../util/beneath.js';
 import { setTimes } from '../fsx.js';
 import { permsOf } from '../../store/file-meta.js';
 import type { Owner } from '../../util/owner.js';
@@ -50,12 +52,13 @@ export class CopyUp {
     let existing = rel;
     for (; !(await this.overlay.statNs(existing)); existing = parentOf(existing)) missing.unshift(existing);
     if (missing.length === 0) return;
+    const tree = this.overlay.tree;
     // Bringing a directory up changes no listing: the directory it is made in keeps its modification time.
-    const { mtimeNs } = await fs.lstat(this.overlay.up(existing), { bigint: true });
+    const { mtimeNs } = await this.atOrRoot(existing, (p) => fs.lstat(p, { bigint: true }));
     const made: string[] = [];
     for (const d of missing) {
       try {
-        await fs.mkdir(this.overlay.up(d), 0o755);
+        await tree.at(d, (p) => fs.mkdir(p, 0o755));
         made.push(d);
       } catch (e) {
         if (!hasCode(e, 'EEXIST')) throw e;
@@ -63,14 +66,20 @@ export class CopyUp {
     }
     for (const d of made.reverse()) {
       const git = await this.overlay.gitNode(d);
-      await this.applyRecord(d, this.overlay.up(d), git?.entry?.mode === MODE.tree ? MODE.tree : null);
+      await tree.at(d, (p) => this.applyRecord(d, p, git?.entry?.mode === MODE.tree ? MODE.tree : null));
     }
-    if (made.includes(missing[0])) setTimes(this.overlay.up(existing), 'omit', mtimeNs);
+    if (made.includes(missing[0])) await this.atOrRoot(existing, async (p) => setTimes(p, 'omit', mtimeNs));
+  }
+
+  /** fn on rel's name in the upper directory held open, or on the upper directory itself ('' has no parent). */
+  private atOrRoot<T>(rel: string, fn: (path: string) => Promise<T>): Promise<T> {
+    return rel === '' ? fn(this.overlay.upper) : this.overlay.tree.at(rel, fn);
   }
 
   /**
    * Give what the daemon brings up at `file` the record git keeps for rel (mode, owner, times), or else the
-   * view's owner (git keeps no owners). gitMode null: git has nothing there.
+   * view's owner (git keeps no owners). gitMode null: git has nothing there. `file` is in tmp/ or a name in a
+   * directory held open: nothing here follows a link.
    */
   private async applyRecord(rel: string, file: string, gitMode: number | null): Promise<void> {
     const meta = gitMode === null ? null : await this.overlay.layer.meta(rel, gitMode);
@@ -83,15 +92,17 @@ export class CopyUp {
     }
     // Owner first: a chown clears setuid and setgid bits.
     await fs.lchown(file, meta.uid, meta.gid);
-    if (gitMode === MODE.tree) await fs.chmod(file, meta.mode & 0o7777);
-    else if (gitMode !== MODE.link) await fs.chmod(file, permsOf(meta, gitMode === MODE.exec));
+    if (gitMode === MODE.tree) await chmodNoFollow(file, meta.mode & 0o7777);
+    else if (gitMode !== MODE.link) await chmodNoFollow(file, permsOf(meta, gitMode === MODE.exec));
     setTimes(file, meta.atimeNs, meta.mtimeNs);
   }
 
   /** An empty upper file where git has one (a truncation to nothing needs no copy). */
   async createEmpty(rel: string): Promise<void> {
-    await this.withParent(rel, () => fs.writeFile(this.overlay.up(rel), ''));
-    await giveToOwner(this.overlay.up(rel), this.owner());
+    await this.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
+      await (await fs.open(p, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644)).close();
+      await giveToOwner(p, this.owner());
+    }));
   }
 
   /** Bring a file, symlink or directory that exists only in git into the upper directory. */
@@ -128,11 +139,11 @@ export class CopyUp {
       await this.directory(dir);
       // A copy-up changes no listing: the directory keeps its modification time (a create racing this one
       // between the two calls would lose its own change of that time, nothing else).
-      const { mtimeNs } = await fs.lstat(this.overlay.up(dir), { bigint: true });
+      const { mtimeNs } = await this.atOrRoot(dir, (p) => fs.lstat(p, { bigint: true }));
       // link, not rename: if a writer got there first, its file stays and this copy is dropped.
       try {
-        await this.withParent(rel, () => fs.link(tmp, this.overlay.up(rel)));
-        setTimes(this.overlay.up(dir), 'omit', mtimeNs);
+        await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => fs.link(tmp, p)));
+        await this.atOrRoot(dir, async (p) => setTimes(p, 'omit', mtimeNs));
         this.space.used += data.length;
       } catch (e) {
         if (!hasCode(e, 'EEXIST')) throw e;
@@ -144,7 +155,7 @@ export class CopyUp {
     }
     // An unlink of rel that ran while this copy was made has hidden git's copy: the copy must not bring it back.
     if (this.overlay.hidden(rel)) {
-      await fs.unlink(this.overlay.up(rel)).catch(() => undefined);
+      await this.overlay.tree.at(rel, (p) => fs.unlink(p)).catch(() => undefined);
       this.space.used -= data.length;
       throw fsError('ENOENT', `${rel} was deleted while it was being copied up`);
     }
@@ -168,10 +179,11 @@ export class CopyUp {
     if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
     else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
     await giveToOwner(tmp, this.owner());
-    await this.withParent(rel, () => fs.rename(tmp, this.overlay.up(rel)));
+    await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => fs.rename(tmp, p)));
     this.space.used += content.length;
   }
 
+  /** A name in tmp/ (root's own): what is made there is only then moved into the upper directory. */
   private tmpName(): string {
     return `${this.tmp}/${randomBytes(6).toString('hex')}`;
   }

@@ -48,25 +48,31 @@ export class Names {
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
     // The parent may exist only in git: make it real first (the tool that makes the node reports no errno for it).
     await this.copy.directory(parentOf(rel));
-    await makeSpecial(this.overlay.up(rel), mode, dev);
-    await giveToCaller(this.overlay.up(rel), caller);
+    await this.overlay.tree.at(rel, async (p) => {
+      await makeSpecial(p, mode, dev);
+      await giveToCaller(p, caller);
+    });
   }
 
   async mkdir(rel: string, mode: number, caller?: Caller | null): Promise<void> {
     await this.overlay.check('mkdir', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
-    await this.copy.withParent(rel, () => fs.mkdir(this.overlay.up(rel), mode & 0o7777));
-    // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
-    await giveToCaller(this.overlay.up(rel), caller);
-    await exactMode(this.overlay.up(rel), mode);
+    await this.copy.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
+      await fs.mkdir(p, mode & 0o7777);
+      // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
+      await giveToCaller(p, caller);
+      await exactMode(p, mode);
+    }));
     this.committer.markDirty(rel); // its metadata record
   }
 
   async symlink(target: string, rel: string, caller?: Caller | null): Promise<void> {
     await this.overlay.check('symlink', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
-    await this.copy.withParent(rel, () => fs.symlink(target, this.overlay.up(rel)));
-    await giveToCaller(this.overlay.up(rel), caller);
+    await this.copy.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
+      await fs.symlink(target, p);
+      await giveToCaller(p, caller);
+    }));
     this.committer.markDirty(rel);
   }
 
@@ -74,7 +80,7 @@ export class Names {
   async link(from: string, to: string): Promise<void> {
     await this.overlay.check('link', to);
     if (!(await this.overlay.scratchAt(from))) throw fsError('EPERM', 'hard links are only possible within scratch paths');
-    await this.copy.withParent(to, () => fs.link(this.overlay.up(from), this.overlay.up(to)));
+    await this.copy.withParent(to, () => this.overlay.tree.at2(from, to, (a, b) => fs.link(a, b)));
   }
 
   async unlink(rel: string): Promise<void> {
@@ -82,7 +88,7 @@ export class Names {
     if (isFuseHidden(rel) || (await this.overlay.scratchAt(rel))) {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
-      await fs.unlink(this.overlay.up(rel));
+      await this.overlay.tree.at(rel, (p) => fs.unlink(p));
       this.space.used -= node.stat?.size ?? 0;
       this.overlay.ignore.changed(rel);
       return;
@@ -103,10 +109,10 @@ export class Names {
           if (!node.stat) {
             // A copy-up that raced this unlink may have put the file in the upper directory since it was
             // looked up: the name goes (the copy-up itself checks again once it is in place).
-            await fs.unlink(this.overlay.up(rel)).catch(() => undefined);
+            await this.overlay.tree.at(rel, (p) => fs.unlink(p)).catch(() => undefined);
             return;
           }
-          await fs.rename(this.overlay.up(rel), this.parkedAt(record.id));
+          await this.overlay.tree.at(rel, (p) => fs.rename(p, this.parkedAt(record.id)));
           this.space.used -= node.stat.size;
         },
       };
@@ -131,8 +137,10 @@ export class Names {
       return {
         entry: { type: 'delete', record, whiteout: true, parked: true },
         act: async () => {
-          await fs.link(this.overlay.up(rel), this.parkedAt(record.id));
-          await fs.rename(this.overlay.up(rel), this.overlay.up(hidden));
+          await this.overlay.tree.at2(rel, hidden, async (p, h) => {
+            await fs.link(p, this.parkedAt(record.id));
+            await fs.rename(p, h);
+          });
         },
       };
     });
@@ -150,7 +158,7 @@ export class Names {
     };
     if (scratch) {
       await remove();
-      await fs.rmdir(this.overlay.up(rel));
+      await this.overlay.tree.at(rel, (p) => fs.rmdir(p));
       return;
     }
     await this.deleteLogged(async () => {
@@ -158,7 +166,7 @@ export class Names {
       return {
         entry: { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },
         act: async () => {
-          if (node.stat) await fs.rmdir(this.overlay.up(rel));
+          if (node.stat) await this.overlay.tree.at(rel, (p) => fs.rmdir(p));
         },
       };
     });
@@ -222,7 +230,7 @@ export class Names {
     const hide = [fromScratch ? null : from, dstGit && isDir(dstGit) ? to : null].filter((p): p is string => p !== null);
     if (hide.length) await this.deletions.hide(hide);
     try {
-      await this.copy.withParent(to, () => fs.rename(this.overlay.up(from), this.overlay.up(to)));
+      await this.copy.withParent(to, () => this.overlay.tree.at2(from, to, (a, b) => fs.rename(a, b)));
     } catch (e) {
       // The source stays where it was, in the upper directory: commit it again over its whiteout.
       await this.markMoved(from, srcDir, recorded);

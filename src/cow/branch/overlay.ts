@@ -5,6 +5,7 @@ import { MODE, type Entry } from '../../store/store.js';
 import { checkMutation, isProtected, isScratch, type Mutation, type Rules } from '../../policy/policy.js';
 import type { GitLayer } from '../git-layer.js';
 import { IgnoreRules } from './ignore-rules.js';
+import { Beneath } from '../../util/beneath.js';
 import { join, parentOf } from './paths.js';
 
 /** Linux's limit on a path given to a syscall, its final NUL included. */
@@ -32,7 +33,12 @@ export class Overlay {
    * daemon's prefix then costs a few bytes, so paths near PATH_MAX work as on the disk underneath.
    * Children (git, mknod) can use such a path too: it names this process, not themselves.
    */
-  constructor(readonly upper: string, private readonly short: string, readonly rules: Rules, public layer: GitLayer) {}
+  constructor(readonly upper: string, private readonly short: string, readonly rules: Rules, public layer: GitLayer) {
+    this.tree = new Beneath(upper);
+  }
+
+  /** The upper directory for changes by name that no kernel lookup resolved first (see Beneath). */
+  readonly tree: Beneath;
 
   /** A fresh generation number: changes are forgotten after a commit only if none came after. */
   next(): number {
@@ -133,7 +139,7 @@ export class Overlay {
   private async text(rel: string): Promise<string | null> {
     const node = await this.resolve(rel);
     if (!node) return null;
-    if (node.stat) return node.stat.isFile() ? fs.readFile(this.up(rel), 'utf8') : null;
+    if (node.stat) return node.stat.isFile() ? (await this.tree.readFile(rel)).toString() : null;
     if (node.entry.mode !== MODE.file && node.entry.mode !== MODE.exec) return null;
     return (await this.layer.content(node.entry)).toString();
   }

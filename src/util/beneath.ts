@@ -1,0 +1,189 @@
+import fs from 'node:fs';
+import { constants } from 'node:fs';
+import { promisify } from 'node:util';
+import { fsError, hasCode } from './errors.js';
+
+/**
+ * Race-free file operations by root inside a tree that users can change (a branch's upper directory and its
+ * scratch, a run's directory). A path string is never followed twice: every directory on the way is opened
+ * one component at a time from the descriptor of the one above, without following a symbolic link, and the
+ * last step acts on a name inside a directory held open. Swapping a directory for a link meanwhile gives
+ * ELOOP or ENOTDIR, never a file outside the tree.
+ *
+ * The directory held open is named through /proc/<pid>/fd/<n>: the kernel resolves that to the very directory
+ * the descriptor holds, and the one name after it is looked up there (an *at() call without a native binding).
+ * What fn does with the name must not follow it: lstat, mkdir, rename, link, unlink, rmdir, lchown, symlink,
+ * open with O_NOFOLLOW. A chmod follows: change modes through a descriptor (open with O_NOFOLLOW, then fchmod).
+ */
+
+const open = promisify(fs.open) as (path: string, flags: number, mode?: number) => Promise<number>;
+const close = promisify(fs.close);
+const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
+
+const DIR = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/**
+ * The name of what an open descriptor holds, resolved by the kernel to that inode whatever was renamed since.
+ * Through this process's pid rather than /proc/self, so a child (git, mknod) can be handed the same name.
+ */
+export const fdPath = (fd: number): string => `/proc/${process.pid}/fd/${fd}`;
+
+/** The components of a relative path, each checked: no empty, '.' or '..' one, no NUL. '' is the root. */
+function components(rel: string): string[] {
+  if (rel === '') return [];
+  const parts = rel.split('/');
+  for (const p of parts) {
+    if (p === '' || p === '.' || p === '..' || p.includes('\0')) throw fsError('EINVAL', `${JSON.stringify(rel).slice(0, 80)} is not a plain relative path`);
+  }
+  return parts;
+}
+
+function split(rel: string): { dir: string; name: string } {
+  const parts = components(rel);
+  if (parts.length === 0) throw fsError('EINVAL', 'the root of a tree has no name in a parent');
+  return { dir: parts.slice(0, -1).join('/'), name: parts[parts.length - 1] };
+}
+
+/** Open directory `name` inside the directory `at` names, never following a link: ELOOP (or ENOTDIR) where one stands. */
+async function openDirIn(at: string, name: string): Promise<number> {
+  try {
+    return await open(`${at}/${name}`, DIR);
+  } catch (e) {
+    // O_DIRECTORY meets a link before O_NOFOLLOW does (ENOTDIR): say which it was.
+    const link = hasCode(e, 'ELOOP') || (hasCode(e, 'ENOTDIR') && (await fs.promises.lstat(`${at}/${name}`).then((s) => s.isSymbolicLink(), () => false)));
+    if (link) throw fsError('ELOOP', `${name} is a symbolic link; nothing is done through it`);
+    throw e;
+  }
+}
+
+/** O_PATH (Linux): a descriptor that names an inode without opening it (no device is opened, no FIFO waits). */
+const O_PATH = 0o10000000;
+
+/**
+ * chmod what stands at path itself, never a link's target: through an O_PATH descriptor of it, named by
+ * /proc (a symlink refuses, as Linux keeps no modes on links).
+ */
+export async function chmodNoFollow(path: string, mode: number): Promise<void> {
+  const fd = await open(path, O_PATH | constants.O_NOFOLLOW);
+  try {
+    await fs.promises.chmod(fdPath(fd), mode);
+  } finally {
+    await close(fd);
+  }
+}
+
+export class Beneath {
+  /** `root` is a path only root controls (the Store's or the runs' own directory); everything below it may be a user's. */
+  constructor(readonly root: string) {}
+
+  /** Directory rel, opened one component at a time from the root; the caller closes it. */
+  private async openDir(rel: string): Promise<number> {
+    let fd = await open(this.root, constants.O_RDONLY | constants.O_DIRECTORY);
+    for (const name of components(rel)) {
+      let next: number;
+      try {
+        next = await openDirIn(fdPath(fd), name);
+      } finally {
+        await close(fd);
+      }
+      fd = next;
+    }
+    return fd;
+  }
+
+  /** Run fn with a name for directory rel, held open meanwhile: names inside it are looked up in that very directory. */
+  async inDir<T>(rel: string, fn: (dir: string) => Promise<T>): Promise<T> {
+    const fd = await this.openDir(rel);
+    try {
+      return await fn(fdPath(fd));
+    } finally {
+      await close(fd);
+    }
+  }
+
+  /** Run fn on rel's name inside its parent directory, which is held open meanwhile (see the module's comment). */
+  async at<T>(rel: string, fn: (path: string) => Promise<T>): Promise<T> {
+    const { dir, name } = split(rel);
+    return this.inDir(dir, (at) => fn(`${at}/${name}`));
+  }
+
+  /** The same for two names at once (rename, link). */
+  async at2<T>(a: string, b: string, fn: (pa: string, pb: string) => Promise<T>): Promise<T> {
+    return this.at(a, (pa) => this.at(b, (pb) => fn(pa, pb)));
+  }
+
+  /** A regular file's content; a link or anything else standing there is refused (EINVAL). */
+  async readFile(rel: string): Promise<Buffer> {
+    return this.at(rel, async (p) => {
+      const fh = await fs.promises.open(p, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch((e) => {
+        throw hasCode(e, 'ELOOP') ? fsError('EINVAL', `${rel} is not a regular file`) : e;
+      });
+      try {
+        if (!(await fh.stat()).isFile()) throw fsError('EINVAL', `${rel} is not a regular file`);
+        return await fh.readFile();
+      } finally {
+        await fh.close();
+      }
+    });
+  }
+
+  /**
+   * Make a new file at rel (never over anything: EEXIST) with this content, mode and owner, all set through the
+   * descriptor it was made with.
+   */
+  async createFile(rel: string, content: Buffer | string, opts: { mode: number; uid?: number; gid?: number }): Promise<void> {
+    await this.at(rel, async (p) => {
+      const fh = await fs.promises.open(p, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, opts.mode);
+      try {
+        await fh.writeFile(content);
+        if (opts.uid !== undefined) await fh.chown(opts.uid, opts.gid ?? -1);
+        await fh.chmod(opts.mode);
+      } finally {
+        await fh.close();
+      }
+    });
+  }
+
+  /**
+   * Remove rel and everything below it, without following a link and without leaving the root's filesystem (a
+   * mount point below is refused with EXDEV, and nothing in it is touched). Gone already is fine.
+   */
+  async removeTree(rel: string): Promise<void> {
+    const dev = (await fs.promises.stat(this.root)).dev;
+    if (rel === '') return this.inDir('', (at) => emptyDir(at, dev));
+    await this.at(rel, (p) => removeEntry(p, dev));
+  }
+}
+
+/** Remove what stands at path (a name inside a directory held open): a directory with all it holds. */
+async function removeEntry(path: string, dev: number): Promise<void> {
+  // A name swapped between the look and the act is looked at again; a few rounds, then the swap wins an error.
+  for (let round = 0; ; round++) {
+    let st: fs.Stats;
+    try {
+      st = await fs.promises.lstat(path);
+    } catch (e) {
+      if (hasCode(e, 'ENOENT')) return;
+      throw e;
+    }
+    try {
+      if (!st.isDirectory()) return await fs.promises.unlink(path);
+      if (st.dev !== dev) throw fsError('EXDEV', `${path} is on another filesystem (a mount point); it is not removed`);
+      const fd = await open(path, DIR);
+      try {
+        if ((await fstat(fd)).dev !== dev) throw fsError('EXDEV', `${path} is on another filesystem (a mount point); it is not removed`);
+        await emptyDir(fdPath(fd), dev);
+      } finally {
+        await close(fd);
+      }
+      return await fs.promises.rmdir(path);
+    } catch (e) {
+      const swapped = hasCode(e, 'ELOOP') || hasCode(e, 'ENOTDIR') || hasCode(e, 'EISDIR') || hasCode(e, 'ENOTEMPTY') || hasCode(e, 'ENOENT');
+      if (!swapped || round >= 8) throw e;
+    }
+  }
+}
+
+async function emptyDir(dir: string, dev: number): Promise<void> {
+  for (const name of await fs.promises.readdir(dir)) await removeEntry(`${dir}/${name}`, dev);
+}

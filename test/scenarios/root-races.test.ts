@@ -1,0 +1,160 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import { ROOT, TestDaemon, run } from '../helpers.js';
+import { client, type Call } from '../../src/api/client.js';
+
+/**
+ * Issue 20, Critical 1 and 2: nasd, as root, writes and removes in trees its users can change (a branch's
+ * upper directory through the mount, its workspace/ straight on disk). A swapping loop exchanges a directory on
+ * the way with a symbolic link to a directory outside the Home, thousands of times, while an entry point runs
+ * over and over: nothing outside may change.
+ */
+
+/** Swap two names as fast as the kernel lets it: renameat2(RENAME_EXCHANGE), or two renames where that is refused. */
+const SWAPPER = `
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, spare, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+exchange = True
+done = 0
+def mv(x, y):
+    try:
+        os.rename(x, y)
+        return True
+    except OSError:
+        return False
+while not stop and done < rounds:
+    if exchange:
+        if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0:
+            done += 1
+            continue
+        exchange = False
+    # Two renames a round: the directory out of the way, the link in its place, and back.
+    if mv(a, spare):
+        if mv(b, a):
+            mv(a, b)
+        mv(spare, a)
+        done += 1
+print(done)
+`;
+
+describe('root-side operations in trees users change (issue 20, Critical 1 and 2)', () => {
+  let d: TestDaemon;
+  let api: Call;
+  let outside: string;
+  const p = (rel: string) => d.path('demo@race', rel);
+  const swappers: ChildProcess[] = [];
+
+  /** Everything in the outside directory: names, modes, owners and content. */
+  async function outsideState(): Promise<string> {
+    const names = (await fs.readdir(outside)).sort();
+    const rows = await Promise.all(names.map(async (n) => {
+      const st = await fs.lstat(`${outside}/${n}`);
+      const body = st.isFile() ? await fs.readFile(`${outside}/${n}`, 'utf8') : '';
+      return `${n} ${st.mode.toString(8)} ${st.uid} ${body}`;
+    }));
+    return rows.join('\n');
+  }
+
+  /** Swap a and b in the background (spare: a free name for the two-rename fallback); resolves with the swaps made. */
+  function swapping(a: string, b: string, spare: string, rounds = 200_000): { done: Promise<number>; stop: () => void } {
+    const child = spawn('python3', ['-c', SWAPPER, a, b, spare, String(rounds)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    swappers.push(child);
+    let out = '';
+    child.stdout!.on('data', (c) => (out += c));
+    const done = new Promise<number>((resolve) => child.on('exit', () => resolve(Number(out.trim()) || 0)));
+    return { done, stop: () => child.kill('SIGTERM') };
+  }
+
+  beforeAll(async () => {
+    d = await TestDaemon.withBranch('race');
+    const token = (await fs.readFile(`${d.state}/owner.token`, 'utf8')).trim();
+    api = client({ socket: d.socket, headers: { 'x-nas-owner': token } });
+    outside = `${d.dir}/outside`;
+    await fs.mkdir(outside, { mode: 0o700 });
+    await fs.writeFile(`${outside}/victim`, 'ORIGINAL\n', { mode: 0o600 });
+  });
+  afterEach(() => {
+    for (const c of swappers.splice(0)) if (c.exitCode === null) c.kill('SIGKILL');
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('trash restore --to through a directory swapped with a link, in a versioned folder and in workspace/', async () => {
+    const before = await outsideState();
+    await fs.writeFile(p('outbox/victim'), 'FROM THE BRANCH\n');
+    await d.sync('demo/race');
+    await fs.unlink(p('outbox/victim'));
+    await d.sync('demo/race');
+    const id = (await d.nasJson<{ id: string; path: string }[]>('trash', 'list', 'demo')).find((r) => r.path === 'outbox/victim')!.id;
+    for (const area of ['workspace', 'outbox']) {
+      await fs.mkdir(p(`${area}/d`));
+      await fs.symlink(outside, p(`${area}/l`));
+      const swap = swapping(p(`${area}/d`), p(`${area}/l`), p(`${area}/spare`));
+      let tries = 0;
+      for (let i = 0; i < 150; i++) {
+        tries++;
+        // A new name each time: a restore that went through the link would make it outside.
+        await api('restoreTrash', { role: 'demo' }, { id, branch: 'race', to: `${area}/d/victim-${i}` }).catch(() => undefined);
+      }
+      swap.stop();
+      const swaps = await swap.done;
+      // In workspace/ (the disk itself) the swaps run freely; through the mount each round is four renames that
+      // nasd answers between the restores' own steps: fewer rounds than tries, but interleaved with them.
+      expect(swaps).toBeGreaterThan(area === 'workspace' ? tries : 5);
+      expect(await outsideState()).toBe(before);
+    }
+  });
+
+  it('nas restore of a folder through a directory swapped with a link', async () => {
+    const before = await outsideState();
+    await fs.mkdir(p('outbox/r'));
+    await fs.writeFile(p('outbox/r/victim'), 'OLD\n');
+    await d.sync('demo/race');
+    const old = (await d.git('rev-parse', 'race')).stdout.trim();
+    await fs.rm(p('outbox/r'), { recursive: true });
+    await fs.mkdir(p('outbox/r'));
+    await fs.symlink(outside, p('outbox/rl'));
+    await d.sync('demo/race');
+    const emptied = (await d.git('rev-parse', 'race')).stdout.trim();
+    const swap = swapping(p('outbox/r'), p('outbox/rl'), p('outbox/rspare'));
+    for (let i = 0; i < 60; i++) {
+      // Each restore finds outbox/r/victim gone again (the last one's was taken back by a restore to the newest state).
+      await api('restore', { role: 'demo' }, { branch: 'race', from: old, paths: ['outbox/r'] }).catch(() => undefined);
+      await api('restore', { role: 'demo' }, { branch: 'race', from: emptied, paths: ['outbox/r'] }).catch(() => undefined);
+    }
+    swap.stop();
+    expect(await swap.done).toBeGreaterThan(5);
+    expect(await outsideState()).toBe(before);
+  });
+
+  it('nas export refuses a directory reached through a link, and writes nothing there', async () => {
+    const before = await outsideState();
+    const mine = `${d.dir}/mine`;
+    await fs.mkdir(mine);
+    await fs.symlink(outside, `${mine}/l`);
+    const r = await d.nas('export', 'demo', `${mine}/l/home.bundle`);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/symbolic link; nothing was written/);
+    expect(await outsideState()).toBe(before);
+    // The real directory takes it.
+    expect((await d.nas('export', 'demo', `${mine}/home.bundle`)).code).toBe(0);
+    expect((await fs.stat(`${mine}/home.bundle`)).mode & 0o777).toBe(0o600);
+    expect((await fs.readdir(mine)).sort()).toEqual(['home.bundle', 'l']);
+  });
+
+  it("keeps a run's directory root's: its user gets the socket and the briefing, nothing to rename in", async () => {
+    const r = await run(process.execPath, [
+      `${ROOT}/dist/src/cli/main.js`, '--socket', d.socket, 'run', 'demo', '--user', 'nobody', '--',
+      'sh', '-c', 'dir=$(dirname "$NAS_SOCKET"); stat -c "%U %a" "$dir"; test -r "$NAS_BRIEFING_FILE" && echo briefing; ln -s / "$dir/x" 2>/dev/null && echo linked; mv "$NAS_BRIEFING_FILE" "$dir/moved" 2>/dev/null && echo moved; true',
+    ], { env: { NAS_OWNER_TOKEN_FILE: `${d.state}/owner.token`, NAS_OWNER_TOKEN: '', NAS_LEASE: '', SUDO_USER: '' } });
+    expect(r.stdout).toContain('root 755');
+    expect(r.stdout).toContain('briefing');
+    expect(r.stdout).not.toContain('linked');
+    expect(r.stdout).not.toContain('moved');
+  });
+});
