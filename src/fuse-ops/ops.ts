@@ -15,7 +15,7 @@ export interface Router {
   resolve?(name: string): Promise<void>;
   /** Space for df: the view's (a branch's quota), or the mount's when there is no view. */
   statfs(view?: View): Promise<FsStats>;
-  /** Refuse (EACCES) a run's process that reaches into another run's branch; asks for the caller only when that matters. */
+  /** Refuse (EACCES) a run's process that reaches any view but its own branch and its Home's main. */
   admit?(view: View, caller: () => Caller | null): void;
   /** Where a read on main by this caller is recorded: its run's read manifest, or nowhere. */
   readerOf?(view: View, caller: Caller | null): { record(path: string, oid: string): Promise<void> } | undefined;

@@ -148,6 +148,25 @@ describe('nas run', () => {
     expect((await d.git('cat-file', '-e', 'draft:outbox/x.md')).code).not.toBe(0);
   });
 
+  it('keeps a run out of a branch its user holds a lease on: it reads only its own branch and main, all recorded', async () => {
+    expect((await d.nas('branch', 'create', 'demo/elsewhere')).code).toBe(0);
+    expect((await d.nas('lease', 'issue', 'demo/elsewhere', '--principal', 'nobody', '--ttl', '1h')).code).toBe(0);
+    const inbox = d.path('demo@elsewhere', 'inbox/README.md');
+    // Outside a run the lease's principal reads that branch's inbox: it is theirs.
+    expect((await run('runuser', ['-u', 'nobody', '--', 'cat', inbox])).code).toBe(0);
+    const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `cat ${inbox} > ${shared}/elsewhere-out 2> ${shared}/elsewhere-err; ` +
+      `ls ${d.path('demo@elsewhere')} >> ${shared}/elsewhere-out 2>> ${shared}/elsewhere-err; ` +
+      `cat $NAS_MOUNT/demo@main/AGENTS.md > /dev/null && cat inbox/README.md > /dev/null && echo read-home >> ${shared}/elsewhere-out`);
+    expect(code, stderr).toBe(0);
+    expect(await fs.readFile(`${shared}/elsewhere-out`, 'utf8')).toBe('read-home\n');
+    expect(await fs.readFile(`${shared}/elsewhere-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
+    // What it could read, it read on the record: main's AGENTS.md and its own inbox are in its manifest.
+    const reads = await fs.readFile(`${d.state}/homes/demo.git/nas/branches/${out.branch}/reads.jsonl`, 'utf8');
+    expect(reads).toMatch(/AGENTS\.md/);
+    expect(reads).toMatch(/inbox\/README\.md/);
+  });
+
   it('passes the exit status through, and a signal reaches the whole process tree', async () => {
     const failed = await runJson('demo', '--user', 'nobody', '--intent', 'will fail', '--', 'sh', '-c', 'echo partial > outbox/partial.md; exit 7');
     expect(failed.code).toBe(7);
