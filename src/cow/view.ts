@@ -76,6 +76,8 @@ export interface WritableView extends View {
   mknod(rel: string, mode: number, dev: number, caller?: Caller | null): Promise<void>;
   /** The kernel said which account made a change in this view: the next commit names it (Nas-Writers). */
   changedBy(uid: number): void;
+  /** Whether this account may change the view at all (whatever the files' modes say). */
+  mayWrite(uid: number): boolean;
 }
 
 export const isWritable = (view: View): view is WritableView => view.kind === 'branch';

@@ -140,8 +140,9 @@ export class LeaseService {
       }
       const active = inForce[0];
       for (const l of inForce) until = Math.min(until, Date.parse(l.expires));
-      const owner = active ? await resolvePrincipal(active.principal) : null;
-      await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, inForce.map((l) => l.id));
+      const principals = await Promise.all(inForce.map(async (l) => ({ id: l.id, owner: await resolvePrincipal(l.principal) })));
+      const owner = principals[0]?.owner ?? null;
+      await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals);
       out[branch] = {
         lease: active?.id ?? null,
         owner: view.owner,

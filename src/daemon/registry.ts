@@ -79,8 +79,6 @@ const COMMIT_VIEWS = 32;
  */
 export class Registry {
   private readonly homes = new Map<string, Mounted>();
-  /** Checkpoint and commit views: read-only history, closed to runs. */
-  private readonly history = new WeakSet<View>();
   /** Archived Homes: kept, not mounted. */
   private readonly archived = new Map<string, HomeSummary>();
   /** The runs in flight, by PID namespace: whose process a request comes from. */
@@ -132,7 +130,6 @@ export class Registry {
     if (!commit) return void m.checkpoints.delete(name);
     const layer = new GitLayer(m.home.store, await m.home.store.readCommit(commit));
     const view = new MainView(`${role}:${name}`, layer, this.opts.owner, []);
-    this.history.add(view);
     m.checkpoints.set(name, view);
   }
 
@@ -227,7 +224,6 @@ export class Registry {
     const commit = await m.home.store.findCommit(spec);
     if (!commit || m.commits.has(spec)) return;
     const view = new MainView(name, new GitLayer(m.home.store, await m.home.store.readCommit(commit)), this.opts.owner, []);
-    this.history.add(view);
     m.commits.set(spec, view);
     for (const old of m.commits.keys()) {
       if (m.commits.size <= COMMIT_VIEWS) break;
@@ -236,19 +232,15 @@ export class Registry {
   }
 
   /**
-   * A run's processes see their own branch, main and branches no run owns; another run's branch is EACCES, and so
-   * are history views (checkpoints, commits): any commit could be another run's work, and reads there would
-   * escape the run's read manifest. History is for people.
+   * A run's processes reach two views: their own branch and their Home's main, where every read goes into the
+   * run's manifest (readerOf). Any other view is EACCES: another branch (another run's, or one the run's user
+   * holds a lease on), another Home, history views (any commit could be another run's work); reads there would
+   * escape the manifest, and a PR that read the inbox that way would still merge by policy.
    */
   admit(view: View, caller: () => Caller | null): void {
-    if (this.history.has(view)) {
-      const run = this.runs.runOf(caller()?.pid ?? 0);
-      if (run) throw fsError('EACCES', `run ${run.id} may not read history views (${view.name}); they are for people`);
-      return;
-    }
-    if (!(view instanceof BranchView) || !view.run) return;
     const run = this.runs.runOf(caller()?.pid ?? 0);
-    if (run && run.id !== view.run) throw fsError('EACCES', `run ${run.id} may not reach into ${view.name}, which belongs to run ${view.run}`);
+    if (!run || view === this.homes.get(run.role)?.main || (view instanceof BranchView && view.run === run.id)) return;
+    throw fsError('EACCES', `run ${run.id} reaches only its own branch and its Home's main, not ${view.name}`);
   }
 
   /** A run that reads its own Home's main: the read goes into its branch's manifest, like a read in the branch. */

@@ -51,6 +51,8 @@ export class RunService {
   private readonly sockets = new Map<string, { close(): Promise<void> }>();
   /** Each live run's launcher (nas run), to notice when it dies before the run ends. */
   private readonly launchers = new Map<string, { role: string; pid: number; start: string }>();
+  /** Runs that ended but whose clean-up (release) failed: the periodic pass tries again. */
+  private readonly unreleased = new Set<string>();
 
   constructor(
     private readonly reg: Registry,
@@ -163,12 +165,15 @@ export class RunService {
     }
   }
 
-  /** Take back a run that never ran: its socket, files, lease and branch; a record already written says so. */
+  /** Take back a run that never ran: its lease and branch, its record if one was written, then its socket and files. */
   private async undo(role: string, id: string): Promise<void> {
-    await this.release(id);
-    await this.dropBranch(role, runBranch(id));
-    const run = await this.store(role).get(id);
-    if (run) await this.record(role, { ...run, state: 'failed-to-start', ended: new Date().toISOString(), note: 'taken back: its start (or another attempt of its task) failed' });
+    try {
+      await this.dropBranch(role, runBranch(id));
+      const run = await this.store(role).get(id);
+      if (run) await this.record(role, { ...run, state: 'failed-to-start', ended: new Date().toISOString(), note: 'taken back: its start (or another attempt of its task) failed' });
+    } finally {
+      await this.cleanUp(id);
+    }
   }
 
   /** What a live run holds in nasd: its place in the tracker, its launcher's watch, its socket and files. */
@@ -178,6 +183,20 @@ export class RunService {
     await this.sockets.get(id)?.close();
     this.sockets.delete(id);
     await this.runsTree.removeTree(id);
+  }
+
+  /**
+   * Release a run that has ended (its lease revoked, its record written). A failure leaves the run ended: it is
+   * logged, and the periodic pass tries again.
+   */
+  private async cleanUp(id: string): Promise<void> {
+    try {
+      await this.release(id);
+      if (this.unreleased.delete(id)) this.log.info({ run: id }, 'cleaned up after a run at last');
+    } catch (err) {
+      if (!this.unreleased.has(id)) this.log.error({ err, run: id }, 'cannot clean up after a run (its lease is revoked and its end recorded); trying again every 5 s');
+      this.unreleased.add(id);
+    }
   }
 
   /** A branch that never held a run's work: its leases revoked, the branch removed (nothing to recycle). */
@@ -199,17 +218,21 @@ export class RunService {
 
   /**
    * The command ended: commit what is pending, propose (when asked and the run is in good standing), revoke the
-   * lease, record how it ended. A second call answers the record as it stands.
+   * lease, record how it ended, and only then clean up (cleanUp): a clean-up that fails leaves no run running
+   * and no token valid. A second call answers the record as it stands.
    */
   async finish(role: string, id: string, end: RunEnd, creds: Credentials): Promise<RunView> {
     requireOwner(creds, 'finishing a run', this.stateDir);
     const run = await this.need(role, id);
     if (run.state !== 'running' && run.state !== 'interrupted') return run;
-    await this.release(id);
+    // The launcher is no longer watched: a death now does not finish the run a second time (reapNow).
+    this.launchers.delete(id);
     run.ended = new Date().toISOString();
     if (end.started === false) {
       await this.dropBranch(role, run.branch);
-      return this.record(role, { ...run, state: 'failed-to-start', note: 'the command could not be executed; its branch was removed' });
+      const failed = await this.record(role, { ...run, state: 'failed-to-start', note: 'the command could not be executed; its branch was removed' });
+      await this.cleanUp(id);
+      return failed;
     }
     if (end.exit !== undefined) run.exit = end.exit;
     if (end.signal) run.signal = end.signal;
@@ -239,6 +262,7 @@ export class RunService {
       await this.leases.apply(role);
     }
     const view = await this.record(role, { ...run, ...(pr ? { pr: pr.id, pr_state: pr.state } : {}) });
+    await this.cleanUp(id);
     return pr?.reasons.length ? { ...view, pr_reasons: pr.reasons } : view;
   }
 
@@ -307,7 +331,10 @@ export class RunService {
 
   private reaping = false;
 
-  /** The periodic pass: a run whose nas run died (kill -9) is stopped, committed and recorded as killed. */
+  /**
+   * The periodic pass: a run whose nas run died (kill -9) is stopped, committed and recorded as killed; the
+   * clean-up of an ended run that failed is tried again.
+   */
   async reapOrphans(): Promise<void> {
     if (this.reaping) return;
     this.reaping = true;
@@ -319,6 +346,7 @@ export class RunService {
   }
 
   private async reapNow(): Promise<void> {
+    for (const id of [...this.unreleased]) await this.cleanUp(id);
     for (const [id, launcher] of this.launchers) {
       if (startTimeOf(launcher.pid) === launcher.start) continue;
       const active = this.reg.runs.all().find((r) => r.id === id);

@@ -15,13 +15,16 @@ export interface Router {
   resolve?(name: string): Promise<void>;
   /** Space for df: the view's (a branch's quota), or the mount's when there is no view. */
   statfs(view?: View): Promise<FsStats>;
-  /** Refuse (EACCES) a run's process that reaches into another run's branch; asks for the caller only when that matters. */
+  /** Refuse (EACCES) a run's process that reaches any view but its own branch and its Home's main. */
   admit?(view: View, caller: () => Caller | null): void;
   /** Where a read on main by this caller is recorded: its run's read manifest, or nowhere. */
   readerOf?(view: View, caller: Caller | null): { record(path: string, oid: string): Promise<void> } | undefined;
 }
 
 type Cb = (err: number, ...rest: unknown[]) => void;
+
+/** An open that may change the file: for writing, or truncating. */
+const opensForWriting = (flags: number) => (flags & 3) !== constants.O_RDONLY || (flags & constants.O_TRUNC) !== 0;
 
 /** Codes a caller provokes in normal use: not worth more than a debug line. */
 const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL']);
@@ -69,11 +72,21 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   /**
    * Notes who is changing a view. Called synchronously at a handler's start, where the caller is known; the
    * view hears of it once the change succeeded (see settle), so a refused call names nobody in a commit.
+   * A change by path (`byPath`) is refused to whoever may not write in the view at all; a descriptor was
+   * checked when it was opened, and writes while its lease lasts.
    */
-  function changing(view: WritableView): WritableView {
+  function changing(view: WritableView, byPath = true): WritableView {
     const caller = callerOf();
-    if (caller) change = { view, uid: caller.uid };
+    if (caller) {
+      if (byPath) mayWrite(view, caller);
+      change = { view, uid: caller.uid };
+    }
     return view;
+  }
+
+  /** Only root, the view's owner and the principals of its write leases in force change a branch (EACCES). */
+  function mayWrite(view: WritableView, caller: Caller): void {
+    if (!view.mayWrite(caller.uid)) throw fsError('EACCES', `uid ${caller.uid} holds no write lease on ${view.name}`);
   }
 
   /** The change the handler being started noted, taken right after its synchronous start. */
@@ -102,7 +115,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   function writableHandle(fd: number, op: Mutation): { view: WritableView; h: Handle } {
     const { view, h } = handle(fd);
     if (!isWritable(view)) throw mainRefusal(view, op, h.rel);
-    return { view: changing(view), h };
+    return { view: changing(view, false), h };
   }
 
   function register(view: View, h: Handle): number {
@@ -169,8 +182,10 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     open: (path: string, flags: number, cb: Cb) =>
       answer('open', path, cb, async () => {
         const r = need(path);
+        const caller = callerOf();
+        if (caller && isWritable(r.view) && opensForWriting(flags)) mayWrite(r.view, caller);
         // Who reads main is asked now, while the request is current; recorded before the open is answered.
-        const reader = r.view.kind === 'main' ? router.readerOf?.(r.view, callerOf()) : undefined;
+        const reader = r.view.kind === 'main' ? router.readerOf?.(r.view, caller) : undefined;
         const h = await r.view.open(r.rel, flags);
         if (reader && h.oid) await reader.record(r.rel, h.oid);
         return register(r.view, h);

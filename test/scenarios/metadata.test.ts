@@ -71,6 +71,9 @@ describe('metadata that lasts', () => {
   });
 
   it('gives new files to the user who made them, honours chown and setgid directories', async () => {
+    // Only root, the owner and principals of leases in force change a branch: the users below hold leases.
+    const leases: string[] = [];
+    for (const principal of ['4242', '65534']) leases.push((await d.nasJson<{ lease: { id: string } }>('lease', 'issue', 'demo/md', '--principal', principal)).lease.id);
     await fs.mkdir(p('outbox/shared'), { mode: 0o777 });
     await fs.chmod(p('outbox/shared'), 0o777);
     expect(await statOf(p('outbox/shared'), '%a')).toBe('777');
@@ -90,6 +93,7 @@ describe('metadata that lasts', () => {
     await fs.chmod(p('outbox/team'), 0o2777);
     expect((await as(65534, 65534, `touch '${p('outbox/team/f')}'`)).code).toBe(0);
     expect(await statOf(p('outbox/team/f'), '%u:%g')).toBe('65534:4444');
+    for (const id of leases) expect((await d.nas('lease', 'revoke', 'demo', id)).code).toBe(0);
   });
 
   it('keeps every mode as set, through a restart', async () => {
@@ -205,6 +209,8 @@ describe('metadata that lasts', () => {
 
   it('names the accounts that really wrote in each commit and in the merge, beside the principal', async () => {
     expect((await d.nas('branch', 'create', 'demo/who')).code).toBe(0);
+    // nobody writes there under a lease (without one, nasd refuses whatever the modes say).
+    expect((await d.nas('lease', 'issue', 'demo/who', '--principal', 'nobody')).code).toBe(0);
     const q = (rel: string) => d.path('demo@who', rel);
     const message = async (rev: string) => (await d.git('log', '-1', '--format=%B', rev)).stdout;
     await fs.mkdir(q('outbox/drop'));

@@ -148,6 +148,55 @@ describe('nas run', () => {
     expect((await d.git('cat-file', '-e', 'draft:outbox/x.md')).code).not.toBe(0);
   });
 
+  it('keeps a run out of a branch its user holds a lease on: it reads only its own branch and main, all recorded', async () => {
+    expect((await d.nas('branch', 'create', 'demo/elsewhere')).code).toBe(0);
+    expect((await d.nas('lease', 'issue', 'demo/elsewhere', '--principal', 'nobody', '--ttl', '1h')).code).toBe(0);
+    const inbox = d.path('demo@elsewhere', 'inbox/README.md');
+    // Outside a run the lease's principal reads that branch's inbox: it is theirs.
+    expect((await run('runuser', ['-u', 'nobody', '--', 'cat', inbox])).code).toBe(0);
+    const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `cat ${inbox} > ${shared}/elsewhere-out 2> ${shared}/elsewhere-err; ` +
+      `ls ${d.path('demo@elsewhere')} >> ${shared}/elsewhere-out 2>> ${shared}/elsewhere-err; ` +
+      `cat $NAS_MOUNT/demo@main/AGENTS.md > /dev/null && cat inbox/README.md > /dev/null && echo read-home >> ${shared}/elsewhere-out`);
+    expect(code, stderr).toBe(0);
+    expect(await fs.readFile(`${shared}/elsewhere-out`, 'utf8')).toBe('read-home\n');
+    expect(await fs.readFile(`${shared}/elsewhere-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
+    // What it could read, it read on the record: main's AGENTS.md and its own inbox are in its manifest.
+    const reads = await fs.readFile(`${d.state}/homes/demo.git/nas/branches/${out.branch}/reads.jsonl`, 'utf8');
+    expect(reads).toMatch(/AGENTS\.md/);
+    expect(reads).toMatch(/inbox\/README\.md/);
+  });
+
+  it('ends a run whose clean-up fails: lease revoked and end recorded first, the clean-up done on a later pass', async () => {
+    const child = startRun('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `echo "$NAS_RUN $NAS_LEASE" > ${shared}/stuck && while [ ! -e ${shared}/stuck-go ]; do sleep 0.05; done`);
+    const done = outcome(child);
+    const [id, token] = (await marker('stuck')).trim().split(' ');
+    // The run's directory cannot be removed: a file in it is immutable (chattr +i; even root cannot unlink it).
+    const dir = `${d.dir}/runs/${id}`;
+    await fs.writeFile(`${dir}/pinned`, '');
+    const pinned = await run('chattr', ['+i', `${dir}/pinned`]);
+    try {
+      expect(pinned.code, pinned.stderr).toBe(0);
+      await fs.writeFile(`${shared}/stuck-go`, '');
+      const r = await done;
+      expect(r.code, r.stderr).toBe(0);
+      const out = JSON.parse(r.stdout);
+      expect(out).toMatchObject({ run: id, state: 'exited', exit: 0 });
+      expect((await runs()).find((x) => x.id === id)).toMatchObject({ state: 'exited' });
+      const leases = await d.nasJson<{ branch: string; status: string }[]>('lease', 'list', 'demo');
+      expect(leases.filter((l) => l.branch === out.branch).map((l) => l.status)).toEqual(['revoked']);
+      const propose = await d.nasWith({ NAS_LEASE: token, owner: false }, 'propose', `demo/${out.branch}`, '--into', 'main', '--intent', 'late');
+      expect(propose.stderr).toMatch(/is revoked/);
+      expect(d.log).toMatch(/cannot clean up after a run/);
+      expect((await fs.stat(dir)).isDirectory()).toBe(true);
+    } finally {
+      await run('chattr', ['-i', `${dir}/pinned`]);
+    }
+    // Removable again: the periodic pass (every 5 s) cleans up.
+    await eventually(async () => fs.access(dir).then(() => false, () => true), 'the run directory to go', 20_000);
+  });
+
   it('passes the exit status through, and a signal reaches the whole process tree', async () => {
     const failed = await runJson('demo', '--user', 'nobody', '--intent', 'will fail', '--', 'sh', '-c', 'echo partial > outbox/partial.md; exit 7');
     expect(failed.code).toBe(7);

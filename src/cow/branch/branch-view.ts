@@ -70,6 +70,8 @@ export class BranchView implements WritableView {
   /** The write leases in force (setLease): the newest owns the view; a descriptor writes while its own lasts. */
   private leasesInForce = new Set<string>();
   private newestLease?: string;
+  /** The uids of those leases' principals: with root and the default owner, the only ones who change the view. */
+  private writers = new Set<number>();
 
   private constructor(
     private readonly ctx: BranchContext,
@@ -119,25 +121,37 @@ export class BranchView implements WritableView {
   }
 
   /**
-   * The write lease in force, or none: its principal owns the view's files (the kernel's permission check
-   * then keeps other users out) and its budget caps the branch's quota.
+   * The write lease in force, or none: its principal owns the view's files and its budget caps the branch's
+   * quota. `inForce`: every write lease in force, newest first, with its principal's account (null: no local one).
    */
-  async setLease(lease: { owner: Owner | null; budgetBytes?: number } | null, inForce: string[] = []): Promise<void> {
-    this.leasesInForce = new Set(inForce);
-    this.newestLease = inForce[0];
+  async setLease(
+    lease: { owner: Owner | null; budgetBytes?: number } | null, inForce: { id: string; owner: Owner | null }[] = [],
+  ): Promise<void> {
+    this.leasesInForce = new Set(inForce.map((l) => l.id));
+    this.newestLease = inForce[0]?.id;
+    this.writers = new Set(inForce.flatMap((l) => (l.owner ? [l.owner.uid] : [])));
     this.ctx.owner = lease?.owner ?? this.defaults.owner;
     this.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
   }
 
   /**
-   * The view's root and its scratch roots belong to the view's owner, so that account can make files there
-   * (scratch roots are served by the kernel straight from disk). Everything else keeps the owner it has,
-   * as on a disk: what a caller made is the caller's.
+   * The view's root and its scratch roots belong to the view's owner, so that account can make files there.
+   * Everything else keeps the owner it has, as on a disk: what a caller made is the caller's.
+   * Scratch roots are served by the kernel straight from disk (mayWrite is never asked there), so only their
+   * owner may enter them (0700): once a lease ends, what its principal made in workspace/ is out of its reach.
    */
   private async giveRootsToOwner(): Promise<void> {
-    for (const dir of [this.overlay.up(''), ...this.scratchDirs().map((s) => s.dir)]) {
-      await fs.lchown(dir, this.ctx.owner.uid, this.ctx.owner.gid);
+    await fs.lchown(this.overlay.up(''), this.ctx.owner.uid, this.ctx.owner.gid);
+    for (const { dir } of this.scratchDirs()) {
+      // Through a descriptor: a mode is never given to what a symbolic link put there points to.
+      const fh = await fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      try {
+        await fh.chown(this.ctx.owner.uid, this.ctx.owner.gid);
+        await fh.chmod(0o700);
+      } finally {
+        await fh.close();
+      }
     }
   }
 
@@ -148,6 +162,15 @@ export class BranchView implements WritableView {
 
   changedBy(uid: number): void {
     this.committer.changedBy(uid);
+  }
+
+  /**
+   * Whether uid may change the view: root, its default owner, or a principal of a write lease in force. The
+   * modes are not enough: what a former lease holder made stays theirs, and a principal may open a folder
+   * to everyone (chmod 1777).
+   */
+  mayWrite(uid: number): boolean {
+    return uid === 0 || uid === this.defaults.owner.uid || this.writers.has(uid);
   }
 
   get owner(): Owner {
