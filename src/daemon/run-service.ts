@@ -311,7 +311,8 @@ export class RunService {
    */
   async recover(): Promise<void> {
     await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
-    await this.runsTree.removeTree('');
+    // What the last nasd left: each run's directory goes, one that cannot is retried on the periodic pass.
+    for (const id of await fs.readdir(this.runsDir)) await this.cleanUp(id);
     for (const role of this.reg.roles()) {
       for (const run of (await this.store(role).list()).filter((r) => r.state === 'running')) {
         run.state = 'interrupted';
