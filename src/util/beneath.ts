@@ -52,6 +52,7 @@ async function openDirIn(at: string, name: string): Promise<number> {
     // O_DIRECTORY meets a link before O_NOFOLLOW does (ENOTDIR): say which it was.
     const link = hasCode(e, 'ELOOP') || (hasCode(e, 'ENOTDIR') && (await fs.promises.lstat(`${at}/${name}`).then((s) => s.isSymbolicLink(), () => false)));
     if (link) throw fsError('ELOOP', `${name} is a symbolic link; nothing is done through it`);
+    if (hasCode(e, 'ENOTDIR')) throw fsError('ENOTDIR', `${name} is not a directory`);
     throw e;
   }
 }
