@@ -14,6 +14,7 @@ import { readHomeConfig } from '../config/home-config.js';
 import { MODE, type Entry } from '../store/store.js';
 import { metaPath } from '../store/file-meta.js';
 import type { Registry } from './registry.js';
+import { checkRestore, isAppendOnly } from '../policy/policy.js';
 
 /** The `.nas/` files a Home reads. */
 const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.yaml', '.nas/policy.yaml', '.nas/merge.yaml', '.nas/checks.yaml'];
@@ -146,7 +147,8 @@ export class HistoryService {
   /**
    * Return a branch's files (or those under the given paths) to a checkpoint's or a commit's state, as one new
    * commit on the branch: nothing is rewritten, and what the restore replaces or removes goes to the recycle
-   * area. Paths policy protects (.nas/) are left as they are and reported.
+   * area. Paths policy protects (.nas/) are left as they are and reported, and so is an append-only file the
+   * restore would not merely make grow.
    */
   async restore(role: string, b: { branch: string; from: string; paths?: string[] }, creds: Credentials): Promise<Restored> {
     if (b.branch === 'main') throw new UserError('main changes only by merge: restore into a branch (nas branch create <role>/<branch>), then propose it', 409);
@@ -161,6 +163,7 @@ export class HistoryService {
     const under = (p: string) => paths.length === 0 || paths.some((q) => p === q || p.startsWith(`${q}/`));
     const out: Restored = { view: view.name, from: commit, restored: [], removed: [], refused: [], head: '' };
     const regular = (mode?: number) => mode === MODE.file || mode === MODE.exec;
+    const contentOf = async (e?: Entry) => (e && regular(e.mode) ? store.readBlob(e.oid) : null);
     // A file that stays a file is overwritten in place, and what it held is filed in the recycle area in one go
     // (an unlink and a new file each would cost the deletion machinery per file).
     const replaced: { path: string; entry: Entry }[] = [];
@@ -170,6 +173,9 @@ export class HistoryService {
       // Same bytes and mode, only times or owner differ: the file is as it was.
       if (c.before && c.after && c.before.oid === c.after.oid && c.before.mode === c.after.mode) return;
       try {
+        // An append-only file (the journal) may only grow: its content now must be the start of the restored one.
+        const growth = isAppendOnly(view.rules, c.path) ? checkRestore(view.rules, c.path, await contentOf(c.before), await contentOf(c.after)) : null;
+        if (growth) throw new Error(growth);
         const inPlace = regular(c.before?.mode) && regular(c.after?.mode);
         if (c.before && !inPlace) await view.unlink(c.path);
         if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), false);

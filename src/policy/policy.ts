@@ -140,6 +140,20 @@ export function checkAppend(rules: Rules, path: string, offset: number, floor: n
   return isAppendOnly(rules, path) && offset < floor ? 'EPERM' : null;
 }
 
+/**
+ * Putting old content back (a restore) into an append-only file may only make it grow: what it holds now must
+ * stay its beginning. `now` is its current content (null: it does not exist), `next` what would replace it
+ * (null: the restore would remove it or put something else than a file there). Why not, or null.
+ */
+export function checkRestore(rules: Rules, path: string, now: Buffer | null, next: Buffer | null): string | null {
+  if (!isAppendOnly(rules, path) || now === null) return null;
+  if (next === null) return `${path} is append-only: a restore may not remove it or replace it with something else than a file`;
+  if (next.length < now.length || !next.subarray(0, now.length).equals(now)) {
+    return `${path} is append-only: a restore may only make it grow, and the restored version does not begin with what it holds now; it was left as it is`;
+  }
+  return null;
+}
+
 /** A write that grows the branch past its byte quota fails with EDQUOT. */
 export function checkQuota(usedBytes: number, growth: number, quotaBytes: number): ErrnoCode | null {
   return growth > 0 && usedBytes + growth > quotaBytes ? 'EDQUOT' : null;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, compileRules, DEFAULT_RULES, isScratch } from '../../src/policy/policy.js';
+import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, checkRestore, compileRules, DEFAULT_RULES, isScratch } from '../../src/policy/policy.js';
 import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../../src/config/home-config.js';
 import { globToRegExp } from '../../src/util/glob.js';
 
@@ -91,5 +91,17 @@ describe('policy', () => {
     expect(globToRegExp('**/*.md').test('a.md')).toBe(true);
     expect(globToRegExp('memory/?.md').test('memory/a.md')).toBe(true);
     expect(globToRegExp('a+b/(x)').test('a+b/(x)')).toBe(true);
+  });
+
+  it('lets a restore only make an append-only file grow: what it holds stays its beginning', () => {
+    const j = 'memory/journal/2026.md';
+    const b = (t: string) => Buffer.from(t);
+    expect(checkRestore(r, j, b('one\n'), b('one\ntwo\n'))).toBeNull();
+    expect(checkRestore(r, j, null, b('anything\n'))).toBeNull();
+    expect(checkRestore(r, j, b('one\ntwo\n'), b('one\ntwo\n'))).toBeNull();
+    expect(checkRestore(r, j, b('one\ntwo\n'), b('one\n'))).toMatch(/append-only: a restore may only make it grow/);
+    expect(checkRestore(r, j, b('one\n'), b('ONE\ntwo\n'))).toMatch(/append-only: a restore may only make it grow/);
+    expect(checkRestore(r, j, b('one\n'), null)).toMatch(/append-only: a restore may not remove it/);
+    expect(checkRestore(r, 'outbox/a.md', b('one\ntwo\n'), b('x'))).toBeNull();
   });
 });
