@@ -151,6 +151,9 @@ export interface PrFile {
   binary: boolean;
   before?: number;
   after?: number;
+  /** Full modes in octal, setuid, setgid and sticky bits included (`104755`). */
+  beforeMode?: string;
+  afterMode?: string;
 }
 
 /** `nas web open`: a one-time login link for the web page. */

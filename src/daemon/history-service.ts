@@ -14,6 +14,7 @@ import { readHomeConfig } from '../config/home-config.js';
 import { MODE, type Entry } from '../store/store.js';
 import { metaPath } from '../store/file-meta.js';
 import type { Registry } from './registry.js';
+import { shownDiff } from '../merge/shown-diff.js';
 import { checkRestore, isAppendOnly } from '../policy/policy.js';
 
 /** The `.nas/` files a Home reads. */
@@ -109,10 +110,8 @@ export class HistoryService {
     const from = b.from ? await this.commitOf(role, b.from)
       : snap.view ? ((await store.mergeBase(to, snap.mainHead)) ?? to) : ((await store.readCommit(to)).parents[0] ?? to);
     const [a, z] = await Promise.all([from, to].map(async (c) => (await store.readCommit(c)).tree));
-    let patch = await store.diffText(a, z);
-    if (path) patch = patch.split(/(?=^diff --git )/m).filter((block) => [`a/${path}/`, `a/${path} `].some((p) => block.startsWith(`diff --git ${p}`))).join('');
-    const changes = (await store.fileChanges(a, z)).filter((c) => !path || c.path === path || c.path.startsWith(`${path}/`));
-    return { view: snap.name, from, to, changes: changes.map((c) => ({ path: c.path, status: c.status })), patch };
+    const shown = await shownDiff(store, a, z, { under: path });
+    return { view: snap.name, from, to, changes: shown.files.map((c) => ({ path: c.path, status: c.status })), patch: shown.patch };
   }
 
   /**

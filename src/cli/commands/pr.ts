@@ -57,7 +57,8 @@ export const commands = [
       `reads: ${r.provenance.reads} path(s), digest ${r.provenance.reads_digest}\n` +
       `trust: ${r.trust.notes_changed.length} note(s) changed, ${r.trust.unreviewed.length} unreviewed, ${r.trust.reviewed_claims.length} marked reviewed` +
       `${r.trust.reviewed_claims.length ? ` (${r.trust.reviewed_claims.join(', ')})` : ''}` +
-      `${r.trust.start_set?.length ? `; session-start context changed: ${r.trust.start_set.join(', ')}` : ''}\n` +
+      `${r.trust.start_set?.length ? `; session-start context changed: ${r.trust.start_set.join(', ')}` : ''}` +
+      `${r.trust.mode_risk?.length ? `; modes a person must see (mode-risk): ${r.trust.mode_risk.join(', ')}` : ''}\n` +
       `changes: ${r.changes.added} added, ${r.changes.modified} modified, ${r.changes.deleted} deleted\n\n${r.diff}`,
   }),
   command({
