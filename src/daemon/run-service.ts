@@ -129,7 +129,7 @@ export class RunService {
           // its user: root never follows a link the user could have put there (another run of the same user).
           await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
           await fs.mkdir(dir, { mode: 0o700 });
-          this.sockets.set(id, await this.runSockets.open(socket, account));
+          this.sockets.set(id, await this.runSockets.open(socket, { id, role, branch, user: account.name, uid: account.uid, gid: account.gid }));
           const text = (await this.memory.briefing(role, branch, 2000)).text;
           const fh = await fs.open(briefing, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW, 0o600);
           try {

@@ -52,6 +52,22 @@ export function visibleMode(path: string, mode: number): number {
   return isInbox(path) ? mode & ~0o077 : mode;
 }
 
+/** Who reads, as the kernel's permission check sees a process: its uid and every group it is in. */
+export interface Reader {
+  uid: number;
+  gids: number[];
+}
+
+/** A caller nasd cannot put a uid to (a socket-group member without a lease): only what everyone may read. */
+export const ANYONE: Reader = { uid: -1, gids: [] };
+
+/** Whether the kernel lets a reader do `want` (4 read, 1 search) on a file with this mode and owner; root may. */
+export function permits(reader: Reader, st: { mode: number; uid: number; gid: number }, want: number): boolean {
+  if (reader.uid === 0) return true;
+  const shift = reader.uid === st.uid ? 6 : reader.gids.includes(st.gid) ? 3 : 0;
+  return ((st.mode >> shift) & want) === want;
+}
+
 /** Read-only or append-only: such paths stay versioned whatever a .gitignore says (a branch cannot hide them). */
 export function isProtected(rules: Rules, path: string): boolean {
   return matchesAny(path, rules.readOnly) || matchesAny(path, rules.appendOnly);

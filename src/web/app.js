@@ -216,7 +216,8 @@ function filesTable(files) {
   const SHOWN = 100;
   const row = (f) => h('tr', {},
     h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null,
-      modeFlag(f)),
+      modeFlag(f),
+      f.withheld ? h('span', { class: 'flag' }, 'content withheld') : null),
     h('td', { class: 'num' }, f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`));
   const body = h('tbody', {}, files.slice(0, SHOWN).map(row));
   const more = files.length > SHOWN
