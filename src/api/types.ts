@@ -151,6 +151,11 @@ export interface PrFile {
   binary: boolean;
   before?: number;
   after?: number;
+  /** Full modes in octal, setuid, setgid and sticky bits included (`104755`). */
+  beforeMode?: string;
+  afterMode?: string;
+  /** The caller could not read it through the mount: the diff names it but shows none of its content. */
+  withheld?: boolean;
 }
 
 /** `nas web open`: a one-time login link for the web page. */
@@ -162,6 +167,8 @@ export interface WebLogin {
 export interface PrDetail extends PullRequest {
   diff: string;
   files: PrFile[];
+  /** Paths whose content the caller could not read through the mount: the diff does not show it. */
+  withheld: string[];
   /** The read manifest: `<oid> <path>` lines. */
   reads: string;
 }
@@ -299,6 +306,8 @@ export interface DiffReport {
   to: string;
   changes: { path: string; status: string }[];
   patch: string;
+  /** Paths whose content the caller could not read through the mount: the patch does not show it. */
+  withheld: string[];
 }
 
 export interface TrashPurged {

@@ -7,7 +7,7 @@ import { FsError, UserError } from '../util/errors.js';
 import type { Params, Result, RouteName } from '../api/contract.js';
 import { matchRoute } from '../api/paths.js';
 import { validateBody } from '../api/validate.js';
-import { credentialsOf, type Credentials } from './auth.js';
+import { credentialsOf, type Credentials, type RunCaller } from './auth.js';
 import type { Handlers } from './handlers.js';
 
 /**
@@ -93,15 +93,18 @@ export async function dispatch(
   }
 }
 
-/** The request listener: route, validate, answer. On a run's socket the owner credential counts for nothing. */
-function listener(table: Handlers, ownerToken: string, log: Logger, ownerAllowed: boolean): Listener {
+/**
+ * The request listener: route, validate, answer. On a run's socket the owner credential counts for nothing, and
+ * the request is the run's.
+ */
+function listener(table: Handlers, ownerToken: string, log: Logger, run?: RunCaller): Listener {
   return async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://nasd');
     let answered: Answered;
     try {
       const body = await readBody(req);
       const creds = credentialsOf(req, ownerToken);
-      if (!ownerAllowed) creds.owner = false;
+      if (run) Object.assign(creds, { owner: false, run });
       answered = await dispatch(table, req.method ?? '', url.pathname, body, creds, log);
     } catch (err) {
       answered = err instanceof UserError ? { status: err.status, payload: { ok: false, error: err.message } } : { status: 400, payload: { ok: false, error: (err as Error).message } };
@@ -126,13 +129,13 @@ async function listen(socket: string, onRequest: Listener): Promise<http.Server>
  * joining the socket's group; the same API, but no owner action is taken on it whatever a request carries.
  */
 export class RunSockets {
-  onRequest?: Listener;
+  listenerFor?: (run: RunCaller) => Listener;
 
-  async open(socket: string, owner: { uid: number; gid: number }): Promise<{ close(): Promise<void> }> {
-    if (!this.onRequest) throw new Error('the control socket is not served yet');
-    const server = await listen(socket, this.onRequest);
+  async open(socket: string, run: RunCaller): Promise<{ close(): Promise<void> }> {
+    if (!this.listenerFor) throw new Error('the control socket is not served yet');
+    const server = await listen(socket, this.listenerFor(run));
     await fs.chmod(socket, 0o600);
-    await fs.lchown(socket, owner.uid, owner.gid);
+    await fs.lchown(socket, run.uid, run.gid);
     return {
       close: () => new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -146,8 +149,8 @@ export class RunSockets {
 export async function serveControl(
   socket: string, table: Handlers, ownerToken: string, group: string | null, log: Logger, runSockets?: RunSockets,
 ): Promise<http.Server> {
-  if (runSockets) runSockets.onRequest = listener(table, ownerToken, log, false);
-  const server = await listen(socket, listener(table, ownerToken, log, true));
+  if (runSockets) runSockets.listenerFor = (run) => listener(table, ownerToken, log, run);
+  const server = await listen(socket, listener(table, ownerToken, log));
   await fs.chmod(socket, 0o660);
   if (group !== null && group !== undefined) await fs.chown(socket, -1, await groupId(String(group)));
   log.info({ socket }, 'control socket ready');

@@ -82,7 +82,7 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, ma
     webLogin: ({ creds }) => web.login(creds),
     prStats: ({ params }) => prs.stats(params.role),
     // A PR id that is not a whole number is refused by the service, with what to do.
-    showPr: ({ params }) => prs.show(params.role, Number(params.id)),
+    showPr: ({ params, creds }) => prs.show(params.role, Number(params.id), creds),
     approvePr: ({ params, creds }) => prs.approve(params.role, Number(params.id), creds),
     rejectPr: ({ params, body, creds }) => prs.reject(params.role, Number(params.id), body.why, creds),
 
@@ -98,7 +98,7 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, ma
     },
     memoryReview: ({ params, body, creds }) => memory.review(params.role, body.path, body.description, creds),
     context: ({ params, body }) => memory.context(params.role, body.branch),
-    briefing: ({ params, body }) => memory.briefing(params.role, body.branch, body.maxTokens ?? 2000),
+    briefing: ({ params, body, creds }) => memory.briefing(params.role, body.branch, body.maxTokens ?? 2000, creds),
 
     startRun: ({ params, body, creds }) => runs.start(params.role, body, creds),
     attachRun: ({ params, body, creds }) => runs.attach(params.role, params.id, body, creds),
@@ -111,8 +111,8 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, ma
     deleteCheckpoint: ({ params, creds }) => history.delete(params.role, params.name, creds),
     restore: ({ params, body, creds }) => history.restore(params.role, body, creds),
     proposeConfig: ({ params, body, creds }) => history.proposeConfig(params.role, body, creds),
-    log: ({ params, body }) => history.log(params.role, body),
-    diff: ({ params, body }) => history.diff(params.role, body),
+    log: ({ params, body, creds }) => history.log(params.role, body, creds),
+    diff: ({ params, body, creds }) => history.diff(params.role, body, creds),
     maintenance: ({ body, creds }) => maintenance.run(body.role, creds),
     exportHome: ({ params, body, creds }) => (owner(creds, 'exporting a Home'), reg.exportHome(params.role, body.file)),
     addRemote: ({ params, body, creds }) => replicator.add(params.role, body.url, creds),

@@ -14,6 +14,9 @@ import { readHomeConfig } from '../config/home-config.js';
 import { MODE, type Entry } from '../store/store.js';
 import { metaPath } from '../store/file-meta.js';
 import type { Registry } from './registry.js';
+import type { Readers } from './readers.js';
+import { shownDiff } from '../merge/shown-diff.js';
+import { checkRestore, isAppendOnly } from '../policy/policy.js';
 
 /** The `.nas/` files a Home reads. */
 const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.yaml', '.nas/policy.yaml', '.nas/merge.yaml', '.nas/checks.yaml'];
@@ -24,6 +27,7 @@ export class HistoryService {
     private readonly reg: Registry,
     private readonly leases: LeaseService,
     private readonly prs: PrService,
+    private readonly readers: Readers,
     private readonly stateDir: string,
   ) {}
 
@@ -67,19 +71,26 @@ export class HistoryService {
 
   /**
    * The history of a branch (or main), newest first along first parents: each commit with its author, time,
-   * subject and Nas-* trailers (run, lease, principal, intent...); with a path, only commits that changed it.
+   * subject and Nas-* trailers (run, lease, principal, intent...); with a path, only commits that changed it,
+   * and only to a caller who could read each version of it through the mount.
    */
-  async log(role: string, b: { branch?: string; path?: string; limit?: number }): Promise<LogEntry[]> {
+  async log(role: string, b: { branch?: string; path?: string; limit?: number }, creds: Credentials): Promise<LogEntry[]> {
     const path = b.path ? validateRelPath(b.path) : undefined;
     const limit = b.limit ?? 50;
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UserError('--limit must be a whole number from 1 to 10000');
     const snap = await this.reg.snapshot(role, b.branch);
     const store = snap.home.store;
+    const mayRead = path ? this.readers.mayRead(await this.readers.of(role, creds), store, this.reg.viewOwner(role, b.branch)) : undefined;
     const out: LogEntry[] = [];
     for (let c: string | undefined = snap.commit, seen = 0; c && out.length < limit && seen < 100_000; seen++) {
       const commit = await store.readCommit(c);
       const parent = commit.parents[0];
       if (!path || (await this.touches(role, commit.tree, parent, path))) {
+        // The version this commit made, or for a removal the one it removed.
+        const version = async (p: string) => ((await store.lookupPath(commit.tree, p)) || !parent ? commit.tree : (await store.readCommit(parent)).tree);
+        if (path && mayRead && !(await mayRead(await version(path), path))) {
+          throw new UserError(`you could not read ${path} through the mount of ${snap.name} (as of commit ${c.slice(0, 12)}), so its history is not shown`, 403);
+        }
         const subject = commit.message.split('\n', 1)[0];
         out.push({ commit: c, parents: commit.parents, time: new Date(commit.time * 1000).toISOString(), subject, trailers: nasTrailers(commit.message) });
       }
@@ -100,7 +111,7 @@ export class HistoryService {
   }
 
   /** The patch between two states (checkpoints or commits; by default a branch's fork point and its head, or main's last change). */
-  async diff(role: string, b: { branch?: string; from?: string; to?: string; path?: string }): Promise<DiffReport> {
+  async diff(role: string, b: { branch?: string; from?: string; to?: string; path?: string }, creds: Credentials): Promise<DiffReport> {
     const path = b.path ? validateRelPath(b.path) : undefined;
     const snap = await this.reg.snapshot(role, b.branch);
     const store = snap.home.store;
@@ -108,10 +119,11 @@ export class HistoryService {
     const from = b.from ? await this.commitOf(role, b.from)
       : snap.view ? ((await store.mergeBase(to, snap.mainHead)) ?? to) : ((await store.readCommit(to)).parents[0] ?? to);
     const [a, z] = await Promise.all([from, to].map(async (c) => (await store.readCommit(c)).tree));
-    let patch = await store.diffText(a, z);
-    if (path) patch = patch.split(/(?=^diff --git )/m).filter((block) => [`a/${path}/`, `a/${path} `].some((p) => block.startsWith(`diff --git ${p}`))).join('');
-    const changes = (await store.fileChanges(a, z)).filter((c) => !path || c.path === path || c.path.startsWith(`${path}/`));
-    return { view: snap.name, from, to, changes: changes.map((c) => ({ path: c.path, status: c.status })), patch };
+    // What the caller could not read through the mount is named, not shown; what it is shown, it has read.
+    const who = await this.readers.of(role, creds);
+    const shown = await shownDiff(store, a, z, { under: path, mayRead: this.readers.mayRead(who, store, this.reg.viewOwner(role, b.branch)) });
+    await this.readers.record(who, shown.shown);
+    return { view: snap.name, from, to, changes: shown.files.map((c) => ({ path: c.path, status: c.status })), patch: shown.patch, withheld: shown.withheld };
   }
 
   /**
@@ -146,12 +158,15 @@ export class HistoryService {
   /**
    * Return a branch's files (or those under the given paths) to a checkpoint's or a commit's state, as one new
    * commit on the branch: nothing is rewritten, and what the restore replaces or removes goes to the recycle
-   * area. Paths policy protects (.nas/) are left as they are and reported.
+   * area. Paths policy protects (.nas/) are left as they are and reported, and so are an append-only file the
+   * restore would not merely make grow, and a file the caller could not read through the mount at that commit
+   * (what it does restore, it has read).
    */
   async restore(role: string, b: { branch: string; from: string; paths?: string[] }, creds: Credentials): Promise<Restored> {
     if (b.branch === 'main') throw new UserError('main changes only by merge: restore into a branch (nas branch create <role>/<branch>), then propose it', 409);
     const branch = validateBranch(b.branch);
     await this.leases.authorize(role, branch, 'write', creds, `restoring into ${role}/${branch}`);
+    const who = await this.readers.of(role, creds);
     const paths = (b.paths ?? []).map(validateRelPath);
     const store = this.reg.homeOf(role).store;
     const commit = await this.commitOf(role, b.from);
@@ -161,6 +176,8 @@ export class HistoryService {
     const under = (p: string) => paths.length === 0 || paths.some((q) => p === q || p.startsWith(`${q}/`));
     const out: Restored = { view: view.name, from: commit, restored: [], removed: [], refused: [], head: '' };
     const regular = (mode?: number) => mode === MODE.file || mode === MODE.exec;
+    const mayRead = this.readers.mayRead(who, store, view.owner);
+    const contentOf = async (e?: Entry) => (e && regular(e.mode) ? store.readBlob(e.oid) : null);
     // A file that stays a file is overwritten in place, and what it held is filed in the recycle area in one go
     // (an unlink and a new file each would cost the deletion machinery per file).
     const replaced: { path: string; entry: Entry }[] = [];
@@ -170,10 +187,15 @@ export class HistoryService {
       // Same bytes and mode, only times or owner differ: the file is as it was.
       if (c.before && c.after && c.before.oid === c.after.oid && c.before.mode === c.after.mode) return;
       try {
+        if (c.after && mayRead && !(await mayRead(then, c.path))) throw new Error(`you could not read it at ${commit.slice(0, 12)} through the mount, so it is not restored`);
+        // An append-only file (the journal) may only grow: its content now must be the start of the restored one.
+        const growth = isAppendOnly(view.rules, c.path) ? checkRestore(view.rules, c.path, await contentOf(c.before), await contentOf(c.after)) : null;
+        if (growth) throw new Error(growth);
         const inPlace = regular(c.before?.mode) && regular(c.after?.mode);
         if (c.before && !inPlace) await view.unlink(c.path);
         if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), false);
         if (inPlace) replaced.push({ path: c.path, entry: c.before! });
+        if (c.after && regular(c.after.mode)) await this.readers.record(who, [{ path: c.path, oid: c.after.oid }]);
         (c.after ? out.restored : out.removed).push(c.path);
       } catch (err) {
         out.refused.push({ path: c.path, reason: (err as Error).message });

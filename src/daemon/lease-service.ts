@@ -110,6 +110,18 @@ export class LeaseService {
     throw new UserError(`${action} needs a lease that grants ${scope} on ${role}/${branch} (set NAS_LEASE to its token) or the owner credential`, 401);
   }
 
+  /** The lease a token stands for in this Home while it is in force (its parents too), or null. */
+  async inForce(role: string, token: string): Promise<Lease | null> {
+    const leases = this.leasesOf(role);
+    try {
+      const lease = await leases.fromToken(token);
+      return refusal(await leases.chain(lease), { home: role, branch: lease.branch, scope: lease.scopes[0] }) ? null : lease;
+    } catch (e) {
+      if (e instanceof LeaseRefused) return null;
+      throw e;
+    }
+  }
+
   private async leaseOf(role: string, token: string): Promise<Lease> {
     try {
       return await this.leasesOf(role).fromToken(token);

@@ -4,12 +4,14 @@ import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
 import { checkMemory, type Finding, type Rule } from '../memory/check.js';
 import { briefing, BriefingTooSmall, contextLists, measure } from '../memory/context.js';
-import { treeFiles, withChanges, type FileSet } from '../memory/files.js';
+import { filterFiles, treeFiles, withChanges, type FileSet } from '../memory/files.js';
+import { START_SET } from '../memory/layout.js';
 import { loadMemory, regenerate, type Memory } from '../memory/model.js';
 import { branchMemory } from '../memory/branch-memory.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
 import { importNote } from '../memory/import.js';
 import type { Registry, Snapshot } from './registry.js';
+import type { Readers } from './readers.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { FileUpload } from '../api/schema.js';
 import type {
@@ -24,12 +26,12 @@ const INDEX_RULES = new Set<Rule>([
 ]);
 
 export class MemoryService {
-  constructor(private readonly reg: Registry, private readonly stateDir: string) {}
+  constructor(private readonly reg: Registry, private readonly readers: Readers, private readonly stateDir: string) {}
 
-  private async files(role: string, branch?: string): Promise<{ snap: Snapshot; files: FileSet }> {
+  private async files(role: string, branch?: string): Promise<{ snap: Snapshot; files: FileSet; tree: string }> {
     const snap = await this.reg.snapshot(role, branch);
     const tree = (await snap.home.store.readCommit(snap.commit)).tree;
-    return { snap, files: treeFiles(snap.home.store, tree) };
+    return { snap, files: treeFiles(snap.home.store, tree), tree };
   }
 
   private load(snap: Snapshot, files: FileSet): Promise<Memory> {
@@ -70,11 +72,21 @@ export class MemoryService {
     return { view: snap.name, root: snap.path, ...lists };
   }
 
-  async briefing(role: string, branch: string | undefined, maxTokens: number): Promise<BriefingReport> {
+  /**
+   * The boot view. It carries file content: for a caller (`creds`), only what it could read through the mount
+   * goes in, and that counts as read by its branch; without, nasd's own (a run's briefing, made at its start).
+   */
+  async briefing(role: string, branch: string | undefined, maxTokens: number, creds?: Credentials): Promise<BriefingReport> {
     if (!Number.isInteger(maxTokens) || maxTokens < 100) throw new UserError('--max-tokens must be a whole number of at least 100');
-    const { snap, files } = await this.files(role, branch);
+    const { snap, files, tree } = await this.files(role, branch);
+    const who = creds ? await this.readers.of(role, creds) : { reader: null };
+    const mayRead = this.readers.mayRead(who, snap.home.store, this.reg.viewOwner(role, branch));
+    const shown = mayRead ? filterFiles(files, (p) => mayRead(tree, p)) : files;
     try {
-      return { view: snap.name, ...briefing(await this.load(snap, files), snap.name, maxTokens) };
+      const report = { view: snap.name, ...briefing(await this.load(snap, shown), snap.name, maxTokens) };
+      const start = new Set(START_SET.map((s) => s.path));
+      await this.readers.record(who, (await shown.list()).filter((f) => start.has(f.path)).map((f) => ({ path: f.path, oid: f.id })));
+      return report;
     } catch (err) {
       if (err instanceof BriefingTooSmall) throw new UserError(err.message);
       throw err;

@@ -9,10 +9,12 @@ import { mapLimit } from '../util/concurrency.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { LeaseService } from './lease-service.js';
 import type { Registry } from './registry.js';
+import type { Readers } from './readers.js';
+import { octal, shownDiff } from '../merge/shown-diff.js';
 
 /** Agent PRs through the control API: who may do what, then the workflow in src/merge/propose.ts. */
 export class PrService {
-  constructor(private readonly reg: Registry, private readonly leases: LeaseService, private readonly stateDir: string) {}
+  constructor(private readonly reg: Registry, private readonly leases: LeaseService, private readonly readers: Readers, private readonly stateDir: string) {}
 
   private home(role: string): PrHome {
     const home = this.reg.homeOf(role);
@@ -71,17 +73,28 @@ export class PrService {
     return out.sort((a, b) => order.indexOf(a.state) - order.indexOf(b.state) || (a.created < b.created ? -1 : a.created > b.created ? 1 : 0));
   }
 
-  async show(role: string, id: number): Promise<PrDetail> {
+  /**
+   * A PR with its patch and files, full modes included; what the caller could not read through the mount (the
+   * branch's view) is named, not shown, and what it is shown counts as read by its own branch.
+   */
+  async show(role: string, id: number, creds: Credentials): Promise<PrDetail> {
     const home = this.home(role);
     const pr = await findPr(home, id);
     const [baseTree, headTree] = await Promise.all([pr.base, pr.head].map(async (c) => (await home.store.readCommit(c)).tree));
-    const files = await mapLimit(await home.store.fileChanges(baseTree, headTree), 8, async (c): Promise<PrFile> => {
+    const who = await this.readers.of(role, creds);
+    const shown = await shownDiff(home.store, baseTree, headTree, { mayRead: this.readers.mayRead(who, home.store, this.reg.viewOwner(role, pr.branch)) });
+    await this.readers.record(who, shown.shown);
+    const files = await mapLimit(shown.files, 8, async (c): Promise<PrFile> => {
       const [before, after] = await Promise.all([c.before, c.after].map(async (e) => (e && e.mode !== MODE.link ? home.store.readBlob(e.oid) : null)));
-      // As git decides: a NUL in the first 8,000 bytes makes a file binary.
-      const binary = [before, after].some((b) => b !== null && b.subarray(0, 8000).includes(0));
-      return { path: c.path, status: c.status, binary, ...(before ? { before: before.length } : {}), ...(after ? { after: after.length } : {}) };
+      // As git decides: a NUL in the first 8,000 bytes makes a file binary (not said of what is withheld).
+      const binary = !c.withheld && [before, after].some((b) => b !== null && b.subarray(0, 8000).includes(0));
+      return {
+        path: c.path, status: c.status, binary, ...(before ? { before: before.length } : {}), ...(after ? { after: after.length } : {}),
+        ...(c.beforeMode !== undefined ? { beforeMode: octal(c.beforeMode) } : {}), ...(c.afterMode !== undefined ? { afterMode: octal(c.afterMode) } : {}),
+        ...(c.withheld ? { withheld: true } : {}),
+      };
     });
-    return { ...pr, diff: await home.store.diffText(baseTree, headTree), files, reads: await home.prs.reads(id) };
+    return { ...pr, diff: shown.patch, files, withheld: shown.withheld, reads: await home.prs.reads(id) };
   }
 
   async approve(role: string, id: number, creds: Credentials): Promise<PullRequest> {

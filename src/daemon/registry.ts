@@ -295,6 +295,12 @@ export class Registry {
     return this.needBranch(role, branch);
   }
 
+  /** Whom a view shows as the owner of what has no metadata record: a branch's (its write lease's principal), else nasd's. */
+  viewOwner(role: string, branch?: string): Owner {
+    const view = branch && branch !== 'main' ? this.need(role).branches.get(branch) : undefined;
+    return view?.owner ?? this.opts.owner;
+  }
+
   branchNames(role: string): string[] {
     return [...this.need(role).branches.keys()];
   }

@@ -137,7 +137,7 @@ export class RunService {
           // socket and its briefing (0600 each), nothing it could rename or swap under root's feet.
           await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
           await fs.mkdir(dir, { mode: 0o755 });
-          this.sockets.set(id, await this.runSockets.open(socket, account));
+          this.sockets.set(id, await this.runSockets.open(socket, { id, role, branch, user: account.name, uid: account.uid, gid: account.gid }));
           const text = (await this.memory.briefing(role, branch, 2000)).text;
           await this.runsTree.createFile(`${id}/briefing.md`, text, { mode: 0o600, uid: account.uid, gid: account.gid });
         })(),

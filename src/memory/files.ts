@@ -41,6 +41,18 @@ export function treeFiles(store: Store, tree: string): FileSet {
   };
 }
 
+/** The files of a set that pass a test (those a reader could read through the mount). */
+export function filterFiles(set: FileSet, keep: (path: string) => Promise<boolean>): FileSet {
+  return {
+    async list() {
+      const files = await set.list();
+      const kept = await mapLimit(files, 16, (f) => keep(f.path));
+      return files.filter((_, i) => kept[i]);
+    },
+    read: (file) => set.read(file),
+  };
+}
+
 /** Files from a path -> content map, restricted to MEMORY_ROOTS like a Home's. */
 export function mapFiles(contents: Record<string, string | Buffer>): FileSet {
   const inRoots = (p: string) => MEMORY_ROOTS.some((r) => (r.endsWith('/') ? p.startsWith(r) : p === r));

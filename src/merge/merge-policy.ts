@@ -21,6 +21,8 @@ export interface MergeFacts {
   startSet: string[];
   /** Files main changed too that no registered driver merges (structured data, or a `person` rule). */
   needsPerson: string[];
+  /** Paths that became setuid, setgid or world-writable (mode-risk.ts), each with its modes. */
+  modeRisks: string[];
 }
 
 export type Decision = { action: 'merge' } | { action: 'wait'; reasons: string[] } | { action: 'fail'; reasons: string[] };
@@ -38,6 +40,7 @@ export function decide(f: MergeFacts): Decision {
   if (f.reviewedClaims.length > 0) reasons.push(`marks notes reviewed: ${few(f.reviewedClaims)}`);
   if (f.inboxReads.length > 0) reasons.push(`the run read untrusted input: ${few(f.inboxReads)}`);
   if (f.startSet.length > 0) reasons.push(`changes what agents load at session start: ${few(f.startSet)}`);
+  if (f.modeRisks.length > 0) reasons.push(`gives modes a person must see (mode-risk): ${few(f.modeRisks)}`);
   if (f.needsPerson.length > 0) reasons.push(`main changed ${few(f.needsPerson)} too, and no merge driver in .nas/merge.yaml merges it: a person decides`);
   return reasons.length > 0 ? { action: 'wait', reasons } : { action: 'merge' };
 }

@@ -43,7 +43,7 @@ export interface PullRequest {
   provenance: { principal: string; lease?: string; run?: string; exit?: string; writers?: string[]; reads: number; reads_digest: string };
   changes: { added: number; modified: number; deleted: number; paths: string[] };
   checks: { name: string; ok: boolean; ms: number; output: string }[];
-  trust: { notes_changed: string[]; unreviewed: string[]; reviewed_claims: string[]; start_set?: string[] };
+  trust: { notes_changed: string[]; unreviewed: string[]; reviewed_claims: string[]; start_set?: string[]; mode_risk?: string[] };
   /** Why it waits for a person, or why it failed. */
   reasons: string[];
   conflicts?: Conflict[];

@@ -12,6 +12,7 @@ import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
 import { changedOnBothSides, mergeIntoMain, type MergeOutcome } from './merge.js';
 import { needsPerson } from './structured.js';
 import { decide } from './merge-policy.js';
+import { modeRisks as findModeRisks } from './mode-risk.js';
 import { PrStateConflict, PrStore, type PrState, type PullRequest } from './pr-store.js';
 
 /**
@@ -101,6 +102,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     return e ? textOf(e.oid) : null;
   }));
   const startSet = await autoLoadedChanges(changes, textOf, linkedFromAgents(agents));
+  const modeRisks = await findModeRisks(store, baseTree, headTree, changes, folders);
   const trustOf = (path: string) => memory.docs.get(path)?.note?.trust;
   const claims = changes.filter((c) => c.after && c.path.startsWith('memory/') && trustOf(c.path) === 'reviewed').map((c) => c.path);
   const decision = decide({
@@ -112,6 +114,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     reviewedClaims: claims,
     inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
     startSet,
+    modeRisks,
     needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree, changes)).filter((path) => needsPerson(path, p.mainConfig.merge)),
   });
   const now = new Date().toISOString();
@@ -130,7 +133,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
       paths: [...changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`), ...folders.map((f) => `M ${f}/`)],
     },
     checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
-    trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims, start_set: startSet },
+    trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims, start_set: startSet, ...(modeRisks.length ? { mode_risk: modeRisks } : {}) },
     reasons: decision.action === 'merge' ? [] : decision.reasons,
   };
   return { pr, reads: p.reads.text(), merge: decision.action === 'merge' };

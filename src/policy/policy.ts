@@ -52,6 +52,22 @@ export function visibleMode(path: string, mode: number): number {
   return isInbox(path) ? mode & ~0o077 : mode;
 }
 
+/** Who reads, as the kernel's permission check sees a process: its uid and every group it is in. */
+export interface Reader {
+  uid: number;
+  gids: number[];
+}
+
+/** A caller nasd cannot put a uid to (a socket-group member without a lease): only what everyone may read. */
+export const ANYONE: Reader = { uid: -1, gids: [] };
+
+/** Whether the kernel lets a reader do `want` (4 read, 1 search) on a file with this mode and owner; root may. */
+export function permits(reader: Reader, st: { mode: number; uid: number; gid: number }, want: number): boolean {
+  if (reader.uid === 0) return true;
+  const shift = reader.uid === st.uid ? 6 : reader.gids.includes(st.gid) ? 3 : 0;
+  return ((st.mode >> shift) & want) === want;
+}
+
 /** Read-only or append-only: such paths stay versioned whatever a .gitignore says (a branch cannot hide them). */
 export function isProtected(rules: Rules, path: string): boolean {
   return matchesAny(path, rules.readOnly) || matchesAny(path, rules.appendOnly);
@@ -138,6 +154,20 @@ export function checkOpenForWrite(rules: Rules, path: string, append: boolean, t
 /** A write into an append-only file may not touch bytes that existed when it was opened. */
 export function checkAppend(rules: Rules, path: string, offset: number, floor: number): ErrnoCode | null {
   return isAppendOnly(rules, path) && offset < floor ? 'EPERM' : null;
+}
+
+/**
+ * Putting old content back (a restore) into an append-only file may only make it grow: what it holds now must
+ * stay its beginning. `now` is its current content (null: it does not exist), `next` what would replace it
+ * (null: the restore would remove it or put something else than a file there). Why not, or null.
+ */
+export function checkRestore(rules: Rules, path: string, now: Buffer | null, next: Buffer | null): string | null {
+  if (!isAppendOnly(rules, path) || now === null) return null;
+  if (next === null) return `${path} is append-only: a restore may not remove it or replace it with something else than a file`;
+  if (next.length < now.length || !next.subarray(0, now.length).equals(now)) {
+    return `${path} is append-only: a restore may only make it grow, and the restored version does not begin with what it holds now; it was left as it is`;
+  }
+  return null;
 }
 
 /** A write that grows the branch past its byte quota fails with EDQUOT. */

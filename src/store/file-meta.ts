@@ -40,6 +40,16 @@ export function permsOf(meta: FileMeta, gitExec: boolean): number {
   return gitExec ? perms | ((perms & 0o044) >> 2) | 0o100 : perms & ~0o111;
 }
 
+/**
+ * The full mode a view shows for what git holds with `gitMode` and this record: setuid, setgid and sticky bits
+ * included, which git's own modes (100644, 100755) cannot say. A symlink stays 120000, as git prints it.
+ */
+export function fullMode(gitMode: number, meta: FileMeta | null): number {
+  if (gitMode === MODE.link) return gitMode;
+  if (gitMode === MODE.tree) return MODE.tree | (meta ? meta.mode & 0o7777 : 0o755);
+  return meta ? 0o100000 | permsOf(meta, gitMode === MODE.exec) : gitMode;
+}
+
 /** A file's or symlink's record; for a directory, the folder of every record below it (its own included). */
 export const metaPath = (rel: string): string => `${META_ROOT}/${rel}`;
 /** A directory's own record. */

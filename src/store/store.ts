@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
 import { applyEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
-import { isMetaPath, META_ROOT, metaSubject, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
+import { fullMode, isMetaPath, META_ROOT, metaSubject, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
 import { MODE, type Change, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
@@ -502,11 +502,28 @@ export class Store {
     return out;
   }
 
-  /** A unified diff between two trees, as git prints it (binary files are named, not shown). */
-  async diffText(before: string, after: string): Promise<string> {
+  /**
+   * The unified diff between two trees as git prints it (binary files are named, not shown; metadata records
+   * left out), one piece per file (from its `diff --git` line), by path. libgit2 prints one piece per delta, in
+   * the order of its deltas, and no line of a hunk begins with `diff --git`.
+   */
+  async diffByFile(before: string, after: string): Promise<Map<string, string>> {
     const [a, b] = await Promise.all([before, after].map(async (t) => this.repo.getTree(await this.withoutMeta(t))));
     const diff = await NodeGit.Diff.treeToTree(this.repo, a, b, null);
-    return String(await diff.toBuf(NodeGit.Diff.FORMAT.PATCH));
+    const pieces = String(await diff.toBuf(NodeGit.Diff.FORMAT.PATCH)).split(/(?=^diff --git )/m).filter((p) => p.startsWith('diff --git '));
+    const count: number = diff.numDeltas();
+    if (pieces.length !== count) throw new Error(`the diff has ${count} files but ${pieces.length} pieces of patch`);
+    const out = new Map<string, string>();
+    for (let i = 0; i < count; i++) {
+      const delta = diff.getDelta(i);
+      out.set(String(delta.newFile().path() ?? delta.oldFile().path()), pieces[i]);
+    }
+    return out;
+  }
+
+  /** The full mode (setuid, setgid and sticky bits included) a tree's metadata record gives what is at rel. */
+  async fullModeAt(tree: string, rel: string, entry: Entry): Promise<number> {
+    return fullMode(entry.mode, await this.meta(tree, rel, entry.mode));
   }
 
   /**

@@ -33,3 +33,14 @@ export async function describeUids(uids: Iterable<number>): Promise<string[]> {
   const names = new Map((await accounts()).reverse().map((a) => [a.uid, a.name]));
   return list.sort((a, b) => a - b).map((uid) => (names.has(uid) ? `${names.get(uid)} (uid ${uid})` : `uid ${uid}`));
 }
+
+/** The groups a process of this account is in, as `--init-groups` sets them: its primary group and each /etc/group line that lists it. */
+export async function groupsOf(account: { name: string; gid: number }): Promise<number[]> {
+  const text = await fs.readFile('/etc/group', 'utf8').catch(() => '');
+  const gids = new Set([account.gid]);
+  for (const line of text.split('\n')) {
+    const [, , gid, members] = line.split(':');
+    if (/^\d+$/.test(gid ?? '') && (members ?? '').split(',').includes(account.name)) gids.add(Number(gid));
+  }
+  return [...gids];
+}

@@ -199,14 +199,25 @@ function trustList(t) {
   const row = (label, paths, cls) => h('li', { class: paths.length ? cls : '' }, `${label}: `, paths.length ? paths.map((x, i) => [i ? ', ' : '', h('code', {}, x)]) : h('span', { class: 'muted' }, 'none'));
   return h('ul', { class: 'trust' },
     row('notes changed', t.notes_changed, ''), row('unreviewed', t.unreviewed, ''),
-    row('marked reviewed by the branch', t.reviewed_claims, 'warn'), row('session-start context changed', t.start_set ?? [], 'warn'));
+    row('marked reviewed by the branch', t.reviewed_claims, 'warn'), row('session-start context changed', t.start_set ?? [], 'warn'),
+    row('modes a person must see (setuid, setgid, world-writable)', t.mode_risk ?? [], 'warn'));
+}
+
+/** A file's mode when it says more than git's usual ones: changed, or new with setuid, setgid or sticky bits or odd permissions. */
+function modeFlag(f) {
+  const usual = ['100644', '100755', '120000'];
+  const text = f.beforeMode && f.afterMode ? (f.beforeMode !== f.afterMode ? `mode ${f.beforeMode} → ${f.afterMode}` : null)
+    : f.afterMode && !usual.includes(f.afterMode) ? `mode ${f.afterMode}` : null;
+  return text ? h('span', { class: 'flag' }, text) : null;
 }
 
 /** The files a PR changes: the first 100, and the rest on request (a 1,000-file PR stays quick to open). */
 function filesTable(files) {
   const SHOWN = 100;
   const row = (f) => h('tr', {},
-    h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null),
+    h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null,
+      modeFlag(f),
+      f.withheld ? h('span', { class: 'flag' }, 'content withheld') : null),
     h('td', { class: 'num' }, f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`));
   const body = h('tbody', {}, files.slice(0, SHOWN).map(row));
   const more = files.length > SHOWN

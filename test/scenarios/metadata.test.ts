@@ -228,11 +228,13 @@ describe('metadata that lasts', () => {
     expect(await message('refs/heads/who')).toMatch(/^Nas-Writers: nobody \(uid 65534\)$/m);
     const proposed = await d.nas('propose', 'demo/who', '--into', 'main', '--intent', 'a drop folder');
     expect(proposed.code, proposed.stderr).toBe(0);
-    expect(proposed.stdout).toMatch(/merged/);
+    // A world-writable folder waits for the owner (mode-risk), who approves it.
+    expect(proposed.stdout).toMatch(/waiting .*mode-risk\): outbox\/drop\/ is new with mode 040777 \(world-writable\)/);
+    const id = /^PR (\d+) /.exec(proposed.stdout)![1];
+    expect((await d.nas('pr', 'approve', 'demo', id)).stdout).toMatch(/merged/);
     const merge = await message('main');
     expect(merge).toMatch(/^Nas-Principal: /m);
     expect(merge).toMatch(/^Nas-Writers: nobody \(uid 65534\), root \(uid 0\)$/m);
-    const id = /^PR (\d+) /.exec(proposed.stdout)![1];
     expect((await d.nas('pr', 'show', 'demo', id)).stdout).toMatch(/written by nobody \(uid 65534\), root \(uid 0\)/);
   });
 
@@ -250,7 +252,9 @@ describe('metadata that lasts', () => {
     expect((await run('touch', ['-d', '2001-02-03 04:05:06.123456789', q('outbox/private')])).code).toBe(0);
     const proposed = await d.nas('propose', 'demo/dirs', '--into', 'main', '--intent', 'a private folder');
     expect(proposed.code, proposed.stderr).toBe(0);
-    expect(proposed.stdout).toMatch(/merged/);
+    // A setgid folder waits for the owner (mode-risk), who approves it.
+    expect(proposed.stdout).toMatch(/waiting .*mode-risk\): outbox\/private\/ is new with mode 042750 \(setgid\)/);
+    expect((await d.nas('pr', 'approve', 'demo', /^PR (\d+) /.exec(proposed.stdout)![1])).stdout).toMatch(/merged/);
     const dirShown = '2750 4242:4343 2001-02-03 04:05:06.123456789';
     const linkShown = '4242:4343 2003-04-05 06:07:08.987654321';
     expect(await statOf(d.path('demo', 'outbox/private'), '%a %u:%g %y')).toMatch(new RegExp(`^${dirShown} `));

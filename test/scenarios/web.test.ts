@@ -191,6 +191,19 @@ describe('the web page', () => {
     expect(dialogs).toEqual([]);
   });
 
+  it("shows a PR's full modes: a file made setuid, and the mode-risk label that makes it wait", async () => {
+    expect((await d.nas('branch', 'create', 'demo/modes')).code).toBe(0);
+    await fs.writeFile(p('modes', 'outbox/tool'), '#!/bin/sh\necho hi\n');
+    await fs.chmod(p('modes', 'outbox/tool'), 0o4755);
+    const pr = await d.nasJson('propose', 'demo/modes', '--into', 'main', '--intent', 'a tool');
+    expect(pr.state).toBe('waiting');
+    await page.goto(`${base}/pr/demo/${pr.id}`);
+    await page.waitForSelector('.d2h-file-wrapper');
+    expect(await page.locator('table.files tr', { hasText: 'outbox/tool' }).textContent()).toMatch(/mode 104755/);
+    expect(await page.locator('ul.trust').textContent()).toMatch(/setuid, setgid, world-writable\): outbox\/tool is new with mode 104755 \(setuid\)/);
+    expect(dialogs).toEqual([]);
+  });
+
   it('logs out: the session is gone, and the page asks for a new link', async () => {
     const old = (await page.context().cookies()).find((c) => c.name === 'nas_session')!.value;
     await page.locator('#logout').click();

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { checkNarrowing, LeaseRefused, newToken, parseToken, refusal, tokenMatches, validateScopes, type Lease, type LeaseRequest } from '../../src/lease/lease.js';
 import { decide, type MergeFacts } from '../../src/merge/merge-policy.js';
 import { conflictHunks } from '../../src/merge/hunks.js';
+import { modeRisk } from '../../src/merge/mode-risk.js';
 import { parseCheckDefinitions } from '../../src/merge/checks.js';
 
 /** Unit tests of the pure parts of Agent PRs: lease rules, the merge policy, conflict hunks, check definitions. */
@@ -67,7 +68,7 @@ describe('leases', () => {
 
 describe('merge policy', () => {
   const facts = (over: Partial<MergeFacts> = {}): MergeFacts => ({
-    auto: true, policyProblems: [], checks: [{ name: 'links', ok: true }], deleted: [], metadata: [], reviewedClaims: [], inboxReads: [], startSet: [], needsPerson: [], ...over,
+    auto: true, policyProblems: [], checks: [{ name: 'links', ok: true }], deleted: [], metadata: [], reviewedClaims: [], inboxReads: [], startSet: [], needsPerson: [], modeRisks: [], ...over,
   });
 
   it('merges only when every condition holds', () => {
@@ -84,8 +85,24 @@ describe('merge policy', () => {
     expect(decide(facts({ needsPerson: ['config.toml'] }))).toEqual({ action: 'wait', reasons: ['main changed config.toml too, and no merge driver in .nas/merge.yaml merges it: a person decides'] });
     expect(decide(facts({ auto: false })).action).toBe('wait');
     expect(decide(facts({ policyProblems: ['.nas/policy.yaml: malformed'] })).action).toBe('wait');
+    expect(decide(facts({ modeRisks: ['bin/tool 100755 -> 104755 (setuid)'] }))).toEqual({ action: 'wait', reasons: ['gives modes a person must see (mode-risk): bin/tool 100755 -> 104755 (setuid)'] });
     const many = decide(facts({ deleted: Array.from({ length: 8 }, (_, i) => `f${i}`) }));
     expect(many).toEqual({ action: 'wait', reasons: ['deletes f0, f1, f2, f3, f4 and 3 more'] });
+  });
+});
+
+describe('mode risk', () => {
+  it('names a file that becomes setuid, setgid or world-writable, and a setuid file whose content changes', () => {
+    expect(modeRisk('bin/tool', 0o100755, 0o104755, false)).toBe('bin/tool 100755 -> 104755 (setuid)');
+    expect(modeRisk('bin/tool', undefined, 0o106755, true)).toBe('bin/tool is new with mode 106755 (setuid, setgid)');
+    expect(modeRisk('notes.md', 0o100644, 0o100666, false)).toBe('notes.md 100644 -> 100666 (world-writable)');
+    expect(modeRisk('shared', 0o040755, 0o041777, false)).toBe('shared/ 040755 -> 041777 (world-writable)');
+    expect(modeRisk('bin/tool', 0o104755, 0o104755, true)).toBe('bin/tool changed, with mode 104755 (setuid)');
+    // Taking a bit away, an ordinary mode, a symlink, a removal: nothing to see.
+    expect(modeRisk('bin/tool', 0o104755, 0o100755, false)).toBeNull();
+    expect(modeRisk('a.sh', 0o100644, 0o100755, true)).toBeNull();
+    expect(modeRisk('link', undefined, 0o120000, false)).toBeNull();
+    expect(modeRisk('gone', 0o104755, undefined, false)).toBeNull();
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkAppend, checkMutation, checkOpenForWrite, checkQuota, compileRules, DEFAULT_RULES, isScratch } from '../../src/policy/policy.js';
+import { ANYONE, checkAppend, checkMutation, checkOpenForWrite, checkQuota, checkRestore, compileRules, DEFAULT_RULES, isScratch, permits } from '../../src/policy/policy.js';
 import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../../src/config/home-config.js';
 import { globToRegExp } from '../../src/util/glob.js';
 
@@ -91,5 +91,29 @@ describe('policy', () => {
     expect(globToRegExp('**/*.md').test('a.md')).toBe(true);
     expect(globToRegExp('memory/?.md').test('memory/a.md')).toBe(true);
     expect(globToRegExp('a+b/(x)').test('a+b/(x)')).toBe(true);
+  });
+
+  it('lets a restore only make an append-only file grow: what it holds stays its beginning', () => {
+    const j = 'memory/journal/2026.md';
+    const b = (t: string) => Buffer.from(t);
+    expect(checkRestore(r, j, b('one\n'), b('one\ntwo\n'))).toBeNull();
+    expect(checkRestore(r, j, null, b('anything\n'))).toBeNull();
+    expect(checkRestore(r, j, b('one\ntwo\n'), b('one\ntwo\n'))).toBeNull();
+    expect(checkRestore(r, j, b('one\ntwo\n'), b('one\n'))).toMatch(/append-only: a restore may only make it grow/);
+    expect(checkRestore(r, j, b('one\n'), b('ONE\ntwo\n'))).toMatch(/append-only: a restore may only make it grow/);
+    expect(checkRestore(r, j, b('one\n'), null)).toMatch(/append-only: a restore may not remove it/);
+    expect(checkRestore(r, 'outbox/a.md', b('one\ntwo\n'), b('x'))).toBeNull();
+  });
+
+  it('lets a reader read as the kernel would: owner, group or other bits; root always', () => {
+    const secret = { mode: 0o100600, uid: 1000, gid: 1000 };
+    const group = { mode: 0o100640, uid: 1000, gid: 50 };
+    expect(permits({ uid: 1000, gids: [1000] }, secret, 4)).toBe(true);
+    expect(permits({ uid: 1001, gids: [1000] }, secret, 4)).toBe(false);
+    expect(permits({ uid: 0, gids: [0] }, secret, 4)).toBe(true);
+    expect(permits({ uid: 1001, gids: [1001, 50] }, group, 4)).toBe(true);
+    expect(permits(ANYONE, group, 4)).toBe(false);
+    expect(permits(ANYONE, { mode: 0o040751, uid: 1000, gid: 1000 }, 1)).toBe(true);
+    expect(permits(ANYONE, { mode: 0o040750, uid: 1000, gid: 1000 }, 1)).toBe(false);
   });
 });

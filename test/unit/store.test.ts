@@ -3,6 +3,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { MODE, RefConflict, Store, type Entry } from '../../src/store/store.js';
+import { formatMeta } from '../../src/store/file-meta.js';
+import { shownDiff } from '../../src/merge/shown-diff.js';
 import { run } from '../helpers.js';
 
 describe('store (a real bare repository through nodegit)', () => {
@@ -74,6 +76,36 @@ describe('store (a real bare repository through nodegit)', () => {
     expect(await store.editTree(t1, new Map([['e.md', await file('e')]]))).toBe(t1);
     const fsck = await git('fsck', '--no-progress');
     expect(fsck.code, fsck.stderr).toBe(0);
+  });
+
+  it('shows a diff with the full modes its records hold (setuid too), and names without content what the reader may not read', async () => {
+    const record = async (mode: number, uid = 0) => ({ oid: await store.writeBlob(formatMeta({ mode, uid, gid: uid, atimeNs: 0n, mtimeNs: 0n })), mode: MODE.file });
+    const exec = async (text: string): Promise<Entry> => ({ oid: await store.writeBlob(text), mode: MODE.exec });
+    const a = await store.editTree(null, new Map([
+      ['bin/tool', await exec('#!/bin/sh\necho v1\n')], ['.nas-meta/bin/tool', await record(0o100755)],
+      ['shared.txt', await file('shared\n')],
+      ['private.md', await file('old secret\n')], ['.nas-meta/private.md', await record(0o100600, 1000)],
+    ]));
+    const z = await store.editTree(a, new Map([
+      // chmod 4755: git's mode stays 100755, only the record says setuid.
+      ['.nas-meta/bin/tool', await record(0o104755)],
+      ['shared.txt', await file('shared, edited\n')], ['.nas-meta/shared.txt', await record(0o100666)],
+      ['private.md', await file('new secret\n')],
+      ['added.sh', await exec('echo new\n')], ['.nas-meta/added.sh', await record(0o102755)],
+    ]));
+    const all = await shownDiff(store, a, z);
+    expect(all.patch).toContain('diff --git a/bin/tool b/bin/tool\nold mode 100755\nnew mode 104755\n');
+    expect(all.patch).toMatch(/diff --git a\/shared.txt b\/shared.txt\nold mode 100644\nnew mode 100666\nindex [0-9a-f]+\.\.[0-9a-f]+\n--- a\/shared.txt/);
+    expect(all.patch).toMatch(/diff --git a\/added.sh b\/added.sh\nnew file mode 102755\n/);
+    expect(all.patch).toMatch(/index [0-9a-f]+\.\.[0-9a-f]+ 100600\n[\s\S]*\+new secret/);
+    expect(all.withheld).toEqual([]);
+    // A reader who may not read private.md: its modes show, its content does not; the rest shows as before.
+    const some = await shownDiff(store, a, z, { mayRead: async (_tree, p) => p !== 'private.md' });
+    expect(some.withheld).toEqual(['private.md']);
+    expect(some.patch).not.toContain('secret');
+    expect(some.patch).toContain('diff --git a/private.md b/private.md\ncontent withheld: you could not read private.md through the mount');
+    expect(some.patch).toContain('+shared, edited');
+    expect(some.shown.map((s) => s.path).sort()).toEqual(['added.sh', 'shared.txt', 'shared.txt']);
   });
 
   it('moves refs only by compare-and-swap: of two racing writers exactly one wins', async () => {

@@ -11,10 +11,12 @@ export const help = {
     'committed first); of main, the owner. nas restore returns a branch to one.\n',
   log:
     'usage: nas log <role>[@<branch>] [PATH] [--limit N]\n\nThe history of a branch (or main), newest first: commit, time, subject,' +
-    ' and who and why from the commit\'s\nNas-* trailers (principal, run, lease, intent). With a path, only commits that changed it.\n',
+    ' and who and why from the commit\'s\nNas-* trailers (principal, run, lease, intent). With a path, only commits that changed it, and only to\n' +
+    'a caller who could read it through the mount.\n',
   diff:
     'usage: nas diff <role>[@<branch>] [A] [B] [--path P]\n\nThe changes from A to B (checkpoint names or commit ids). By default: a branch\'s fork' +
-    ' point to its head; on main,\nits last change.\n',
+    ' point to its head; on main,\nits last change. A file the caller could not read through the mount (its mode, owner, the inbox) is named,\n' +
+    'its content withheld: a run reads as its user, a lease holder as its principal, the owner sees everything.\n',
   restore:
     'usage: nas restore <role>@<branch> <checkpoint|commit> [--path P]...\n\n' +
     'Returns the branch\'s files (or those under each --path) to the checkpoint\'s or commit\'s state, as one new\n' +
@@ -48,7 +50,8 @@ export const commands = [
       if (paths.length > 1) throw new Usage('diff takes one --path');
       return { params: { role }, body: { branch, from: args.positional[2], to: args.positional[3], path: paths[0] } };
     },
-    print: (r) => `${r.view}: ${short(r.from)}..${short(r.to)}, ${r.changes.length} file(s) changed\n${r.patch}`,
+    print: (r) => `${r.view}: ${short(r.from)}..${short(r.to)}, ${r.changes.length} file(s) changed\n` +
+      `${r.withheld.length ? `withheld (you could not read them through the mount): ${r.withheld.join(', ')}\n` : ''}${r.patch}`,
   }),
   command({
     name: 'checkpoint create',

@@ -57,8 +57,10 @@ export const commands = [
       `reads: ${r.provenance.reads} path(s), digest ${r.provenance.reads_digest}\n` +
       `trust: ${r.trust.notes_changed.length} note(s) changed, ${r.trust.unreviewed.length} unreviewed, ${r.trust.reviewed_claims.length} marked reviewed` +
       `${r.trust.reviewed_claims.length ? ` (${r.trust.reviewed_claims.join(', ')})` : ''}` +
-      `${r.trust.start_set?.length ? `; session-start context changed: ${r.trust.start_set.join(', ')}` : ''}\n` +
-      `changes: ${r.changes.added} added, ${r.changes.modified} modified, ${r.changes.deleted} deleted\n\n${r.diff}`,
+      `${r.trust.start_set?.length ? `; session-start context changed: ${r.trust.start_set.join(', ')}` : ''}` +
+      `${r.trust.mode_risk?.length ? `; modes a person must see (mode-risk): ${r.trust.mode_risk.join(', ')}` : ''}\n` +
+      `changes: ${r.changes.added} added, ${r.changes.modified} modified, ${r.changes.deleted} deleted\n` +
+      `${r.withheld.length ? `withheld (you could not read them through the mount): ${r.withheld.join(', ')}\n` : ''}\n${r.diff}`,
   }),
   command({
     name: 'pr approve',

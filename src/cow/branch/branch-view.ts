@@ -472,6 +472,11 @@ export class BranchView implements WritableView {
 
   // ---- control API -------------------------------------------------------------------------------
 
+  /** The branch's policy rules (what a restore into it must respect too). */
+  get rules(): Rules {
+    return this.overlay.rules;
+  }
+
   async exists(rel: string): Promise<boolean> {
     return (await this.overlay.resolve(rel)) !== null;
   }
