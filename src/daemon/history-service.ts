@@ -193,7 +193,7 @@ export class HistoryService {
         if (growth) throw new Error(growth);
         const inPlace = regular(c.before?.mode) && regular(c.after?.mode);
         if (c.before && !inPlace) await view.unlink(c.path);
-        if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), false);
+        if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), { commit: false, replace: true });
         if (inPlace) replaced.push({ path: c.path, entry: c.before! });
         if (c.after && regular(c.after.mode)) await this.readers.record(who, [{ path: c.path, oid: c.after.oid }]);
         (c.after ? out.restored : out.removed).push(c.path);

@@ -483,9 +483,10 @@ export class BranchView implements WritableView {
 
   /**
    * Put content back at rel (from the recycle area, or a restore to an older commit, which may write over a
-   * file) and commit it; `commit: false` leaves the commit to the caller's sync (many files at once: one commit).
+   * file: `replace`) and commit it; `commit: false` leaves the commit to the caller's sync (many files at once:
+   * one commit). Without `replace` a file made at rel meanwhile stays and the restore fails with EEXIST.
    */
-  async restore(rel: string, kind: TrashKind, content: Buffer, commit = true): Promise<void> {
+  async restore(rel: string, kind: TrashKind, content: Buffer, { commit = true, replace = false } = {}): Promise<void> {
     await this.overlay.check('create', rel);
     await this.realParents(rel);
     if (kind === 'dir') await this.copy.directory(rel);
@@ -493,8 +494,8 @@ export class BranchView implements WritableView {
       if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
       // A file restored over one in the upper directory replaces its bytes in the quota.
       const node = await this.overlay.resolve(rel);
-      if (node?.stat && !isDir(node)) this.space.used -= node.stat.size;
-      await this.place(rel, kind, content);
+      if (replace && node?.stat && !isDir(node)) this.space.used -= node.stat.size;
+      await this.place(rel, kind, content, replace);
     }
     if (commit) await this.sync();
   }
@@ -534,8 +535,8 @@ export class BranchView implements WritableView {
     }
   }
 
-  private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer): Promise<void> {
-    await this.copy.place(rel, kind, content);
+  private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true): Promise<void> {
+    await this.copy.place(rel, kind, content, replace);
     this.committer.markDirty(rel);
   }
 

@@ -173,13 +173,20 @@ export class CopyUp {
     }
   }
 
-  /** Write content to a temporary file, then rename it into the upper directory: readers never see half of it. */
-  async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer): Promise<void> {
+  /**
+   * Write content to a temporary file, then move it into the upper directory: readers never see half of it.
+   * `replace`: over whatever file is there (rename); else only where nothing is (link: EEXIST otherwise).
+   */
+  async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true): Promise<void> {
     const tmp = this.tmpName();
     if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
     else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
-    await giveToOwner(tmp, this.owner());
-    await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => fs.rename(tmp, p)));
+    try {
+      await giveToOwner(tmp, this.owner());
+      await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => (replace ? fs.rename(tmp, p) : fs.link(tmp, p))));
+    } finally {
+      if (!replace) await fs.unlink(tmp).catch(() => undefined);
+    }
     this.space.used += content.length;
   }
 
