@@ -81,11 +81,12 @@ describe('ignore rules', () => {
     expect(await tree()).not.toContain('outbox/new.tmp');
   });
 
-  it('lets ignored paths hold what git cannot, and deletes them without the recycle area', async () => {
+  // That ignored paths hold what git cannot (hard links, nested repositories, FIFOs, sockets, device nodes) as a
+  // disk does is checked by test/posix, whose cases all run in an ignored folder too.
+  it('deletes ignored paths without the recycle area, nested repositories and hard links included', async () => {
     await fs.mkdir(p('node_modules/dep/.git'), { recursive: true });
     await write('node_modules/dep/a.js');
     await fs.link(p('node_modules/dep/a.js'), p('node_modules/dep/b.js'));
-    expect((await fs.stat(p('node_modules/dep/b.js'))).nlink).toBe(2);
     const before = (await d.nasJson<unknown[]>('trash', 'list', 'demo')).length;
     expect((await run('rm', ['-rf', p('node_modules')])).code).toBe(0);
     await sync();
