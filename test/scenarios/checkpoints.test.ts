@@ -130,11 +130,12 @@ describe('checkpoints and restore', () => {
     const refused = await d.nasWith({ NAS_LEASE: token, owner: false }, 'trash', 'purge', 'demo', '--older-than', '1s');
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/owner action/);
-    await new Promise((r) => setTimeout(r, 1100));
+    // What was deleted before is at least 5 s old at the purge; what is deleted now, younger (a margin for a loaded machine).
+    await new Promise((r) => setTimeout(r, 5100));
     await fs.writeFile(p('outbox/fresh.md'), 'fresh\n');
     await fs.unlink(p('outbox/fresh.md'));
     await d.sync('demo/work');
-    const purged = await d.nasJson('trash', 'purge', 'demo', '--older-than', '1s');
+    const purged = await d.nasJson('trash', 'purge', 'demo', '--older-than', '5s');
     expect(purged.purged.length).toBe(before.length);
     const after = await d.nasJson<any[]>('trash', 'list', 'demo');
     expect(after.map((t) => t.path)).toEqual(['outbox/fresh.md']);
