@@ -20,6 +20,7 @@ stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
 exchange = sys.argv[5] == 'exchange'
 done = 0
+tries = 0
 def mv(x, y):
     try:
         os.rename(x, y)
@@ -32,11 +33,16 @@ while not stop and done < rounds:
             done += 1
             continue
         exchange = False
-    # Two renames a round: the directory out of the way, the link in its place, and back.
-    if mv(a, spare):
+    # Two renames a round: the directory out of the way, the link in its place, and back. The directory
+    # steps aside under a name no round used before: while it is away, a restore into it makes it anew
+    # (a restore creates missing parents), so that round cannot put it back and leaves it under that name;
+    # with one spare name every later round would fail (ENOTEMPTY) and never end.
+    aside = spare + str(tries)
+    tries += 1
+    if mv(a, aside):
         if mv(b, a):
             mv(a, b)
-        mv(spare, a)
+        mv(aside, a)
         done += 1
         print('.', end='', flush=True)
 print(done)
@@ -61,8 +67,9 @@ describe('root-side operations in trees users change (issue 20, Critical 1 and 2
   }
 
   /**
-   * Swap a and b in the background (spare: a free name for the two-rename fallback) for `rounds` rounds, or until
-   * stopped; `done` resolves with the swaps made. Through the mount a round prints a dot: `round()` waits for the next.
+   * Swap a and b in the background (spare: where the two-rename fallback puts a aside, numbered by round) for
+   * `rounds` rounds, or until stopped; `done` resolves with the swaps made. Through the mount a round prints a dot:
+   * `round()` waits for the next.
    */
   function swapping(a: string, b: string, spare: string, rounds = 2_000_000) {
     // Through the mount, two renames a round (fuse-native refuses RENAME_EXCHANGE).
@@ -129,6 +136,29 @@ describe('root-side operations in trees users change (issue 20, Critical 1 and 2
       expect(await swap.done).toBeGreaterThanOrEqual(fuse ? 30 : tries);
       expect(await outsideState()).toBe(before);
     }
+  });
+
+  it('a restore that makes the swapped directory anew while it is away leaves the swapper going', async () => {
+    // What the race above hits by chance: a round has moved the directory aside, and a restore into it makes it
+    // again (a restore creates missing parents). That round cannot put the old one back; the next rounds must
+    // still swap (with one spare name, every rename of a round was answered ENOTEMPTY, round after round).
+    const before = await outsideState();
+    await fs.writeFile(p('outbox/qvictim'), 'FROM THE BRANCH\n');
+    await d.sync('demo/race');
+    await fs.unlink(p('outbox/qvictim'));
+    await d.sync('demo/race');
+    const id = (await d.nasJson<{ id: string; path: string }[]>('trash', 'list', 'demo')).find((r) => r.path === 'outbox/qvictim')!.id;
+    await fs.mkdir(p('outbox/q'));
+    await fs.writeFile(p('outbox/q/kept'), 'KEPT\n');
+    await fs.symlink(outside, p('outbox/ql'));
+    await fs.rename(p('outbox/q'), p('outbox/qspare'));
+    await api('restoreTrash', { role: 'demo' }, { id, branch: 'race', to: 'outbox/q/victim' });
+    expect((await fs.lstat(p('outbox/q'))).isDirectory()).toBe(true);
+    const swap = swapping(p('outbox/q'), p('outbox/ql'), p('outbox/qspare'), 3);
+    expect(await swap.done).toBe(3);
+    expect((await fs.readdir(p('outbox/q'))).sort()).toEqual(['victim']);
+    expect(await fs.readlink(p('outbox/ql'))).toBe(outside);
+    expect(await outsideState()).toBe(before);
   });
 
   it('nas restore of a folder through a directory swapped with a link', async () => {
