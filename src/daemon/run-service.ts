@@ -311,6 +311,14 @@ export class RunService {
    */
   async recover(): Promise<void> {
     await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+    // Root's alone to change (runs' directories are made and removed in it as root): repaired when found otherwise.
+    const st = await fs.lstat(this.runsDir);
+    if (!st.isDirectory()) throw new Error(`${this.runsDir} is not a directory; remove it, then start nasd again`);
+    if (st.uid !== 0 || st.gid !== 0 || (st.mode & 0o022) !== 0) {
+      await fs.lchown(this.runsDir, 0, 0);
+      await fs.chmod(this.runsDir, 0o755);
+      this.log.warn({ dir: this.runsDir }, 'the runs directory was writable by others: made root:root 0755');
+    }
     // What the last nasd left: each run's directory goes, one that cannot is retried on the periodic pass.
     for (const id of await fs.readdir(this.runsDir)) await this.cleanUp(id);
     for (const role of this.reg.roles()) {

@@ -187,6 +187,8 @@ export class Home {
       if (e instanceof RefConflict) throw new UserError(`branch "${name}" already exists in Home ${this.role}`, 409);
       throw e;
     }
+    // What an earlier branch of this name left (a removal that failed) is not taken over: it goes first.
+    await new Beneath(`${this.dir}/nas/branches`).removeTree(name);
     await fs.mkdir(`${this.branchDir(name)}/upper`, { recursive: true });
     await this.writeBranchRecord(record);
     return record;

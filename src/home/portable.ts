@@ -1,7 +1,6 @@
 import fs from 'node:fs/promises';
 import { exists } from '../util/exists.js';
 import path from 'node:path';
-import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { Beneath } from '../util/beneath.js';
 import { hasCode, UserError } from '../util/errors.js';
@@ -23,10 +22,12 @@ export async function exportHome(store: Store, file: string): Promise<{ bytes: n
   const target = absoluteNew(file);
   const dir = path.dirname(target);
   const name = path.basename(target);
-  // Built in root's own temporary directory, then copied into a new file made in the target directory held
+  // Built in root's own directory, then copied into a new file made in the target directory held
   // open (opened from / without following a link: root writes nowhere a user's symbolic link points), under a
   // hidden name, and linked into place: no one reads it half-made, and the link fails rather than overwrite.
-  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-export-'));
+  // Beside the Store (root's own, on the state directory's disk, not a tmpfs): an import's prefix, so what a
+  // crash leaves there is removed at the next start.
+  const work = await fs.mkdtemp(path.join(path.dirname(store.path), `${IMPORTING}export-`));
   try {
     await store.bundle(`${work}/bundle`);
     await fs.chmod(`${work}/bundle`, 0o600);

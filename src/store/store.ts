@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
 import { spawn } from 'node:child_process';
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
@@ -231,8 +232,9 @@ export class Store {
    * (git with core.looseCompression=0 runs near disk speed; packing later compresses).
    */
   async writeBlobFromFile(path: string): Promise<string> {
-    if ((await fs.stat(path)).size >= STREAM_FROM_BYTES) {
-      const fh = await fs.open(path, 'r');
+    // Never through a link: what stands at path is hashed, not what it points to (libgit2 does the same below).
+    if ((await fs.lstat(path)).size >= STREAM_FROM_BYTES) {
+      const fh = await fs.open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
       try {
         return await this.writeBlobFromFd(fh.fd);
       } finally {

@@ -26,7 +26,13 @@ const DIR = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
  * The name of what an open descriptor holds, resolved by the kernel to that inode whatever was renamed since.
  * Through this process's pid rather than /proc/self, so a child (git, mknod) can be handed the same name.
  */
-export const fdPath = (fd: number): string => `/proc/${process.pid}/fd/${fd}`;
+export const fdPath = (fd: number): string => `/proc/${PROC_PID}/fd/${fd}`;
+
+/** This process as the /proc mounted here numbers it (another PID namespace's /proc would name someone else). */
+const PROC_PID = fs.readlinkSync('/proc/self');
+
+/** Deeper than this, a tree is refused rather than walked: each level holds a descriptor while below it. */
+const MAX_DEPTH = 512;
 
 /** The components of a relative path, each checked: no empty, '.' or '..' one, no NUL. '' is the root. */
 function components(rel: string): string[] {
@@ -79,8 +85,9 @@ export class Beneath {
 
   /** Directory rel, opened one component at a time from the root; the caller closes it. */
   private async openDir(rel: string): Promise<number> {
+    const names = components(rel);
     let fd = await open(this.root, constants.O_RDONLY | constants.O_DIRECTORY);
-    for (const name of components(rel)) {
+    for (const name of names) {
       let next: number;
       try {
         next = await openDirIn(fdPath(fd), name);
@@ -151,14 +158,55 @@ export class Beneath {
    */
   async removeTree(rel: string): Promise<void> {
     const dev = (await fs.promises.stat(this.root)).dev;
-    if (rel === '') return this.inDir('', (at) => emptyDir(at, dev));
-    await this.at(rel, (p) => removeEntry(p, dev));
+    if (rel === '') return this.inDir('', (at) => emptyDir(at, dev, 0));
+    await this.at(rel, (p) => removeEntry(p, dev, 0));
+  }
+
+  /**
+   * Visit everything below directory rel (rel itself excluded) with its lstat, descending into the directories
+   * `descend` allows; each directory is opened from its parent's descriptor without following a link, and a
+   * mount point is not entered. A name gone by the time it is looked at, or not UTF-8, is passed over.
+   */
+  async walk(rel: string, visit: (rel: string, st: fs.Stats) => unknown, descend: (rel: string) => boolean = () => true): Promise<void> {
+    const dev = (await fs.promises.stat(this.root)).dev;
+    const below = async (dir: string, at: string, depth: number): Promise<void> => {
+      for (const name of await fs.promises.readdir(at)) {
+        const child = dir ? `${dir}/${name}` : name;
+        const st = await fs.promises.lstat(`${at}/${name}`).catch((e) => {
+          if (hasCode(e, 'ENOENT')) return null;
+          throw e;
+        });
+        if (!st) continue;
+        visit(child, st);
+        if (!st.isDirectory() || st.dev !== dev || depth >= MAX_DEPTH || !descend(child)) continue;
+        const fd = await openDirIn(at, name).catch((e) => {
+          if (hasCode(e, 'ENOENT') || hasCode(e, 'ELOOP') || hasCode(e, 'ENOTDIR')) return null;
+          throw e;
+        });
+        if (fd === null) continue;
+        try {
+          if ((await fstat(fd)).dev === dev) await below(child, fdPath(fd), depth + 1);
+        } finally {
+          await close(fd);
+        }
+      }
+    };
+    await this.inDir(rel, (at) => below(rel, at, 0)).catch((e) => {
+      if (!(hasCode(e, 'ENOENT') || hasCode(e, 'ENOTDIR') || hasCode(e, 'ELOOP'))) throw e;
+    });
   }
 }
 
-/** Remove what stands at path (a name inside a directory held open): a directory with all it holds. */
-async function removeEntry(path: string, dev: number): Promise<void> {
-  // A name swapped between the look and the act is looked at again; a few rounds, then the swap wins an error.
+/** A name inside a directory held open, as bytes: a name that is not UTF-8 is removed as it is. */
+type Name = string | Buffer;
+const join = (dir: string, name: Name): Name => (typeof name === 'string' ? `${dir}/${name}` : Buffer.concat([Buffer.from(`${dir}/`), name]));
+
+/**
+ * Remove what stands at path (a name inside a directory held open): a directory with all it holds. A name
+ * swapped between this level's own look and act is looked at again, a few times; what fails below is final.
+ */
+async function removeEntry(path: Name, dev: number, depth: number): Promise<void> {
+  if (depth > MAX_DEPTH) throw fsError('ELOOP', `more than ${MAX_DEPTH} directories deep; not removed`);
   for (let round = 0; ; round++) {
     let st: fs.Stats;
     try {
@@ -167,24 +215,32 @@ async function removeEntry(path: string, dev: number): Promise<void> {
       if (hasCode(e, 'ENOENT')) return;
       throw e;
     }
+    let fd: number | null = null;
     try {
       if (!st.isDirectory()) return await fs.promises.unlink(path);
-      if (st.dev !== dev) throw fsError('EXDEV', `${path} is on another filesystem (a mount point); it is not removed`);
-      const fd = await open(path, DIR);
-      try {
-        if ((await fstat(fd)).dev !== dev) throw fsError('EXDEV', `${path} is on another filesystem (a mount point); it is not removed`);
-        await emptyDir(fdPath(fd), dev);
-      } finally {
-        await close(fd);
-      }
+      if (st.dev !== dev) throw fsError('EXDEV', `${String(path)} is on another filesystem (a mount point); it is not removed`);
+      fd = await open(path as string, DIR);
+    } catch (e) {
+      if (!isSwap(e) || round >= 8) throw e;
+      continue;
+    }
+    try {
+      if ((await fstat(fd)).dev !== dev) throw fsError('EXDEV', `${String(path)} is on another filesystem (a mount point); it is not removed`);
+      await emptyDir(fdPath(fd), dev, depth + 1);
+    } finally {
+      await close(fd);
+    }
+    try {
       return await fs.promises.rmdir(path);
     } catch (e) {
-      const swapped = hasCode(e, 'ELOOP') || hasCode(e, 'ENOTDIR') || hasCode(e, 'EISDIR') || hasCode(e, 'ENOTEMPTY') || hasCode(e, 'ENOENT');
-      if (!swapped || round >= 8) throw e;
+      // Emptied, then filled or swapped again meanwhile: once more from the look.
+      if (!isSwap(e) || round >= 8) throw e;
     }
   }
 }
 
-async function emptyDir(dir: string, dev: number): Promise<void> {
-  for (const name of await fs.promises.readdir(dir)) await removeEntry(`${dir}/${name}`, dev);
+const isSwap = (e: unknown): boolean => ['ELOOP', 'ENOTDIR', 'EISDIR', 'ENOTEMPTY', 'ENOENT'].some((c) => hasCode(e, c));
+
+async function emptyDir(dir: string, dev: number, depth: number): Promise<void> {
+  for (const name of await fs.promises.readdir(dir, { encoding: 'buffer' })) await removeEntry(join(dir, name), dev, depth);
 }

@@ -1,14 +1,14 @@
 import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Logger } from 'pino';
-import { fsError } from '../../util/errors.js';
+import { fsError, hasCode } from '../../util/errors.js';
 import { MODE, type Identity, type Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash, TrashKind } from '../../trash/trash.js';
 import { checkAppend, checkOpenForWrite, isAppendOnly, visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
 import type { Caller } from '../../util/owner.js';
-import { exactMode, giveToCaller } from './ownership.js';
+import { ownNewFile } from './ownership.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
@@ -17,7 +17,7 @@ import { CopyUp } from './copy-up.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
 import { isDir, Overlay } from './overlay.js';
-import { isFuseHidden } from './paths.js';
+import { isFuseHidden, parentOf } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
 import { Space } from './space.js';
 import { chmodNoFollow } from '../../util/beneath.js';
@@ -244,7 +244,7 @@ export class BranchView implements WritableView {
     const node = await this.overlay.need(rel);
     if (node.stat) {
       if (!node.stat.isSymbolicLink()) throw fsError('EINVAL');
-      return fs.readlink(this.overlay.up(rel));
+      return this.overlay.tree.at(rel, (p) => fs.readlink(p));
     }
     if (node.entry.mode !== MODE.link) throw fsError('EINVAL');
     return (await this.overlay.layer.content(node.entry)).toString();
@@ -263,7 +263,7 @@ export class BranchView implements WritableView {
     }
     if (!writing) {
       if (node.stat) {
-        const fd = await fsx.open(this.overlay.up(rel), constants.O_RDONLY | constants.O_NOFOLLOW);
+        const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, constants.O_RDONLY | constants.O_NOFOLLOW));
         return { rel, fd, data: null, writable: false, dirty: false, floor: node.stat.size, size: node.stat.size };
       }
       await this.reads.record(rel, node.entry.oid);
@@ -280,7 +280,7 @@ export class BranchView implements WritableView {
       if (truncating) await this.copy.createEmpty(rel);
       else size = await this.copy.file(rel, node.entry);
     }
-    const fd = await fsx.open(this.overlay.up(rel), (flags & OPEN_FLAGS) | constants.O_NOFOLLOW);
+    const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW));
     if (truncating) {
       this.space.used -= size;
       size = 0;
@@ -328,11 +328,23 @@ export class BranchView implements WritableView {
 
   async create(rel: string, mode: number, caller?: Caller | null): Promise<Handle> {
     await this.overlay.check('create', rel);
-    const fd = await this.copy.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
-      const made = await fsx.open(p, constants.O_CREAT | constants.O_RDWR | constants.O_TRUNC | constants.O_NOFOLLOW, mode & 0o7777);
-      // Owner first: a chown clears setuid and setgid bits, so the exact mode comes after it.
-      await giveToCaller(p, caller);
-      await exactMode(p, mode);
+    // Made new in its parent held open, and given to the caller through its descriptor. A name made meanwhile
+    // (the kernel sends CREATE for a name it found free) is opened as open(2) would: truncated, its owner kept.
+    const fd = await this.copy.withParent(rel, () => this.overlay.tree.inDir(parentOf(rel), async (dir) => {
+      const name = `${dir}/${rel.slice(rel.lastIndexOf('/') + 1)}`;
+      let made: number;
+      try {
+        made = await fsx.open(name, constants.O_CREAT | constants.O_EXCL | constants.O_RDWR | constants.O_NOFOLLOW, mode & 0o7777);
+      } catch (e) {
+        if (!hasCode(e, 'EEXIST')) throw e;
+        return fsx.open(name, constants.O_RDWR | constants.O_TRUNC | constants.O_NOFOLLOW);
+      }
+      try {
+        await ownNewFile(made, dir, caller, mode);
+      } catch (e) {
+        await fsx.close(made);
+        throw e;
+      }
       return made;
     }));
     return this.writer({ rel, fd, data: null, writable: true, dirty: true, floor: 0, size: 0 });

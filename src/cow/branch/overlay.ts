@@ -150,24 +150,8 @@ export class Overlay {
    * passed over.
    */
   async walkUpper(rel: string, visit: (rel: string, st: Stats) => unknown, descend: (rel: string) => boolean = () => true): Promise<void> {
-    let names: string[];
-    try {
-      names = await fs.readdir(this.up(rel));
-    } catch (e) {
-      if (hasCode(e, 'ENOENT') || hasCode(e, 'ENOTDIR')) return;
-      throw e;
-    }
-    for (const name of names) {
-      const child = join(rel, name);
-      let st: Stats;
-      try {
-        st = await fs.lstat(this.up(child));
-      } catch (e) {
-        if (hasCode(e, 'ENOENT')) continue;
-        throw e;
-      }
-      visit(child, st);
-      if (st.isDirectory() && descend(child)) await this.walkUpper(child, visit, descend);
-    }
+    // Users change workspace/ on the disk itself: walked through descriptors, never through a swapped-in link.
+    await this.tree.walk(rel, visit, descend);
   }
+
 }

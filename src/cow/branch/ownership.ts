@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { constants } from 'node:fs';
+import fsCb, { constants } from 'node:fs';
+import { promisify } from 'node:util';
 import type { Owner } from '../../util/owner.js';
 
 /** The ids this daemon makes files with: what it makes for someone else needs a chown, nothing else does. */
@@ -16,6 +17,22 @@ export async function giveToCaller(file: string, caller: Owner | null | undefine
   if (!caller || isSelf(caller)) return;
   const parent = await fs.stat(path.dirname(file));
   await fs.lchown(file, caller.uid, parent.mode & S_ISGID ? -1 : caller.gid);
+}
+
+/**
+ * A file just made (its descriptor) for the caller: owner as giveToCaller gives it, then the exact mode, all
+ * through the descriptor, so no name is looked up again (a link swapped in meanwhile gets nothing).
+ */
+export async function ownNewFile(fd: number, dir: string, caller: Owner | null | undefined, mode: number): Promise<void> {
+  const fchown = promisify(fsCb.fchown);
+  const fchmod = promisify(fsCb.fchmod);
+  if (caller && !isSelf(caller)) {
+    const parent = await fs.stat(dir);
+    await fchown(fd, caller.uid, parent.mode & S_ISGID ? -1 : caller.gid);
+  }
+  // Owner first: a chown clears setuid and setgid bits, so the mode is set after it (and the daemon's umask
+  // takes nothing away: the kernel applied the caller's).
+  if (caller && !isSelf(caller) ? true : (mode & UMASK) !== 0) await fchmod(fd, mode & 0o7777);
 }
 
 /** The daemon's own umask, read once (setting it is the only way to read it). */
