@@ -6,6 +6,7 @@ import { isWritable, type FsStats, type Handle, type TimeArg, type View, type Wr
 import type { Caller } from '../util/owner.js';
 import { mainRefusal } from '../cow/main-view.js';
 import type { Mutation } from '../policy/policy.js';
+import type { OpenFiles } from './open-files.js';
 
 /** What the adapter needs from the daemon: the names under the mount root, the view each stands for, space. */
 export interface Router {
@@ -23,8 +24,8 @@ export interface Router {
 
 type Cb = (err: number, ...rest: unknown[]) => void;
 
-/** Codes a caller provokes in normal use: not worth more than a debug line. */
-const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL']);
+/** Codes a caller provokes in normal use: not worth more than a debug line (OpenFiles logs its own caps once). */
+const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL', 'EMFILE', 'ENFILE']);
 
 /**
  * The thin FUSE adapter: route each path to a view, call it, answer exactly once. Errors become errnos
@@ -33,9 +34,10 @@ const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EI
  * less per file); written files join a commit at release.
  * `callerOf` says who made the request being handled; it is valid only synchronously at the start of a
  * handler, so handlers that need it take it as a default parameter of the function `answer` calls at once.
+ * `openFiles` caps the files held open per user, per view and in all (absent: no cap).
  */
-export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null) {
-  const handles = new Map<number, { view: View; h: Handle }>();
+export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null, openFiles?: OpenFiles) {
+  const handles = new Map<number, { view: View; h: Handle; close?: () => void }>();
   let nextHandle = 1;
   const started = new Date();
 
@@ -84,7 +86,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return noted ? run.then((v) => (noted.view.changedBy(noted.uid), v)) : run;
   }
 
-  function handle(fd: number): { view: View; h: Handle } {
+  function handle(fd: number): { view: View; h: Handle; close?: () => void } {
     const entry = handles.get(fd);
     if (!entry) throw fsError('EBADF');
     return entry;
@@ -105,11 +107,22 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return { view: changing(view), h };
   }
 
-  function register(view: View, h: Handle): number {
+  function register(view: View, h: Handle, close?: () => void): number {
     while (handles.has(nextHandle) || nextHandle === 0) nextHandle = (nextHandle + 1) % 0x7fffffff;
     const fd = nextHandle++;
-    handles.set(fd, { view, h });
+    handles.set(fd, { view, h, close });
     return fd;
+  }
+
+  /** Open a handle counted against the caller's and the view's open-file caps (given back if the open fails). */
+  async function counted(view: View, caller: Caller | null, open: () => Promise<Handle>): Promise<number> {
+    const close = openFiles?.take(caller?.uid ?? 0, view.name);
+    try {
+      return register(view, await open(), close);
+    } catch (err) {
+      close?.();
+      throw err;
+    }
   }
 
   function fail(op: string, path: string, err: unknown): number {
@@ -167,18 +180,20 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
         if (r) await r.view.access(r.rel, mode);
       }),
     open: (path: string, flags: number, cb: Cb) =>
-      answer('open', path, cb, async () => {
+      answer('open', path, cb, async (caller = callerOf()) => {
         const r = need(path);
         // Who reads main is asked now, while the request is current; recorded before the open is answered.
-        const reader = r.view.kind === 'main' ? router.readerOf?.(r.view, callerOf()) : undefined;
-        const h = await r.view.open(r.rel, flags);
-        if (reader && h.oid) await reader.record(r.rel, h.oid);
-        return register(r.view, h);
+        const reader = r.view.kind === 'main' ? router.readerOf?.(r.view, caller) : undefined;
+        return counted(r.view, caller, async () => {
+          const h = await r.view.open(r.rel, flags);
+          if (reader && h.oid) await reader.record(r.rel, h.oid);
+          return h;
+        });
       }),
     create: (path: string, mode: number, cb: Cb) =>
       answer('create', path, cb, async (caller = callerOf()) => {
         const r = mutable(path, 'create');
-        return register(r.view, await r.view.create(r.rel, mode, caller));
+        return counted(r.view, caller, () => r.view.create(r.rel, mode, caller));
       }),
     read: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
       answerCount('read', path, cb, async () => { const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
@@ -186,9 +201,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
       answerCount('write', path, cb, async () => { const { view, h } = writableHandle(fd, 'write'); return view.write(h, buf, len, pos); }),
     release: (path: string, fd: number, cb: Cb) =>
       answer('release', path, cb, async () => {
-        const { view, h } = handle(fd);
+        const { view, h, close } = handle(fd);
         handles.delete(fd);
-        await view.release(h);
+        try {
+          await view.release(h);
+        } finally {
+          close?.();
+        }
       }),
     fsync: (path: string, _datasync: number, fd: number, cb: Cb) =>
       answer('fsync', path, cb, async () => {
