@@ -27,6 +27,8 @@ export interface DaemonConfig {
   open_files_per_branch: number;
   /** Descriptors nasd keeps for itself (commits, git, sockets): files open through the mount stop this far below its RLIMIT_NOFILE. */
   open_files_reserve: number;
+  /** Tests only (the hidden flag --test-clock-offset-file, not a setting): a file of milliseconds added to the clock TTLs read. */
+  test_clock_offset_file?: string;
 }
 
 export const DEFAULT_CONFIG_PATH = '/etc/agent-nas/nasd.yaml';
@@ -91,6 +93,8 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
     const arg = argv[i];
     if (arg === '--config') file = argv[++i];
     else if (arg === '--demo') overrides.demo = true;
+    // Undocumented on purpose: tests step the clock of branch TTLs with it (see util/clock.ts).
+    else if (arg === '--test-clock-offset-file' && argv[i + 1]) overrides.test_clock_offset_file = argv[++i];
     else if (FLAGS[arg]) {
       const value = argv[++i];
       if (value === undefined) throw new UserError(`${arg} needs a value\n\n${USAGE}`);

@@ -27,6 +27,7 @@ import { version } from '../util/version.js';
 import { mountCall, startInBackground } from './mount-helper.js';
 import { openFileLimits } from './file-limit.js';
 import { OpenFiles } from '../fuse-ops/open-files.js';
+import { WallClock } from '../util/clock.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -57,6 +58,7 @@ async function main(): Promise<void> {
     log,
     binds,
     templatesDir: config.templates_dir,
+    clock: new WallClock(config.test_clock_offset_file),
   });
   const openFiles = new OpenFiles(await openFileLimits(config, log), log);
   await preflight(config.mount, log);
