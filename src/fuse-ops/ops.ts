@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Logger } from 'pino';
-import { FsError, fsError, toErrno } from '../util/errors.js';
+import { FsError, fsError, isDiskFull, toErrno } from '../util/errors.js';
 import { isWritable, type FsStats, type Handle, type TimeArg, type View, type WritableView } from '../cow/view.js';
 import type { Caller } from '../util/owner.js';
 import { mainRefusal } from '../cow/main-view.js';
@@ -127,9 +127,9 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
 
   function fail(op: string, path: string, err: unknown): number {
     const errno = toErrno(err);
-    const code = (err as { code?: string }).code ?? 'EIO';
-    if (err instanceof FsError && !QUIET.has(code)) log.info({ op, path, code, why: err.message }, 'refused');
-    else if (code === 'ENOSPC') log.warn({ op, path, code }, 'the disk that holds the state directory is full: free space there (deletes keep their content in the recycle area, so they need some too)');
+    const code = (err as { code?: string }).code ?? (isDiskFull(err) ? 'ENOSPC' : 'EIO');
+    if (code === 'ENOSPC') log.warn({ op, path, code }, 'the disk that holds the state directory is full: free space there (deletes keep their content in the recycle area, so they need some too)');
+    else if (err instanceof FsError && !QUIET.has(code)) log.info({ op, path, code, why: err.message }, 'refused');
     else if (!(err instanceof FsError) && errno === -osConstants.errno.EIO) log.error({ op, path, err }, 'operation failed');
     else log.debug({ op, path, code }, 'failed');
     return errno;
