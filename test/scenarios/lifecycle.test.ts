@@ -56,6 +56,15 @@ describe('Home lifecycle', () => {
     expect((await fs.readdir(`${d.state}/homes`)).sort()).toEqual(['copied.git', 'demo.git', 'research.git']);
   });
 
+  it('refuses a remote URL that would make git run a program as root (<helper>::, unknown schemes), adding nothing', async () => {
+    for (const url of ['fd::17', 'ext::sh -c touch% /tmp/x', 'evil::/tmp/x', 'http://127.0.0.1/x.git', 'host:repo.git', 'relative/path', '-oProxyCommand=x']) {
+      const r = await d.nas('remote', 'add', 'copied', url);
+      expect(r.code, url).toBe(1);
+      expect(r.stderr).toMatch(/give an https:\/\/, ssh:\/\/, git:\/\/ or file:\/\/ URL, or an absolute path/);
+    }
+    expect(await d.nasJson<any[]>('remote', 'list', 'copied')).toEqual([]);
+  });
+
   it('archives a Home (unmounted, kept, read-only) and brings it back as it was', async () => {
     await fs.writeFile(d.path('research@try', 'notes.md'), 'pending when archived\n');
     const head = (await run('git', [`--git-dir=${d.state}/homes/copied.git`, 'rev-parse', 'main'])).stdout.trim();
