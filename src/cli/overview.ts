@@ -22,7 +22,7 @@ commands:
   home archive <role>                       owner: unmount and keep (home unarchive <role> brings it back)
   home retire <role> --successor <role2>    owner: hand reviewed notes and skills to the successor (a PR), stop
   export <role> <file>                      owner: the whole Home in one file (a git bundle of every ref)
-  import <file> [--as <role>]               owner: a Home from such a file, every ref as it was
+  import <file> [--as <role>]               owner: a Home from such a file, every ref as it was (its leases ended)
   branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]
                                             create a writable branch view <mount>/<role>@<branch>
   branch list <role>                        list a Home's branches
