@@ -215,6 +215,17 @@ describe('hardening', () => {
     }
   });
 
+  it('mounts nodev and nosuid when started by hand, and so are its workspace/ binds', async () => {
+    /** The per-mount options of what is mounted exactly at target, from /proc/self/mountinfo. */
+    const optionsAt = async (target: string) => {
+      const line = (await fs.readFile('/proc/self/mountinfo', 'utf8')).split('\n').filter((l) => l.split(' ')[4] === target).at(-1);
+      return line?.split(' ')[5].split(',') ?? [];
+    };
+    expect(await optionsAt(d.mnt)).toEqual(expect.arrayContaining(['nodev', 'nosuid']));
+    await eventually(async () => (await optionsAt(p('workspace'))).length > 0, 'the workspace/ bind');
+    expect(await optionsAt(p('workspace'))).toEqual(expect.arrayContaining(['nodev', 'nosuid']));
+  });
+
   // libgit2 takes some 10 s to give up writing an object on a full disk, and a commit is tried three times here.
   it('on a full disk, answers ENOSPC (deleting and fsync too) with the reason in the log, says so to propose, loses nothing, and keeps serving', { timeout: 180_000 }, async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-full-'));
