@@ -41,6 +41,7 @@ const FLAGS = {
   user: { takes: 'value' },
   attempts: { takes: 'value' },
   cwd: { takes: 'value' },
+  env: { takes: 'list', needs: 'a variable name' },
   propose: { takes: 'switch' },
   'no-propose': { takes: 'switch' },
   'propose-on-failure': { takes: 'switch' },

@@ -5,7 +5,7 @@ import { DEFAULT_OWNER_TOKEN_FILE } from './credentials.js';
 export const OVERVIEW = `usage: nas [--socket PATH] [--json] <command> ...
 
 commands:
-  run <role> [--user U] [--intent T] [--ttl 48h] [--budget 50M] [--cwd P] [--attempts N] -- CMD [ARG]...
+  run <role> [--user U] [--intent T] [--ttl 48h] [--budget 50M] [--cwd P] [--attempts N] [--env NAME] -- CMD [ARG]...
                                             run a command in its own branch at <mount>/<role>, propose its work
   run list <role>                           runs: id, task, branch, user, state, exit, PR
   run pick <role> <task> <run>              owner: merge one attempt of a task, recycle the others
@@ -22,7 +22,7 @@ commands:
   home archive <role>                       owner: unmount and keep (home unarchive <role> brings it back)
   home retire <role> --successor <role2>    owner: hand reviewed notes and skills to the successor (a PR), stop
   export <role> <file>                      owner: the whole Home in one file (a git bundle of every ref)
-  import <file> [--as <role>]               owner: a Home from such a file, every ref as it was
+  import <file> [--as <role>]               owner: a Home from such a file, every ref as it was (its leases ended)
   branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]
                                             create a writable branch view <mount>/<role>@<branch>
   branch list <role>                        list a Home's branches

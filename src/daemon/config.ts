@@ -21,6 +21,14 @@ export interface DaemonConfig {
   templates_dir: string;
   /** Where the web page (the Human Gate) listens: host:port, or off. */
   web_listen: string;
+  /** Files one user may hold open through the mount at once; one more gets EMFILE. */
+  open_files_per_user: number;
+  /** Files that may be open in one branch (or main) at once, whoever holds them; one more gets EMFILE. */
+  open_files_per_branch: number;
+  /** Descriptors nasd keeps for itself (commits, git, sockets): files open through the mount stop this far below its RLIMIT_NOFILE. */
+  open_files_reserve: number;
+  /** Tests only (the hidden flag --test-clock-offset-file, not a setting): a file of milliseconds added to the clock TTLs read. */
+  test_clock_offset_file?: string;
 }
 
 export const DEFAULT_CONFIG_PATH = '/etc/agent-nas/nasd.yaml';
@@ -37,6 +45,9 @@ export const DEFAULTS: DaemonConfig = {
   log_level: 'info',
   templates_dir: '/etc/agent-nas/templates',
   web_listen: '127.0.0.1:7465',
+  open_files_per_user: 4096,
+  open_files_per_branch: 8192,
+  open_files_reserve: 2048,
 };
 
 const FLAGS: Record<string, keyof DaemonConfig> = {
@@ -82,6 +93,8 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
     const arg = argv[i];
     if (arg === '--config') file = argv[++i];
     else if (arg === '--demo') overrides.demo = true;
+    // Undocumented on purpose: tests step the clock of branch TTLs with it (see util/clock.ts).
+    else if (arg === '--test-clock-offset-file' && argv[i + 1]) overrides.test_clock_offset_file = argv[++i];
     else if (FLAGS[arg]) {
       const value = argv[++i];
       if (value === undefined) throw new UserError(`${arg} needs a value\n\n${USAGE}`);
@@ -112,6 +125,9 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
   }
   for (const key of ['state_dir', 'mount', 'socket', 'templates_dir'] as const) {
     if (typeof config[key] !== 'string' || !config[key].startsWith('/')) throw new UserError(`${key} must be an absolute path`);
+  }
+  for (const key of ['open_files_per_user', 'open_files_per_branch', 'open_files_reserve'] as const) {
+    if (!Number.isInteger(config[key]) || config[key] < 1) throw new UserError(`${key} must be a whole number >= 1`);
   }
   parseListen(String(config.web_listen));
   // A unix socket's path holds at most 107 bytes; each run's socket lives in <dir>/runs/<id>/ beside it.

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { FsError, UserError } from '../util/errors.js';
+import { FsError, UserError, isDiskFull } from '../util/errors.js';
 import type { Params, Result, RouteName } from '../api/contract.js';
 import { matchRoute } from '../api/paths.js';
 import { validateBody } from '../api/validate.js';
@@ -66,6 +66,10 @@ async function groupId(group: string): Promise<number> {
 
 type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
+/** What a caller is told when the disk is full (a commit could not be written), instead of "internal error". */
+const DISK_FULL = 'the disk that holds nasd\'s state directory is full, so this could not be done: free space there and try again ' +
+  '(what was written is kept on disk and committed once there is room; nothing is lost)';
+
 /** A request's answer on the wire: the HTTP status and `{ ok, result | error }`. */
 interface Answered {
   status: number;
@@ -87,6 +91,10 @@ export async function dispatch(
     return { status: 200, payload: { ok: true, result: await answer(table, route.name, params, raw, creds) } };
   } catch (err) {
     if (err instanceof UserError) return { status: err.status, payload: { ok: false, error: err.message } };
+    if (isDiskFull(err)) {
+      log.warn({ url: pathname, why: (err as Error).message }, 'the disk that holds the state directory is full');
+      return { status: 507, payload: { ok: false, error: DISK_FULL } };
+    }
     if (err instanceof FsError) return { status: 409, payload: { ok: false, error: `${err.message} (${err.code})` } };
     log.error({ err, url: pathname }, 'control request failed');
     return { status: 500, payload: { ok: false, error: `internal error: ${(err as Error).message} (see nasd's log)` } };

@@ -12,7 +12,8 @@ import type { Registry } from './registry.js';
  * is removed: git prunes only unreachable objects, and only those older than the window.
  */
 export class MaintenanceService {
-  private expiring = false;
+  /** The TTL pass running now, if one is. */
+  private expiring: Promise<Map<string, string[]>> | null = null;
   /** One maintenance run at a time: a second waits for the first. */
   private running: Promise<unknown> = Promise.resolve();
 
@@ -26,12 +27,25 @@ export class MaintenanceService {
 
   /**
    * Branches whose TTL passed turn read-only, their leases end and their waiting PRs expire; past the grace
-   * period they go to the recycle area. Returns the branches removed, by Home. A pass already running is not doubled.
+   * period they go to the recycle area. Returns the branches removed, by Home. A pass already running is not
+   * doubled: the periodic tick skips this one; `wait` (nas maintenance run) waits for it, then makes its own.
    */
-  async expireBranches(): Promise<Map<string, string[]>> {
+  async expireBranches(opts: { wait?: boolean } = {}): Promise<Map<string, string[]>> {
+    while (this.expiring) {
+      if (!opts.wait) return new Map();
+      await this.expiring;
+    }
+    const pass = this.expireNow();
+    this.expiring = pass;
+    try {
+      return await pass;
+    } finally {
+      this.expiring = null;
+    }
+  }
+
+  private async expireNow(): Promise<Map<string, string[]>> {
     const discarded = new Map<string, string[]>();
-    if (this.expiring) return discarded;
-    this.expiring = true;
     try {
       await this.reg.expireBranches({
         expired: async (role, branch) => {
@@ -46,8 +60,6 @@ export class MaintenanceService {
       });
     } catch (err) {
       this.log.error({ err }, 'cannot expire branches');
-    } finally {
-      this.expiring = false;
     }
     return discarded;
   }
@@ -86,7 +98,7 @@ export class MaintenanceService {
   }
 
   private async runNow(roles: string[]): Promise<MaintenanceReport[]> {
-    const discarded = await this.expireBranches();
+    const discarded = await this.expireBranches({ wait: true });
     const reports: MaintenanceReport[] = [];
     for (const role of roles) {
       const started = process.hrtime.bigint();

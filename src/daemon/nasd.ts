@@ -26,6 +26,9 @@ import { ScratchBinds } from '../fuse-ops/scratch-binds.js';
 import { countTokens } from '../memory/tokens.js';
 import { version } from '../util/version.js';
 import { mountCall, startInBackground } from './mount-helper.js';
+import { openFileLimits } from './file-limit.js';
+import { OpenFiles } from '../fuse-ops/open-files.js';
+import { WallClock } from '../util/clock.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -56,7 +59,9 @@ async function main(): Promise<void> {
     log,
     binds,
     templatesDir: config.templates_dir,
+    clock: new WallClock(config.test_clock_offset_file),
   });
+  const openFiles = new OpenFiles(await openFileLimits(config, log), log);
   await preflight(config.mount, log);
   await registry.ensureStateDir();
   if (config.demo && !(await Home.list(config.state_dir)).includes('demo')) {
@@ -81,7 +86,7 @@ async function main(): Promise<void> {
   const services = { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, web, stateDir: config.state_dir };
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
-  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null), log));
+  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null, openFiles), log));
   await binds.start(registry.allScratchBinds());
   const table = handlers(registry, services);
   const server = await serveControl(config.socket, table, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {

@@ -24,6 +24,7 @@ import { itemsFromGit, type TrashRecord } from '../trash/trash.js';
 import { Space } from '../cow/branch/space.js';
 import type { Exported, Imported, BranchCreated, BranchExtended, BranchListing, Discarded, HomeSummary, StatusReport, SyncResult, TrashPurged, TrashRestored } from '../api/types.js';
 import { RunTracker } from './run-tracker.js';
+import { WallClock } from '../util/clock.js';
 
 export interface RegistryOptions {
   stateDir: string;
@@ -37,6 +38,8 @@ export interface RegistryOptions {
   templatesDir?: string;
   /** Binds each branch's scratch roots over its view once the mount is up (absent: scratch goes through FUSE). */
   binds?: ScratchBinds;
+  /** The clock branch TTLs and grace periods are read on (default: the wall clock). */
+  clock?: WallClock;
 }
 
 export interface Snapshot {
@@ -84,8 +87,11 @@ export class Registry {
   /** The runs in flight, by PID namespace: whose process a request comes from. */
   readonly runs = new RunTracker();
   private refreshing: Promise<unknown> = Promise.resolve();
+  private readonly clock: WallClock;
 
-  constructor(private readonly opts: RegistryOptions) {}
+  constructor(private readonly opts: RegistryOptions) {
+    this.clock = opts.clock ?? new WallClock();
+  }
 
   /** Open every Home in the state directory and every branch, recovering what a crash left. */
   async load(): Promise<void> {
@@ -471,7 +477,8 @@ export class Registry {
     const record = m.records.get(branch);
     if (!record) throw new UserError(`${role}@${branch} has no branch record; it cannot be extended`, 409);
     const seconds = parseDuration(ttl);
-    const extended: BranchRecord = { ...record, ttl, expires: new Date(Date.now() + seconds * 1000).toISOString() };
+    const { grace_from: _, ...kept } = record;
+    const extended: BranchRecord = { ...kept, ttl, expires: new Date(Date.now() + seconds * 1000).toISOString() };
     await m.home.writeBranchRecord(extended);
     m.records.set(branch, extended);
     const reopened = view.expired;
@@ -520,14 +527,16 @@ export class Registry {
 
   /**
    * Branches whose TTL passed: each is made read-only (what was pending committed first, its workspace/ bind
-   * undone so scratch is read-only too) and `expired` is called once for it; once the Home's `branch_grace`
-   * has passed as well, its work goes to the recycle area and the branch is removed (`discarded` is called).
+   * undone so scratch is read-only too), `expired` is called once for it and the time is kept in its record
+   * (`grace_from`). In a later pass, once the Home's `branch_grace` has passed since then, its work goes to the
+   * recycle area and the branch is removed (`discarded` is called): never in the pass that expired it, and when
+   * the wall clock jumped forward since the last pass every expired branch's grace period starts again, so a
+   * clock that jumps past a TTL and a grace period at once leaves the branch (and its scratch) a full grace period.
    * Runs in the periodic pass; a restart re-finds what expired meanwhile.
    */
-  async expireBranches(
-    hooks: { expired(role: string, branch: string): Promise<void>; discarded(role: string, branch: string): Promise<void> },
-    now = Date.now(),
-  ): Promise<void> {
+  async expireBranches(hooks: { expired(role: string, branch: string): Promise<void>; discarded(role: string, branch: string): Promise<void> }): Promise<void> {
+    const { now, jumped } = await this.clock.read();
+    if (jumped > 0) await this.restartGrace(now, jumped);
     // The record is read again at each step: an owner's extend may land while this pass awaits.
     const due = (m: Mounted, branch: string) => {
       const record = m.records.get(branch);
@@ -542,7 +551,10 @@ export class Registry {
           await this.opts.binds?.unbindUnder(`${this.opts.mount}/${view.name}`);
           await view.expire(`${view.name} expired at ${record.expires} (ttl ${record.ttl}); it is read-only until it is removed`);
           this.opts.log.warn({ view: view.name, expires: record.expires, ttl: record.ttl }, 'branch expired: read-only now');
+          // Kept across restarts: a branch expired before one is expired again at start, its grace period running on.
+          if (!record.grace_from) await this.setGraceFrom(m, record, now);
           await hooks.expired(role, branch);
+          continue;
         }
         let grace: number;
         try {
@@ -551,12 +563,35 @@ export class Registry {
           continue;
         }
         record = due(m, branch);
-        if (!record || now < Date.parse(record.expires) + grace) continue;
+        if (!record?.grace_from || now < Date.parse(record.grace_from) + grace) continue;
         await this.discardBranch(role, branch);
-        this.opts.log.warn({ view: view.name, grace: m.config.limits.branch_grace }, 'expired branch removed after its grace period; its work is in the recycle area');
+        this.opts.log.warn({ view: view.name, grace: m.config.limits.branch_grace, since: record.grace_from }, 'expired branch removed after its grace period; its work is in the recycle area');
         await hooks.discarded(role, branch);
       }
     }
+  }
+
+  /** The wall clock jumped forward: every expired branch gets a full grace period from now before it is removed. */
+  private async restartGrace(now: number, jumped: number): Promise<void> {
+    const postponed: string[] = [];
+    for (const m of this.homes.values()) {
+      for (const [branch, view] of m.branches) {
+        const record = m.records.get(branch);
+        if (!view.expired || !record) continue;
+        await this.setGraceFrom(m, record, now);
+        postponed.push(view.name);
+      }
+    }
+    this.opts.log.warn({ jumpedMs: jumped, postponed }, 'the wall clock jumped forward: expired branches keep a full grace period from now');
+  }
+
+  private async setGraceFrom(m: Mounted, record: BranchRecord, now: number): Promise<void> {
+    // The record as it is now (an extend may have replaced it), noted before the write: an extend drops it.
+    const current = m.records.get(record.name);
+    if (!current) return;
+    const updated = { ...current, grace_from: new Date(now).toISOString() };
+    m.records.set(record.name, updated);
+    await m.home.writeBranchRecord(updated);
   }
 
   /**

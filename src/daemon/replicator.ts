@@ -4,6 +4,9 @@ import type { RemoteView } from '../api/types.js';
 import { requireOwner, type Credentials } from './auth.js';
 import type { Registry } from './registry.js';
 
+/** The remotes nasd hands to git: a `<helper>::<address>` URL, or another scheme, would run a remote helper as root. */
+const REMOTE_URL = /^(?:(?:https|ssh|git|file):\/\/[^-]|\/)/;
+
 /**
  * Replication to git servers people already run (`nas remote add`): each Home's refs are mirrored (main,
  * branches, and the records under refs/nas/) to every remote it has, a few seconds after they change. A remote
@@ -28,7 +31,10 @@ export class Replicator {
   /** Add a remote: the first push must succeed, or nothing is kept. */
   async add(role: string, url: string, creds: Credentials): Promise<RemoteView> {
     requireOwner(creds, 'adding a remote', this.stateDir);
-    if (!url || /[\x00-\x1f\x7f\s]/.test(url) || url.startsWith('-')) throw new UserError(`remote ${JSON.stringify(url).slice(0, 80)}: give a git URL (git://, ssh://, https://, or a path)`);
+    if (!REMOTE_URL.test(url) || /[\x00-\x1f\x7f\s]/.test(url)) {
+      throw new UserError(`remote ${JSON.stringify(url).slice(0, 80)}: give an https://, ssh://, git:// or file:// URL, or an absolute path ` +
+        '(git runs a program for any other kind, such as <helper>::<address>, and nasd runs git as root)');
+    }
     const store = this.reg.homeOf(role).store;
     const mirrors = await this.mirrorsOf(role);
     if ([...mirrors.values()].includes(url)) throw new UserError(`Home ${role} mirrors to ${url} already`, 409);

@@ -102,9 +102,9 @@ export async function mountFuse(mountpoint: string, ops: object, log: Logger): P
     bigWrites: true,
     maxWrite: 131072,
     useIno: true,
-    // fuse-native has no option for `dev`; its fsname is passed through verbatim, so it rides along: device
-    // nodes root makes in scratch open as on a disk (only root can make them); setuid stays off.
-    fsname: 'nasd,dev',
+    // Always nodev and nosuid, however nasd is started (the broker adds them too): no device node or setuid file
+    // a view holds acts as one. fuse-native has no option for them; its fsname is passed through verbatim, so they ride along.
+    fsname: 'nasd,nodev,nosuid',
     subtype: 'nasd',
     // A safety net: a handler that never answers fails its caller with ETIMEDOUT instead of hanging it.
     // Long enough for a copy-up of a large file; fsync waits for a commit, however long the batch.

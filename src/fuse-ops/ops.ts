@@ -1,11 +1,12 @@
 import { constants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Logger } from 'pino';
-import { FsError, fsError, toErrno } from '../util/errors.js';
+import { FsError, fsError, isDiskFull, toErrno } from '../util/errors.js';
 import { isWritable, type FsStats, type Handle, type TimeArg, type View, type WritableView } from '../cow/view.js';
 import type { Caller } from '../util/owner.js';
 import { mainRefusal } from '../cow/main-view.js';
 import type { Mutation } from '../policy/policy.js';
+import type { OpenFiles } from './open-files.js';
 
 /** What the adapter needs from the daemon: the names under the mount root, the view each stands for, space. */
 export interface Router {
@@ -26,8 +27,8 @@ type Cb = (err: number, ...rest: unknown[]) => void;
 /** An open that may change the file: for writing, or truncating. */
 const opensForWriting = (flags: number) => (flags & 3) !== constants.O_RDONLY || (flags & constants.O_TRUNC) !== 0;
 
-/** Codes a caller provokes in normal use: not worth more than a debug line. */
-const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL']);
+/** Codes a caller provokes in normal use: not worth more than a debug line (OpenFiles logs its own caps once). */
+const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL', 'EMFILE', 'ENFILE']);
 
 /**
  * The thin FUSE adapter: route each path to a view, call it, answer exactly once. Errors become errnos
@@ -36,9 +37,10 @@ const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EI
  * less per file); written files join a commit at release.
  * `callerOf` says who made the request being handled; it is valid only synchronously at the start of a
  * handler, so handlers that need it take it as a default parameter of the function `answer` calls at once.
+ * `openFiles` caps the files held open per user, per view and in all (absent: no cap).
  */
-export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null) {
-  const handles = new Map<number, { view: View; h: Handle }>();
+export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null, openFiles?: OpenFiles) {
+  const handles = new Map<number, { view: View; h: Handle; close?: () => void }>();
   let nextHandle = 1;
   const started = new Date();
 
@@ -97,7 +99,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return noted ? run.then((v) => (noted.view.changedBy(noted.uid), v)) : run;
   }
 
-  function handle(fd: number): { view: View; h: Handle } {
+  function handle(fd: number): { view: View; h: Handle; close?: () => void } {
     const entry = handles.get(fd);
     if (!entry) throw fsError('EBADF');
     return entry;
@@ -118,18 +120,29 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return { view: changing(view, false), h };
   }
 
-  function register(view: View, h: Handle): number {
+  function register(view: View, h: Handle, close?: () => void): number {
     while (handles.has(nextHandle) || nextHandle === 0) nextHandle = (nextHandle + 1) % 0x7fffffff;
     const fd = nextHandle++;
-    handles.set(fd, { view, h });
+    handles.set(fd, { view, h, close });
     return fd;
+  }
+
+  /** Open a handle counted against the caller's and the view's open-file caps (given back if the open fails). */
+  async function counted(view: View, caller: Caller | null, open: () => Promise<Handle>): Promise<number> {
+    const close = openFiles?.take(caller?.uid ?? 0, view.name);
+    try {
+      return register(view, await open(), close);
+    } catch (err) {
+      close?.();
+      throw err;
+    }
   }
 
   function fail(op: string, path: string, err: unknown): number {
     const errno = toErrno(err);
-    const code = (err as { code?: string }).code ?? 'EIO';
-    if (err instanceof FsError && !QUIET.has(code)) log.info({ op, path, code, why: err.message }, 'refused');
-    else if (code === 'ENOSPC') log.warn({ op, path, code }, 'the disk that holds the state directory is full: free space there (deletes keep their content in the recycle area, so they need some too)');
+    const code = (err as { code?: string }).code ?? (isDiskFull(err) ? 'ENOSPC' : 'EIO');
+    if (code === 'ENOSPC') log.warn({ op, path, code }, 'the disk that holds the state directory is full: free space there (deletes keep their content in the recycle area, so they need some too)');
+    else if (err instanceof FsError && !QUIET.has(code)) log.info({ op, path, code, why: err.message }, 'refused');
     else if (!(err instanceof FsError) && errno === -osConstants.errno.EIO) log.error({ op, path, err }, 'operation failed');
     else log.debug({ op, path, code }, 'failed');
     return errno;
@@ -180,20 +193,21 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
         if (r) await r.view.access(r.rel, mode);
       }),
     open: (path: string, flags: number, cb: Cb) =>
-      answer('open', path, cb, async () => {
+      answer('open', path, cb, async (caller = callerOf()) => {
         const r = need(path);
-        const caller = callerOf();
         if (caller && isWritable(r.view) && opensForWriting(flags)) mayWrite(r.view, caller);
         // Who reads main is asked now, while the request is current; recorded before the open is answered.
         const reader = r.view.kind === 'main' ? router.readerOf?.(r.view, caller) : undefined;
-        const h = await r.view.open(r.rel, flags);
-        if (reader && h.oid) await reader.record(r.rel, h.oid);
-        return register(r.view, h);
+        return counted(r.view, caller, async () => {
+          const h = await r.view.open(r.rel, flags);
+          if (reader && h.oid) await reader.record(r.rel, h.oid);
+          return h;
+        });
       }),
     create: (path: string, mode: number, cb: Cb) =>
       answer('create', path, cb, async (caller = callerOf()) => {
         const r = mutable(path, 'create');
-        return register(r.view, await r.view.create(r.rel, mode, caller));
+        return counted(r.view, caller, () => r.view.create(r.rel, mode, caller));
       }),
     read: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
       answerCount('read', path, cb, async () => { const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
@@ -201,9 +215,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
       answerCount('write', path, cb, async () => { const { view, h } = writableHandle(fd, 'write'); return view.write(h, buf, len, pos); }),
     release: (path: string, fd: number, cb: Cb) =>
       answer('release', path, cb, async () => {
-        const { view, h } = handle(fd);
+        const { view, h, close } = handle(fd);
         handles.delete(fd);
-        await view.release(h);
+        try {
+          await view.release(h);
+        } finally {
+          close?.();
+        }
       }),
     fsync: (path: string, _datasync: number, fd: number, cb: Cb) =>
       answer('fsync', path, cb, async () => {

@@ -12,7 +12,9 @@ const run = promisify(execFile);
  */
 const RELAY = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../libexec/nas-mount-relay');
 const mountCmd = (verb: 'bind' | 'umount', args: string[]): Promise<unknown> => {
-  const [cmd, argv] = process.env.NAS_MOUNT_BROKER ? [RELAY, [verb, ...args]] : verb === 'bind' ? ['mount', ['--bind', ...args]] : ['umount', args];
+  // A bind is nodev and nosuid as the FUSE mount is (mount(8) remounts it so at once; the broker makes it so before
+  // attaching it): a device node or setuid file in an upper directory does not act as one.
+  const [cmd, argv] = process.env.NAS_MOUNT_BROKER ? [RELAY, [verb, ...args]] : verb === 'bind' ? ['mount', ['--bind', '-o', 'nodev,nosuid', ...args]] : ['umount', args];
   // A mount that hangs (a stuck broker) must not hold up the branch that waits for it: it fails, and logs.
   return run(cmd, argv, { timeout: 150_000 });
 };

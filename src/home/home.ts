@@ -21,6 +21,12 @@ export interface BranchRecord {
   ttl: string;
   expires: string;
   run?: string;
+  /**
+   * Set when nasd made the branch read-only (its TTL passed): the grace period counts from here, not from
+   * `expires`, and starts again when the wall clock jumps forward, so a jump never expires and removes a branch
+   * at once. Dropped when the owner extends the branch.
+   */
+  grace_from?: string;
 }
 
 

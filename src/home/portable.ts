@@ -9,12 +9,13 @@ import { Store, type Identity } from '../store/store.js';
 import { MAIN_REF } from '../store/refs.js';
 import { Home } from './home.js';
 import { parseRole } from '../config/home-config.js';
+import { LeaseStore } from '../lease/lease-store.js';
 
 /**
  * A Home as one file: a git bundle of every ref of its Store. Main, branches (pending work committed first by the
  * caller), the recycle area, PRs, leases, checkpoints, runs and the files' metadata records are all refs or
  * reachable from them, so the bundle carries them all. Scratch (`workspace/`, ignored paths) is not in git and
- * does not travel.
+ * does not travel, and neither do leases: their records come along, ended.
  */
 
 /** Write a Home's bundle (from its Store) to `file` (absolute, not existing yet), readable by its owner only. */
@@ -83,6 +84,7 @@ export async function importHome(
     if (archived(name) || (await exists(dir))) {
       throw new UserError(`a Home named "${name}" exists already${archived(name) ? ' (archived)' : ''}; nothing was imported. Import under another name with --as <role>`, 409);
     }
+    await endLeases(store, identity);
     await store.setHead(MAIN_REF);
     await fs.mkdir(`${building}/nas/branches`, { recursive: true });
     await fs.rename(building, dir);
@@ -90,6 +92,17 @@ export async function importHome(
   } catch (err) {
     await fs.rm(building, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/**
+ * Every lease still in force is recorded as revoked before the Home is mounted: a token issued for the Home that
+ * was exported (which may live on, here or elsewhere) must not also work in a copy of it.
+ */
+async function endLeases(store: Store, identity: Identity): Promise<void> {
+  const leases = new LeaseStore(store, identity);
+  for (const lease of await leases.list()) {
+    if (!lease.revoked && Date.parse(lease.expires) > Date.now()) await leases.revoke(lease.id);
   }
 }
 

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
+import { posix } from 'node:path';
 import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
 
@@ -77,9 +78,23 @@ export async function templateFiles(spec: string, templatesDir: string, role: st
   if (!st?.isDirectory()) throw new UserError(`unknown template "${spec}": ${dir} is not a directory (built in: ${TEMPLATES.join(', ')}; named ones live in ${templatesDir}/<name>/)`, 404);
   const own = await readTemplateDir(dir);
   if (!own.some((f) => f.path === 'AGENTS.md' && f.kind !== 'symlink')) throw new UserError(`template ${dir} has no AGENTS.md: a Home starts from its agent's instructions; add one`);
+  checkTopLevelLinks(dir, own);
   const have = new Set(own.map((f) => f.path));
   const fromBuiltIn = builtIn.filter((f) => f.path === '.nas/role.yaml' || (f.path.startsWith('.nas/') && !have.has(f.path)));
   return [...own.filter((f) => f.path !== '.nas/role.yaml'), ...fromBuiltIn];
+}
+
+/**
+ * At the top of a Home a symlink may only name a file of the template (as CLAUDE.md -> AGENTS.md): a linked folder
+ * (`skills` -> a user's directory) would have agents load, at every session start, what no one reviews or owns.
+ */
+function checkTopLevelLinks(dir: string, files: TemplateFile[]): void {
+  for (const link of files.filter((f) => f.kind === 'symlink' && !f.path.includes('/'))) {
+    const target = posix.normalize(String(link.content));
+    if (files.some((f) => f.path === target && f.kind !== 'symlink')) continue;
+    throw new UserError(`template ${dir}: ${link.path} is a symbolic link to ${String(link.content)}; at the top of a Home a link may only ` +
+      'name a file of the template (as CLAUDE.md -> AGENTS.md), never a folder or anything outside it: copy the folder into the template');
+  }
 }
 
 /**

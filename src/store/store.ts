@@ -29,6 +29,13 @@ const STREAM_FROM_BYTES = 64 << 20;
 /** About 60 MB of parsed tree entries. */
 const TREE_CACHE_ENTRIES = 400_000;
 
+/**
+ * git talking to a remote: no password prompt, and only the transports `nas remote add` accepts, so a URL that
+ * reached the Store's config some other way still runs no remote helper (`<helper>::...`) as root.
+ */
+const REMOTE_GIT = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never',
+  ...['https', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
+
 export class Store {
   private readonly trees = new TreeCache(TREE_CACHE_ENTRIES);
   private readonly sizes = new Map<string, number>();
@@ -311,7 +318,7 @@ export class Store {
 
   /** How many refs a remote holds (`git ls-remote`), failing with git's words when it cannot be reached. */
   async remoteRefCount(url: string, timeoutMs = 60_000): Promise<number> {
-    return (await this.git(['-c', 'core.askPass=true', 'ls-remote', '--', url], 'ignore', timeoutMs)).split('\n').filter(Boolean).length;
+    return (await this.git([...REMOTE_GIT, 'ls-remote', '--', url], 'ignore', timeoutMs)).split('\n').filter(Boolean).length;
   }
 
   async addMirror(name: string, url: string): Promise<void> {
@@ -324,7 +331,7 @@ export class Store {
 
   /** Push every ref to a mirror, removing there what is gone here; stopped after `timeoutMs`. */
   async pushMirror(name: string, timeoutMs = 120_000): Promise<void> {
-    await this.git(['-c', 'core.askPass=true', 'push', '--mirror', '--quiet', name], 'ignore', timeoutMs);
+    await this.git([...REMOTE_GIT, 'push', '--mirror', '--quiet', name], 'ignore', timeoutMs);
   }
 
   /** Install (or replace) a hook script of this repository. */

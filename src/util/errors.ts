@@ -4,7 +4,7 @@ import { constants } from 'node:os';
 export type ErrnoCode =
   | 'ENOENT' | 'EEXIST' | 'ENOTDIR' | 'EISDIR' | 'ENOTEMPTY' | 'EINVAL' | 'EROFS' | 'EPERM'
   | 'EACCES' | 'EDQUOT' | 'EBADF' | 'EXDEV' | 'ENAMETOOLONG' | 'EIO' | 'ENOTSUP' | 'ENOSPC'
-  | 'ELOOP' | 'EBUSY' | 'EFBIG';
+  | 'ELOOP' | 'EBUSY' | 'EFBIG' | 'EMFILE' | 'ENFILE';
 
 /** An error that carries the errno the caller of a syscall should see, and why. */
 export class FsError extends Error {
@@ -18,14 +18,22 @@ export function fsError(code: ErrnoCode, message?: string): FsError {
   return new FsError(code, message);
 }
 
-/** The negative errno for any thrown value: FsError and Node's system errors keep their code, anything else is EIO. */
+/**
+ * Whether err says the disk is full: Node's ENOSPC, or libgit2's (nodegit) and git's own words, which carry no
+ * errno ("failed to write out file: No space left on device").
+ */
+export function isDiskFull(err: unknown): boolean {
+  return hasCode(err, 'ENOSPC') || /No space left on device/.test(String((err as { message?: unknown } | null)?.message ?? ''));
+}
+
+/** The negative errno for any thrown value: FsError and Node's system errors keep their code, a full disk is ENOSPC, anything else is EIO. */
 export function toErrno(err: unknown): number {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string') {
     const n = (constants.errno as Record<string, number>)[code];
     if (typeof n === 'number') return -n;
   }
-  return -constants.errno.EIO;
+  return isDiskFull(err) ? -constants.errno.ENOSPC : -constants.errno.EIO;
 }
 
 /** True when err is a Node system error or FsError with this code. */

@@ -7,7 +7,11 @@ describe('export and import', () => {
   let d: TestDaemon;
   let other: TestDaemon | undefined;
   let file: string;
-  const refsOf = async (state: string, role: string) => (await run('git', [`--git-dir=${state}/homes/${role}.git`, 'show-ref'])).stdout;
+  /** A lease token of the exported Home, issued before the export. */
+  let token: string;
+  /** Every ref but the leases' (an import ends the leases it brings: see the last test). */
+  const refsOf = async (state: string, role: string) =>
+    (await run('git', [`--git-dir=${state}/homes/${role}.git`, 'show-ref'])).stdout.split('\n').filter((l) => !l.endsWith(' refs/nas/leases')).join('\n');
 
   beforeAll(async () => {
     d = await TestDaemon.withBranch('work');
@@ -29,7 +33,7 @@ describe('export and import', () => {
     await fs.appendFile(p('AGENTS.md'), '\nA rule that waits.\n');
     expect((await d.nasJson('propose', 'demo/work', '--into', 'main', '--intent', 'travel with me')).state).toBe('waiting');
     await fs.writeFile(p('outbox/pending.md'), 'not committed yet\n');
-    const token = (await d.nas('lease', 'issue', 'demo/work', '--principal', 'nobody')).stdout.trim();
+    token = (await d.nas('lease', 'issue', 'demo/work', '--principal', 'nobody')).stdout.trim();
     const byLease = await d.nasWith({ NAS_LEASE: token, owner: false }, 'export', 'demo', `${d.dir}/by-lease.bundle`);
     expect(byLease.code).toBe(1);
     expect(byLease.stderr).toMatch(/owner action/);
@@ -83,5 +87,20 @@ describe('export and import', () => {
     expect(missing.stderr).toMatch(/is not a file/);
     expect((await fs.readdir(`${d.state}/homes`)).sort()).toEqual(['copy.git', 'demo.git']);
     expect((await d.nasJson<any[]>('home', 'list')).map((h) => h.role).sort()).toEqual(['copy', 'demo']);
+  });
+
+  it('ends the leases an imported Home brings: a token of the Home exported works in no copy of it', async () => {
+    const live = (await d.nasJson<any[]>('lease', 'list', 'demo')).filter((l) => l.status === 'active').map((l) => l.id);
+    expect(live.length).toBeGreaterThan(0);
+    for (const [daemon, role] of [[other!, 'demo'], [d, 'copy']] as const) {
+      const leases = await daemon.nasJson<any[]>('lease', 'list', role);
+      expect(leases.filter((l) => live.includes(l.id)).map((l) => l.status), role).toEqual(live.map(() => 'revoked'));
+    }
+    // The token still works where it was issued, and not in the Home imported elsewhere under the same name.
+    const sub = (daemon: TestDaemon) => daemon.nasWith({ NAS_LEASE: token, owner: false }, 'lease', 'issue', 'demo/work', '--principal', 'nobody', '--ttl', '1h');
+    expect((await sub(d)).code).toBe(0);
+    const there = await sub(other!);
+    expect(there.code).toBe(1);
+    expect(there.stderr).toMatch(/revoked/);
   });
 });

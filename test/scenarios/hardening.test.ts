@@ -296,7 +296,19 @@ describe('hardening', () => {
     }
   });
 
-  it('on a full disk, answers ENOSPC (deleting too) with the reason in the log, loses nothing, and keeps serving', async () => {
+  it('mounts nodev and nosuid when started by hand, and so are its workspace/ binds', async () => {
+    /** The per-mount options of what is mounted exactly at target, from /proc/self/mountinfo. */
+    const optionsAt = async (target: string) => {
+      const line = (await fs.readFile('/proc/self/mountinfo', 'utf8')).split('\n').filter((l) => l.split(' ')[4] === target).at(-1);
+      return line?.split(' ')[5].split(',') ?? [];
+    };
+    expect(await optionsAt(d.mnt)).toEqual(expect.arrayContaining(['nodev', 'nosuid']));
+    await eventually(async () => (await optionsAt(p('workspace'))).length > 0, 'the workspace/ bind');
+    expect(await optionsAt(p('workspace'))).toEqual(expect.arrayContaining(['nodev', 'nosuid']));
+  });
+
+  // libgit2 takes some 10 s to give up writing an object on a full disk, and a commit is tried three times here.
+  it('on a full disk, answers ENOSPC (deleting and fsync too) with the reason in the log, says so to propose, loses nothing, and keeps serving', { timeout: 180_000 }, async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-full-'));
     await fs.mkdir(`${dir}/state`);
     expect((await run('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'nas-full', `${dir}/state`])).code).toBe(0);
@@ -314,6 +326,18 @@ describe('hardening', () => {
       expect(await codeOf(fs.unlink(q('outbox/small.md')))).toBe('ENOSPC');
       expect(full.log).toMatch(/the disk that holds the state directory is full/);
       expect(await fs.readFile(q('outbox/small.md'), 'utf8')).toBe('small\n');
+      // A commit that finds no room (fsync waits for one, propose makes one) says the disk is full: not EIO, not "internal error".
+      const fh = await fs.open(q('outbox/small.md'), 'a');
+      try {
+        await fh.write('more\n');
+        expect(await codeOf(fh.sync())).toBe('ENOSPC');
+      } finally {
+        await fh.close();
+      }
+      const propose = await full.nas('propose', 'demo/full', '--into', 'main', '--intent', 'on a full disk');
+      expect(propose.code).toBe(1);
+      expect(propose.stderr).toMatch(/the disk that holds nasd's state directory is full, so this could not be done: free space there/);
+      expect(propose.stderr).not.toMatch(/internal error/);
       // Still serving: reads work, and the status answers.
       expect(await fs.readFile(full.path('demo', 'AGENTS.md'), 'utf8')).toMatch(/\S/);
       expect((await full.nas('status')).code).toBe(0);

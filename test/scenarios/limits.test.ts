@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
@@ -118,5 +120,91 @@ describe('limits and policy from .nas/', () => {
     expect((await d.gitBlob('main:.nas/policy.yaml')).toString()).toBe(policy);
     expect((await d.nas('branch', 'create', 'demo/frozen')).code).toBe(0);
     expect(await codeOf(fs.writeFile(d.path('demo@frozen', 'outbox/frozen.md'), 'x'))).toBe('EPERM');
+  });
+});
+
+/**
+ * Files held open through the mount are capped per user and per branch (nasd.yaml): one user holding thousands
+ * of files used to leave nasd no descriptors, and then everyone got EIO and nas sync failed.
+ */
+describe('open files', () => {
+  let d: TestDaemon;
+  let config: string;
+  const holders: ChildProcess[] = [];
+  const p = (rel: string) => d.path('demo@many', rel);
+
+  /**
+   * As `uid`, open `file` again and again (its own RLIMIT_NOFILE raised to the hard one) until an open fails;
+   * say how many it got and why, then hold them all until its stdin closes.
+   */
+  const hold = async (uid: number, file: string): Promise<{ opened: number; code: string; child: ChildProcess }> => {
+    const script = 'import errno, os, resource, sys\n' +
+      'hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\nresource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n' +
+      'fds = []\ntry:\n  while True: fds.append(os.open(sys.argv[1], os.O_RDONLY))\n' +
+      'except OSError as e:\n  print(len(fds), errno.errorcode[e.errno], flush=True)\nsys.stdin.read()\n';
+    const child = spawn('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '/usr/bin/python3', '-c', script, file], { stdio: ['pipe', 'pipe', 'pipe'] });
+    holders.push(child);
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      let err = '';
+      child.stdout!.on('data', (c) => (out += c) && out.includes('\n') && resolve(out.trim()));
+      child.stderr!.on('data', (c) => (err += c));
+      child.once('exit', (code) => reject(new Error(`the holder exited (${code}) before it said anything: ${err}`)));
+    });
+    const [opened, code] = line.split(' ');
+    return { opened: Number(opened), code, child };
+  };
+  const release = async (child: ChildProcess) => {
+    const gone = new Promise((r) => child.once('exit', r));
+    child.stdin!.end();
+    await gone;
+  };
+
+  beforeAll(async () => {
+    config = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-open-files-'));
+    await fs.writeFile(`${config}/nasd.yaml`, 'open_files_per_user: 300\nopen_files_per_branch: 500\n');
+    d = await TestDaemon.withBranch('many', { extraArgs: ['--config', `${config}/nasd.yaml`] });
+    expect((await d.nas('branch', 'create', 'demo/other')).code).toBe(0);
+    await fs.writeFile(p('outbox/shared.md'), 'read me\n');
+    await d.sync('demo/many');
+  });
+  afterAll(async () => {
+    for (const child of holders) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await d?.cleanup();
+    if (config) await fs.rm(config, { recursive: true, force: true });
+  });
+
+  it('gives EMFILE to a user past open_files_per_user, says so in the log, and others and nas sync still work', async () => {
+    const nobody = await hold(65534, p('outbox/shared.md'));
+    expect([nobody.opened, nobody.code]).toEqual([300, 'EMFILE']);
+    expect(d.log).toMatch(/"uid":65534.*"setting":"open_files_per_user".*too many files open through the mount/);
+    // Another user reads in the same branch, root writes there, and the write commits.
+    const daemon = await run('setpriv', ['--reuid=1', '--regid=1', '--clear-groups', 'cat', p('outbox/shared.md')]);
+    expect(daemon.stdout).toBe('read me\n');
+    await fs.writeFile(p('outbox/after.md'), 'written while nobody holds 300 files\n');
+    await d.sync('demo/many');
+    expect((await d.gitBlob('many:outbox/after.md')).toString()).toBe('written while nobody holds 300 files\n');
+    await release(nobody.child);
+    // Its files closed, the user opens again.
+    await eventually(async () => (await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', 'cat', p('outbox/shared.md')])).code === 0, 'nobody to open again');
+  });
+
+  it('gives EMFILE past open_files_per_branch, whoever opens; other branches and nas sync still work', async () => {
+    const nobody = await hold(65534, p('outbox/shared.md'));
+    expect([nobody.opened, nobody.code]).toEqual([300, 'EMFILE']);
+    // The branch holds 300 of its 500: a second user gets the rest, then EMFILE, and so does root.
+    const daemon = await hold(1, p('outbox/shared.md'));
+    expect([daemon.opened, daemon.code]).toEqual([200, 'EMFILE']);
+    expect(d.log).toMatch(/"view":"demo@many".*"setting":"open_files_per_branch"/);
+    expect(await codeOf(fs.readFile(p('outbox/shared.md')))).toBe('EMFILE');
+    // Elsewhere files open as always; what the full branch has pending still commits.
+    await fs.writeFile(d.path('demo@other', 'outbox/elsewhere.md'), 'elsewhere\n');
+    expect(await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).toMatch(/\S/);
+    await d.sync('demo/other');
+    expect((await d.gitBlob('other:outbox/elsewhere.md')).toString()).toBe('elsewhere\n');
+    expect((await d.nas('sync', 'demo/many')).code).toBe(0);
+    await release(daemon.child);
+    await release(nobody.child);
+    await eventually(async () => (await codeOf(fs.readFile(p('outbox/shared.md')))) === 'OK', 'the branch to open files again');
   });
 });

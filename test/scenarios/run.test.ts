@@ -311,6 +311,22 @@ describe('nas run', () => {
     expect(hook).toMatch(new RegExp(`Home "demo" at ${d.mnt}/demo, on branch run-r[0-9a-f]{8}`));
   });
 
+  it("passes the run a short allow-list of root's environment, and the variables named with --env", async () => {
+    const r = await run(process.execPath, [CLI, '--socket', d.socket, 'run', 'demo', '--user', 'nobody', '--no-propose', '--env', 'AGENT_API_KEY',
+      '--', 'sh', '-c', `env > ${shared}/run-env`], { env: { ...env(), ROOT_SECRET: 'root only', AGENT_API_KEY: 'for the agent', LC_ALL: 'C', TERM: 'xterm-test' } });
+    expect(r.code, r.stderr).toBe(0);
+    const seen = new Map((await fs.readFile(`${shared}/run-env`, 'utf8')).split('\n').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+    expect(seen.get('ROOT_SECRET')).toBeUndefined();
+    expect(seen.get('NAS_OWNER_TOKEN_FILE')).toBeUndefined();
+    expect(seen.get('AGENT_API_KEY')).toBe('for the agent');
+    expect([seen.get('LC_ALL'), seen.get('TERM'), seen.get('USER'), seen.get('HOME')]).toEqual(['C', 'xterm-test', 'nobody', '/nonexistent']);
+    expect(seen.get('PATH')).toBeTruthy();
+    expect(seen.get('NAS_RUN')).toMatch(/^r[0-9a-f]{8}$/);
+    // Only what is listed is passed: the variables a run gets from root are these, whatever else root had.
+    const fromRoot = [...seen.keys()].filter((k) => !k.startsWith('NAS_') && !['HOME', 'USER', 'LOGNAME', 'SHELL', 'PWD', 'SHLVL', '_', 'OLDPWD'].includes(k));
+    for (const k of fromRoot) expect(['PATH', 'TERM', 'COLORTERM', 'NO_COLOR', 'LANG', 'LANGUAGE', 'TZ', 'AGENT_API_KEY'].includes(k) || k.startsWith('LC_'), k).toBe(true);
+  });
+
   it('refuses bad input with a clear message and exit 2, creating nothing', async () => {
     const before = { branches: await branches(), runs: (await runs()).length };
     await fs.writeFile(`${shared}/not-executable.sh`, '#!/bin/sh\necho hi\n', { mode: 0o644 });

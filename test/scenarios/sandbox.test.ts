@@ -78,7 +78,7 @@ describe('nasd sandboxed, its mounts made by nas-mount-broker', () => {
     // workspace/ is the branch's upper directory, bound over the view by the broker: the host sees the bind.
     const workspace = d.path('demo@sb', 'workspace');
     expect(await until(async () => (await hostMounts(base)).has(workspace))).toBe(true);
-    expect((await hostMounts(base)).get(workspace)?.options).toContain('nosuid');
+    expect((await hostMounts(base)).get(workspace)?.options).toEqual(expect.arrayContaining(['nosuid', 'nodev']));
     await fs.writeFile(`${workspace}/scratch.txt`, 'fast\n');
     const upper = (await run('find', [`${base}/state`, '-path', '*/sb/*', '-name', 'scratch.txt'])).stdout.trim();
     expect(upper).toMatch(/upper\/workspace\/scratch\.txt$/);

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { TestDaemon, codeOf, eventually } from '../helpers.js';
 
 /** A branch's TTL is enforced: read-only when it passes, its leases and waiting PRs end, then it goes to the recycle area. */
@@ -72,5 +74,52 @@ describe('branch TTL', () => {
     await new Promise((res) => setTimeout(res, 9000));
     const listed = (await d.nasJson<any[]>('branch', 'list', 'demo')).find((b) => b.name === 'longer');
     expect(listed).toMatchObject({ expired: false, ttl: '1h' });
+  });
+});
+
+/**
+ * A forward jump of the wall clock used to expire a branch and remove it in the same pass, its scratch with it.
+ * The machine's clock is not stepped (that needs CAP_SYS_TIME and moves every process's clock): nasd's TTL clock
+ * is, through its hidden test flag, which adds the milliseconds in a file to the wall clock TTLs are read on.
+ */
+describe('branch TTL across a clock jump', () => {
+  let d: TestDaemon;
+  let dir: string;
+  const DAY = 86_400_000;
+  const stepClock = (ms: number) => fs.writeFile(`${dir}/offset`, String(ms));
+  /** One whole TTL pass (nas maintenance run waits for a running one, then makes its own), with what it removed. */
+  const pass = async () => (await d.nasJson<any[]>('maintenance', 'run', 'demo'))[0].discarded as string[];
+  const listed = async () => (await d.nasJson<any[]>('branch', 'list', 'demo')).find((b) => b.name === 'jump');
+
+  beforeAll(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-clock-'));
+    await stepClock(0);
+    d = await TestDaemon.start({ extraArgs: ['--demo', '--test-clock-offset-file', `${dir}/offset`] });
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+    if (dir) await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  it('never expires and removes a branch in one pass: it and its scratch stay a full grace period, however far the clock jumps', async () => {
+    expect((await d.nas('branch', 'create', 'demo/jump', '--ttl', '1h')).code).toBe(0);
+    const p = (rel: string) => d.path('demo@jump', rel);
+    await fs.writeFile(p('workspace/notes.txt'), 'scratch, never committed\n');
+    await fs.writeFile(p('outbox/kept.md'), 'kept\n');
+    await d.sync('demo/jump');
+    // Past the TTL (1 h) and the default grace period (7 days) at once.
+    await stepClock(8 * DAY);
+    expect(await pass()).toEqual([]);
+    expect(await pass()).toEqual([]);
+    expect(await listed()).toMatchObject({ expired: true });
+    expect(await fs.readFile(p('workspace/notes.txt'), 'utf8')).toBe('scratch, never committed\n');
+    expect(await codeOf(fs.writeFile(p('outbox/late.md'), 'late\n'))).toBe('EROFS');
+    // Expired, in its grace period, and the clock jumps past that too: the grace period starts again.
+    await stepClock(16 * DAY);
+    expect(await pass()).toEqual([]);
+    expect(await pass()).toEqual([]);
+    expect(await listed()).toMatchObject({ expired: true });
+    expect(await fs.readFile(p('workspace/notes.txt'), 'utf8')).toBe('scratch, never committed\n');
+    expect(d.log).toMatch(/the wall clock jumped forward: expired branches keep a full grace period from now/);
   });
 });

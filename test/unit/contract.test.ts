@@ -136,7 +136,7 @@ describe('coverage of the contract', () => {
     'context': ['context', 'demo@draft'],
     'briefing': ['briefing', 'demo', '--max-tokens', '500'],
     'run': ['run', 'demo', '--user', 'nobody', '--intent', 'notes', '--ttl', '2h', '--budget', '50M', '--cwd', 'workspace',
-      '--attempts', '2', '--propose-on-failure', '--', 'true', '--json'],
+      '--attempts', '2', '--env', 'ANTHROPIC_API_KEY', '--propose-on-failure', '--', 'true', '--json'],
     'run list': ['run', 'list', 'demo'],
     'run pick': ['run', 'pick', 'demo', 't0123abcd', 'r0123abcd'],
     'hook session-start': ['hook', 'session-start', 'demo@draft', '--max-tokens', '800'],

@@ -13,13 +13,15 @@ import { parseAttempts, parseSize, resolveProgram, runAccount } from '../run/inp
 export const help = {
   run:
     'usage: nas run <role> [--user NAME] [--intent TEXT] [--ttl 48h] [--budget 50M] [--cwd PATH] [--attempts N]\n' +
-    '              [--propose | --no-propose] [--propose-on-failure] [--json] -- COMMAND [ARG]...\n' +
+    '              [--env NAME[,NAME]]... [--propose | --no-propose] [--propose-on-failure] [--json] -- COMMAND [ARG]...\n' +
     '       nas run list <role>\n       nas run pick <role> <task> <run>\n\n' +
     'Runs COMMAND in its own branch of the Home: a new branch forked from main, a lease for the user on it\n' +
     '(write, propose:main, the TTL and budget), and a private mount namespace in which /agents/<role> is that\n' +
     'branch, writable (main stays at /agents/<role>@main, read-only). The command runs as --user (default: the\n' +
     'user sudo was called by; root only when named), in the Home (or --cwd inside it), with NAS_RUN, NAS_HOME,\n' +
-    'NAS_BRANCH, NAS_LEASE, NAS_SOCKET and NAS_BRIEFING_FILE set. nas run itself needs root (sudo nas run ...).\n\n' +
+    'NAS_BRANCH, NAS_LEASE, NAS_SOCKET and NAS_BRIEFING_FILE set. Of the caller\'s environment only PATH, TERM,\n' +
+    'COLORTERM, NO_COLOR, LANG, LANGUAGE, LC_* and TZ reach it, and the variables named with --env (an API key).\n' +
+    'nas run itself needs root (sudo nas run ...).\n\n' +
     'When the command ends, what it wrote is committed; with --intent the branch is proposed into main (unless\n' +
     '--no-propose; a run ended by a signal only with --propose-on-failure) and the PR\'s state is printed; the\n' +
     'lease is revoked; the branch stays until its TTL. The exit status is the command\'s (128+N for signal N).\n' +
@@ -48,10 +50,20 @@ const asJson = (r: RunView) => ({
   pr: r.pr !== undefined ? { id: r.pr, state: r.pr_state, reasons: r.pr_reasons ?? [] } : null, note: r.note ?? null,
 });
 
-/** The command's environment: the caller's, as the run's user, without any owner credential, plus the run's. */
-function runEnv(account: Account, start: RunStart, role: string, task: string | undefined): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith('NAS_') || k.startsWith('SUDO_')) delete env[k];
+/**
+ * What of the caller's environment reaches the run: where programs are, and how to print (terminal, language,
+ * time zone). nas run is called as root: the rest of its environment (tokens, keys, SSH_AUTH_SOCK, root's own
+ * settings) stays out, unless named with --env.
+ */
+const PASSED_ENV = ['PATH', 'TERM', 'COLORTERM', 'NO_COLOR', 'LANG', 'LANGUAGE', 'TZ'];
+
+/** The command's environment: the allowed part of the caller's (no owner credential), as the run's user, plus the run's. */
+function runEnv(account: Account, start: RunStart, role: string, task: string | undefined, named: string[]): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    const passed = PASSED_ENV.includes(k) || k.startsWith('LC_') || named.includes(k);
+    if (passed && !k.startsWith('NAS_') && !k.startsWith('SUDO_')) env[k] = v;
+  }
   return {
     ...env, HOME: account.home, USER: account.name, LOGNAME: account.name, SHELL: account.shell,
     NAS_RUN: start.id, NAS_HOME: role, NAS_BRANCH: start.branch, NAS_LEASE: start.token, NAS_SOCKET: start.socket,
@@ -67,6 +79,8 @@ interface Plan {
   attempts: number;
   propose: boolean;
   proposeOnFailure: boolean;
+  /** Variables of the caller's environment passed on by name (--env). */
+  env: string[];
 }
 
 /** Everything nas run checks before nasd makes anything. */
@@ -83,12 +97,14 @@ async function plan(args: Args, call: Call): Promise<Plan> {
   const attempts = parseAttempts(args.value('attempts'));
   // Parallel attempts wait for nas run pick; otherwise an intent means the work is meant for main.
   const propose = attempts === 1 && !args.has('no-propose') && (args.has('propose') || args.value('intent') !== undefined);
-  return { role, account, command: [program, ...args.rest.slice(1)], cwd, attempts, propose, proposeOnFailure: args.has('propose-on-failure') };
+  const env = args.list('env').flatMap((names) => names.split(','));
+  for (const name of env) if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Usage(`--env takes variable names (--env ANTHROPIC_API_KEY,HTTPS_PROXY), not ${JSON.stringify(name)}`);
+  return { role, account, command: [program, ...args.rest.slice(1)], cwd, attempts, propose, proposeOnFailure: args.has('propose-on-failure'), env };
 }
 
 /** One run's life from the launcher's side: spawn, attach, wait, finish. */
 async function live(call: Call, p: Plan, start: RunStart, task: string | undefined, mainSocket: string, stop: Set<RunProcess>): Promise<{ view: RunView | null; ended: Ended; error?: string }> {
-  const proc = new RunProcess(start, p.account, p.command, p.cwd, mainSocket, runEnv(p.account, start, p.role, task));
+  const proc = new RunProcess(start, p.account, p.command, p.cwd, mainSocket, runEnv(p.account, start, p.role, task, p.env));
   stop.add(proc);
   const ns = await proc.namespace();
   let attached = false;
@@ -148,7 +164,7 @@ function watchDaemon(start: RunStart, proc: RunProcess): { timer: NodeJS.Timeout
 const runCommand: Command = {
   name: 'run',
   route: 'startRun',
-  flags: ['user', 'intent', 'ttl', 'budget', 'cwd', 'attempts', 'propose', 'no-propose', 'propose-on-failure'],
+  flags: ['user', 'intent', 'ttl', 'budget', 'cwd', 'attempts', 'env', 'propose', 'no-propose', 'propose-on-failure'],
   async run(args, call): Promise<Output> {
     const p = await plan(args, call);
     const budget = args.value('budget');

@@ -7,7 +7,8 @@ import { branchRef } from '../../store/refs.js';
 import type { Trash } from '../../trash/trash.js';
 import { describeUids } from '../../util/accounts.js';
 import { mapLimit } from '../../util/concurrency.js';
-import { hasCode } from '../../util/errors.js';
+import { fsError, hasCode, isDiskFull } from '../../util/errors.js';
+import { nearlyFull } from '../../util/disk.js';
 import { gitModeOf } from '../attr.js';
 import { GitLayer } from '../git-layer.js';
 import type { Handle } from '../view.js';
@@ -48,17 +49,30 @@ export class Committer {
   private closed = false;
 
   constructor(private readonly ctx: CommitterContext, private readonly overlay: Overlay, private readonly deletions: Deletions) {
-    this.flusher = new Flusher(() => this.commitPending(), ctx.windowMs, (err) =>
+    this.flusher = new Flusher(() => this.commitPending().catch((err) => this.explain(err)), ctx.windowMs, (err) =>
       // A file renamed or deleted while its commit was being made is an expected race: the next pass has it.
       hasCode(err, 'ENOENT')
         ? ctx.log.debug({ err, view: ctx.name }, 'a file went away during the commit; retrying')
-        : ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
+        : hasCode(err, 'ENOSPC')
+          ? ctx.log.warn({ view: ctx.name, why: (err as Error).message }, 'commit failed: the disk that holds the state directory is full; changes kept on disk, will retry')
+          : ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
     );
     overlay.ignore.onChange = () => {
       const again = [...this.ignored];
       this.ignored.clear();
       for (const p of again) this.markDirty(p);
     };
+  }
+
+  /**
+   * A commit that failed for want of room says so (ENOSPC to fsync, a clear message to nas sync and propose):
+   * libgit2 reports a full disk without an errno, and sometimes in no words at all.
+   */
+  private async explain(err: unknown): Promise<never> {
+    if (!hasCode(err, 'ENOENT') && (isDiskFull(err) || (await nearlyFull(this.ctx.store.path)))) {
+      throw fsError('ENOSPC', `${this.ctx.name}: no room to commit, the disk that holds the state directory is full; what was written stays on disk and is committed once there is room`);
+    }
+    throw err;
   }
 
   get pendingChanges(): number {
