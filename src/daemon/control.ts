@@ -7,7 +7,8 @@ import { FsError, UserError, isDiskFull } from '../util/errors.js';
 import type { Params, Result, RouteName } from '../api/contract.js';
 import { matchRoute } from '../api/paths.js';
 import { validateBody } from '../api/validate.js';
-import { credentialsOf, type Credentials, type RunCaller } from './auth.js';
+import { credentialsOf } from './auth.js';
+import type { Credentials, RunCaller } from '../api/credentials.js';
 import type { Handlers } from './handlers.js';
 
 /**
@@ -15,7 +16,6 @@ import type { Handlers } from './handlers.js';
  * is matched to a route of the contract, its body validated, and the route's handler answers.
  */
 
-export type { Services } from './handlers.js';
 
 /** Largest request body (imports carry file contents). */
 const MAX_BODY = 8 << 20;

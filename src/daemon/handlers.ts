@@ -1,33 +1,12 @@
 import type { Body, Params, Result, RouteName } from '../api/contract.js';
-import type { Registry } from './registry.js';
-import type { MemoryService } from './memory-service.js';
-import type { LeaseService } from './lease-service.js';
-import type { PrService } from './pr-service.js';
-import type { RunService } from './run-service.js';
-import type { HistoryService } from './history-service.js';
-import type { MaintenanceService } from './maintenance-service.js';
-import type { LifecycleService } from './lifecycle-service.js';
-import type { Replicator } from './replicator.js';
+import type { Workflows } from '../workflows/all.js';
 import type { WebLogins } from './web-sessions.js';
-import { requireOwner, type Credentials } from './auth.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
 
 /**
- * What each route of the control API does: who may (requireOwner, leases.authorize), then the service.
+ * What each route of the control API does: who may (requireOwner, leases.authorize), then the workflow.
  * Bodies arrive validated against the contract; control.ts is the transport around this table.
  */
-
-export interface Services {
-  memory: MemoryService;
-  leases: LeaseService;
-  prs: PrService;
-  runs: RunService;
-  history: HistoryService;
-  maintenance: MaintenanceService;
-  lifecycle: LifecycleService;
-  replicator: Replicator;
-  web: WebLogins;
-  stateDir: string;
-}
 
 export interface Request<K extends RouteName> {
   params: Params<K>;
@@ -40,34 +19,35 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
-export function handlers(reg: Registry, { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, web, stateDir }: Services): Handlers {
+export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Handlers {
+  const { branches, trash, homes, memory, leases, prs, runs, history, maintenance, lifecycle, remotes } = flows;
   const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
   // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
   const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
     if (branch && branch !== 'main') await leases.authorize(role, branch, 'write', c, `${action} in ${role}/${branch}`);
   };
   return {
-    status: () => reg.status(),
+    status: () => homes.status(),
 
-    listHomes: () => reg.listHomes(),
-    createHome: ({ body: b, creds }) => (owner(creds, 'creating a Home'), reg.createHome(b.role, b.template, b.owner ?? 'root')),
+    listHomes: () => homes.listHomes(),
+    createHome: ({ body: b, creds }) => (owner(creds, 'creating a Home'), homes.createHome(b.role, b.template, b.owner ?? 'root')),
 
-    listBranches: ({ params }) => reg.listBranches(params.role),
+    listBranches: ({ params }) => branches.listBranches(params.role),
     createBranch: ({ params, body: b, creds }) =>
-      (owner(creds, 'creating a branch'), reg.createBranch(params.role, b.branch, { from: b.from, ttl: b.ttl, run: b.run })),
+      (owner(creds, 'creating a branch'), branches.createBranch(params.role, b.branch, { from: b.from, ttl: b.ttl, run: b.run })),
     discardBranch: async ({ params: { role, branch }, creds }) => {
       await leases.authorize(role, branch, 'write', creds, `discarding ${role}/${branch}`);
-      const result = await reg.discardBranch(role, branch);
+      const result = await branches.discardBranch(role, branch);
       return { ...result, revokedLeases: await leases.revokeBranch(role, branch) };
     },
     extendBranch: ({ params: { role, branch }, body, creds }) =>
-      (owner(creds, 'extending a branch'), reg.extendBranch(role, branch, body.ttl)),
-    sync: ({ params, body }) => reg.sync(params.role, body.branch),
+      (owner(creds, 'extending a branch'), branches.extendBranch(role, branch, body.ttl)),
+    sync: ({ params, body }) => branches.sync(params.role, body.branch),
 
-    listTrash: ({ params }) => reg.trashList(params.role),
+    listTrash: ({ params }) => trash.trashList(params.role),
     restoreTrash: async ({ params: { role }, body, creds }) => {
-      await writer(role, await reg.trashTarget(role, body), creds, 'restoring from the recycle area');
-      return reg.trashRestore(role, body);
+      await writer(role, await trash.trashTarget(role, body), creds, 'restoring from the recycle area');
+      return trash.trashRestore(role, body);
     },
 
     purgeTrash: ({ params, body, creds }) => maintenance.purgeTrash(params.role, body.olderThan, creds),
@@ -114,13 +94,13 @@ export function handlers(reg: Registry, { memory, leases, prs, runs, history, ma
     log: ({ params, body, creds }) => history.log(params.role, body, creds),
     diff: ({ params, body, creds }) => history.diff(params.role, body, creds),
     maintenance: ({ body, creds }) => maintenance.run(body.role, creds),
-    exportHome: ({ params, body, creds }) => (owner(creds, 'exporting a Home'), reg.exportHome(params.role, body.file)),
-    addRemote: ({ params, body, creds }) => replicator.add(params.role, body.url, creds),
-    listRemotes: ({ params }) => replicator.list(params.role),
-    removeRemote: ({ params, body, creds }) => replicator.remove(params.role, body.url, creds),
+    exportHome: ({ params, body, creds }) => (owner(creds, 'exporting a Home'), homes.exportHome(params.role, body.file)),
+    addRemote: ({ params, body, creds }) => remotes.add(params.role, body.url, creds),
+    listRemotes: ({ params }) => remotes.list(params.role),
+    removeRemote: ({ params, body, creds }) => remotes.remove(params.role, body.url, creds),
     archiveHome: ({ params, creds }) => lifecycle.archive(params.role, creds),
     unarchiveHome: ({ params, creds }) => lifecycle.unarchive(params.role, creds),
     retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),
-    importHome: ({ body, creds }) => (owner(creds, 'importing a Home'), reg.importHome(body.file, body.as)),
+    importHome: ({ body, creds }) => (owner(creds, 'importing a Home'), homes.importHome(body.file, body.as)),
   };
 }

@@ -2,25 +2,18 @@ import os from 'node:os';
 import { pino } from 'pino';
 import { UserError } from '../util/errors.js';
 import { loadConfig, USAGE } from './config.js';
-import { Registry } from './registry.js';
+import { HomeSet } from '../homes/home-set.js';
+import { MountTable } from '../homes/mount-table.js';
+import { openWorkflows } from '../workflows/all.js';
 import { preflight, mountFuse, fuseMountedAt, type FuseMount } from '../fuse-ops/mount.js';
 import path from 'node:path';
 import { RunSockets, serveControl } from './control.js';
-import { Readers } from './readers.js';
 import { handlers } from './handlers.js';
 import { WebLogins } from './web-sessions.js';
 import { serveWeb } from './web-server.js';
-import { RunService } from './run-service.js';
-import { HistoryService } from './history-service.js';
-import { MaintenanceService } from './maintenance-service.js';
-import { LifecycleService } from './lifecycle-service.js';
-import { Replicator } from './replicator.js';
 import { fuseOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
 import { loadOwnerToken } from './auth.js';
-import { LeaseService } from './lease-service.js';
-import { MemoryService } from './memory-service.js';
-import { PrService } from './pr-service.js';
 import { watchMainRefs } from './ref-watcher.js';
 import { ScratchBinds } from '../fuse-ops/scratch-binds.js';
 import { countTokens } from '../memory/tokens.js';
@@ -50,7 +43,7 @@ async function main(): Promise<void> {
   const config = await loadConfig(argv);
   const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() } });
   const binds = new ScratchBinds(log);
-  const registry = new Registry({
+  const homes = new HomeSet({
     stateDir: config.state_dir,
     mount: config.mount,
     identity: config.identity,
@@ -63,32 +56,24 @@ async function main(): Promise<void> {
   });
   const openFiles = new OpenFiles(await openFileLimits(config, log), log);
   await preflight(config.mount, log);
-  await registry.ensureStateDir();
+  await homes.ensureStateDir();
   if (config.demo && !(await Home.list(config.state_dir)).includes('demo')) {
     await Home.create(config.state_dir, 'demo', { owner: 'root', identity: config.identity });
     log.info('created the demo Home');
   }
-  await registry.load();
+  await homes.load();
   const ownerToken = await loadOwnerToken(config.state_dir);
-  const leases = new LeaseService(registry, config.state_dir, log);
-  await leases.applyAll();
-  const readers = new Readers(registry, leases);
-  const memory = new MemoryService(registry, readers, config.state_dir);
-  const prs = new PrService(registry, leases, readers, config.state_dir);
   const runSockets = new RunSockets();
-  const runs = new RunService(registry, leases, prs, memory, runSockets, path.join(path.dirname(config.socket), 'runs'), config.state_dir, log);
+  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), runSockets, log });
+  const { leases, runs, maintenance, remotes } = flows;
+  await leases.applyAll();
   await runs.recover();
-  const maintenance = new MaintenanceService(registry, leases, prs, config.state_dir, log);
-  const history = new HistoryService(registry, leases, prs, readers, config.state_dir);
-  const lifecycle = new LifecycleService(registry, leases, prs, config.state_dir);
-  const replicator = new Replicator(registry, config.state_dir, log);
   const web = new WebLogins(config.state_dir);
-  const services = { memory, leases, prs, runs, history, maintenance, lifecycle, replicator, web, stateDir: config.state_dir };
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
-  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(registry, log, () => fuse?.context() ?? null, openFiles), log));
-  await binds.start(registry.allScratchBinds());
-  const table = handlers(registry, services);
+  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(new MountTable(homes), log, () => fuse?.context() ?? null, openFiles), log));
+  await binds.start(homes.allScratchBinds());
+  const table = handlers(flows, web, config.state_dir);
   const server = await serveControl(config.socket, table, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
     await binds.stop();
     await mount.unmount();
@@ -106,14 +91,14 @@ async function main(): Promise<void> {
 
   // Follow main at once when it moves outside a view (a merge, an operator's push); the tick lets lease
   // expiry take effect without a request, and re-reads main in case a change escaped the watcher.
-  const refresh = () => registry.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
+  const refresh = () => homes.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
   const refs = watchMainRefs(config.state_dir, refresh, log);
   const follow = setInterval(() => {
     refresh();
     void leases.applyAll();
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
     void maintenance.expireBranches();
-    void replicator.tick();
+    void remotes.tick();
     // `umount` (or fusermount -u) from outside ends the service: commit what is pending and go.
     void fuseMountedAt(config.mount).then((mounted) => {
       if (!mounted && !stopping) {
@@ -138,7 +123,7 @@ async function main(): Promise<void> {
     webServer?.closeAllConnections();
     await runs.close();
     await binds.stop();
-    await registry.close();
+    await homes.close();
     if (await fuseMountedAt(config.mount)) await mount.unmount();
     log.info('stopped');
     process.exit(0);

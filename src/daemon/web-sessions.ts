@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { UserError } from '../util/errors.js';
 import type { WebLogin } from '../api/types.js';
-import { requireOwner, type Credentials } from './auth.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
 
 /** How long a login link works, and how long a session lasts. */
 const LINK_MS = 5 * 60_000;

@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { ROUTES, ROUTE_NAMES, type RouteName } from '../../src/api/contract.js';
 import { fillPath, matchRoute } from '../../src/api/paths.js';
 import { validateBody } from '../../src/api/validate.js';
-import { handlers, type Services } from '../../src/daemon/handlers.js';
-import type { Registry } from '../../src/daemon/registry.js';
+import { handlers } from '../../src/daemon/handlers.js';
+import type { Workflows } from '../../src/workflows/all.js';
+import type { WebLogins } from '../../src/daemon/web-sessions.js';
 import { COMMANDS } from '../../src/cli/commands/index.js';
 import { parse } from '../../src/cli/args.js';
 import { UserError } from '../../src/util/errors.js';
@@ -77,8 +78,7 @@ describe('routing', () => {
 
 describe('coverage of the contract', () => {
   it('has a handler for every route, and no handler without one', () => {
-    const services = { memory: {}, leases: {}, prs: {}, stateDir: '/nonexistent' } as unknown as Services;
-    expect(Object.keys(handlers({} as Registry, services)).sort()).toEqual([...ROUTE_NAMES].sort());
+    expect(Object.keys(handlers({} as Workflows, {} as WebLogins, '/nonexistent')).sort()).toEqual([...ROUTE_NAMES].sort());
   });
 
   /** Routes no nas command calls as its own, and why. */

@@ -8,9 +8,9 @@ import path from 'node:path';
  */
 const RANK: Record<string, number> = {
   util: 0, store: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4, run: 4,
-  merge: 5, 'fuse-ops': 6, api: 6, daemon: 7, cli: 8,
+  merge: 5, homes: 6, 'fuse-ops': 7, api: 7, workflows: 8, daemon: 9, cli: 10,
   // The web page's browser files (served by nasd, no TypeScript): above everything, importing nothing.
-  web: 9,
+  web: 11,
 };
 const SRC = path.resolve(import.meta.dirname, '../../src');
 
@@ -26,6 +26,19 @@ describe('module layers', () => {
   it('knows the rank of every folder under src/', () => {
     const folders = fs.readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
     expect(folders.filter((f) => !(f in RANK))).toEqual([]);
+  });
+
+  it('keeps git out of the daemon: src/daemon imports nothing from src/store (the workflows and homes do)', () => {
+    const bad = sources(path.join(SRC, 'daemon')).flatMap((file) =>
+      [...fs.readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)]
+        .filter((m) => folderOf(path.resolve(path.dirname(file), m[1])) === 'store')
+        .map((m) => `${path.relative(SRC, file)} -> ${m[1]}`));
+    expect(bad).toEqual([]);
+  });
+
+  it('keeps every source file at 450 lines or fewer', () => {
+    const long = sources(SRC).map((f) => [path.relative(SRC, f), fs.readFileSync(f, 'utf8').split('\n').length - 1] as const).filter(([, n]) => n > 450);
+    expect(long).toEqual([]);
   });
 
   it('has no import that runs up or sideways between folders', () => {

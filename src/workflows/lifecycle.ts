@@ -4,10 +4,12 @@ import { treeFiles } from '../memory/files.js';
 import { parseNote, setField } from '../memory/note.js';
 import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR } from '../memory/layout.js';
 import type { HomeSummary, Retired } from '../api/types.js';
-import { requireOwner, type Credentials } from './auth.js';
-import type { LeaseService } from './lease-service.js';
-import type { PrService } from './pr-service.js';
-import type { Registry } from './registry.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { LeaseService } from './leases.js';
+import type { PrService } from './prs.js';
+import type { HomeSet } from '../homes/home-set.js';
+import type { Branches } from './branches.js';
+import type { Homes } from './homes.js';
 
 /**
  * The end of a Home's working life, all owner actions: archive (unmounted, kept) and unarchive, and retire
@@ -15,34 +17,36 @@ import type { Registry } from './registry.js';
  */
 export class LifecycleService {
   constructor(
-    private readonly reg: Registry,
+    private readonly homes: HomeSet,
+    private readonly homeFlows: Homes,
+    private readonly branches: Branches,
     private readonly leases: LeaseService,
     private readonly prs: PrService,
     private readonly stateDir: string,
   ) {}
 
   private refuseWhileRunning(role: string, action: string): void {
-    const runs = this.reg.runs.all().filter((r) => r.role === role);
+    const runs = this.homes.runs.all().filter((r) => r.role === role);
     if (runs.length > 0) throw new UserError(`Home ${role} has run(s) in flight (${runs.map((r) => r.id).join(', ')}): wait for them before ${action}`, 409);
   }
 
   /** Every lease of the Home ends (its branches keep their work). */
   private async endLeases(role: string): Promise<void> {
-    for (const branch of this.reg.branchNames(role)) await this.leases.revokeBranch(role, branch);
+    for (const branch of this.homes.branchNames(role)) await this.leases.revokeBranch(role, branch);
     await this.leases.apply(role);
   }
 
   async archive(role: string, creds: Credentials): Promise<HomeSummary> {
     requireOwner(creds, 'archiving a Home', this.stateDir);
-    this.reg.homeOf(role);
+    this.homes.homeOf(role);
     this.refuseWhileRunning(role, 'archiving it');
     await this.endLeases(role);
-    return this.reg.archiveHome(role);
+    return this.homeFlows.archiveHome(role);
   }
 
   unarchive(role: string, creds: Credentials): Promise<HomeSummary> {
     requireOwner(creds, 'unarchiving a Home', this.stateDir);
-    return this.reg.unarchiveHome(role);
+    return this.homeFlows.unarchiveHome(role);
   }
 
   /**
@@ -55,9 +59,9 @@ export class LifecycleService {
     requireOwner(creds, 'retiring a Home', this.stateDir);
     validateRole(successor);
     if (successor === role) throw new UserError('a Home cannot succeed itself: name another Home with --successor');
-    const from = await this.reg.snapshot(role);
-    this.reg.homeOf(successor);
-    const state = this.reg.listHomes().find((h) => h.role === role)?.state;
+    const from = await this.homes.snapshot(role);
+    this.homes.homeOf(successor);
+    const state = this.homeFlows.listHomes().find((h) => h.role === role)?.state;
     if (state === 'retired') throw new UserError(`Home ${role} is retired already`, 409);
     this.refuseWhileRunning(role, 'retiring it');
     const store = from.home.store;
@@ -76,8 +80,8 @@ export class LifecycleService {
     let pr: number | undefined;
     if (files.length > 0) {
       const branch = `from-${role}-${Date.now().toString(36)}`;
-      await this.reg.createBranch(successor, branch, { ttl: '7d' });
-      const view = this.reg.branchView(successor, branch);
+      await this.branches.createBranch(successor, branch, { ttl: '7d' });
+      const view = this.homes.branchView(successor, branch);
       for (const f of files) await view.writeFile(f.path, f.content, null);
       await view.sync();
       pr = (await this.prs.propose(successor, branch, { intent: `successor of ${role}: its reviewed notes and skills, quarantined for review` }, creds)).id;
@@ -85,8 +89,8 @@ export class LifecycleService {
     await this.endLeases(role);
     const at = new Date().toISOString();
     const by = from.config.role.owner ?? 'owner';
-    await this.reg.setLifecycle(role, { retired: { successor, at, by, ...(pr !== undefined ? { pr } : {}) } }, `retire: successor ${successor}`);
-    await this.reg.setLifecycle(successor, { predecessor: { role, at } }, `succeeds ${role}`);
+    await this.homes.setLifecycle(role, { retired: { successor, at, by, ...(pr !== undefined ? { pr } : {}) } }, `retire: successor ${successor}`);
+    await this.homes.setLifecycle(successor, { predecessor: { role, at } }, `succeeds ${role}`);
     return { role, successor, handedOver: files.map((f) => f.path), ...(pr !== undefined ? { pr } : {}) };
   }
 }

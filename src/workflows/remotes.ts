@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
 import type { RemoteView } from '../api/types.js';
-import { requireOwner, type Credentials } from './auth.js';
-import type { Registry } from './registry.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { HomeSet } from '../homes/home-set.js';
 
 /** The remotes nasd hands to git: a `<helper>::<address>` URL, or another scheme, would run a remote helper as root. */
 const REMOTE_URL = /^(?:(?:https|ssh|git|file):\/\/[^-]|\/)/;
@@ -20,11 +20,11 @@ export class Replicator {
   /** Each Home's remotes (name -> URL), read from its Store's git config once: add and remove are the only writers. */
   private readonly remotes = new Map<string, Map<string, string>>();
 
-  constructor(private readonly reg: Registry, private readonly stateDir: string, private readonly log: Logger) {}
+  constructor(private readonly homes: HomeSet, private readonly stateDir: string, private readonly log: Logger) {}
 
   private async mirrorsOf(role: string): Promise<Map<string, string>> {
     let known = this.remotes.get(role);
-    if (!known) this.remotes.set(role, (known = await this.reg.homeOf(role).store.mirrors()));
+    if (!known) this.remotes.set(role, (known = await this.homes.homeOf(role).store.mirrors()));
     return known;
   }
 
@@ -35,7 +35,7 @@ export class Replicator {
       throw new UserError(`remote ${JSON.stringify(url).slice(0, 80)}: give an https://, ssh://, git:// or file:// URL, or an absolute path ` +
         '(git runs a program for any other kind, such as <helper>::<address>, and nasd runs git as root)');
     }
-    const store = this.reg.homeOf(role).store;
+    const store = this.homes.homeOf(role).store;
     const mirrors = await this.mirrorsOf(role);
     if ([...mirrors.values()].includes(url)) throw new UserError(`Home ${role} mirrors to ${url} already`, 409);
     let held: number;
@@ -75,7 +75,7 @@ export class Replicator {
     const mirrors = await this.mirrorsOf(role);
     const found = [...mirrors].find(([, u]) => u === url);
     if (!found) throw new UserError(`Home ${role} has no remote ${url}; see nas remote list ${role}`, 404);
-    await this.reg.homeOf(role).store.removeMirror(found[0]);
+    await this.homes.homeOf(role).store.removeMirror(found[0]);
     mirrors.delete(found[0]);
     this.status.delete(`${role} ${found[0]}`);
     return { role, name: found[0], url };
@@ -86,10 +86,10 @@ export class Replicator {
     if (this.busy) return;
     this.busy = true;
     try {
-      for (const role of this.reg.roles()) {
+      for (const role of this.homes.roles()) {
         const mirrors = await this.mirrorsOf(role);
         if (mirrors.size === 0) continue;
-        const store = this.reg.homeOf(role).store;
+        const store = this.homes.homeOf(role).store;
         const refs = JSON.stringify([...(await store.listRefs('refs/'))]);
         if (this.mirrored.get(role) === refs) continue;
         let all = true;

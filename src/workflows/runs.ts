@@ -8,12 +8,16 @@ import { lookupAccount, type Account } from '../util/accounts.js';
 import { newRunId, newTaskId, runBranch, RunStore, type RunRecord } from '../run/run-store.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PickResult, RunStart, RunStarted, RunView } from '../api/types.js';
-import { requireOwner, type Credentials } from './auth.js';
-import type { LeaseService } from './lease-service.js';
-import type { MemoryService } from './memory-service.js';
-import type { PrService } from './pr-service.js';
-import type { Registry } from './registry.js';
-import type { RunSockets } from './control.js';
+import { requireOwner, type Credentials, type RunCaller } from '../api/credentials.js';
+import type { LeaseService } from './leases.js';
+import type { MemoryService } from './memory.js';
+import type { PrService } from './prs.js';
+import type { HomeSet } from '../homes/home-set.js';
+import type { Branches } from './branches.js';
+/** Opens a run's own control socket (the daemon's transport): owned by the run's user, closed when it ends. */
+export interface RunSockets {
+  open(socket: string, run: RunCaller): Promise<{ close(): Promise<void> }>;
+}
 import { startTimeOf } from '../util/pid-namespace.js';
 import { Beneath } from '../util/beneath.js';
 
@@ -55,7 +59,8 @@ export class RunService {
   private readonly unreleased = new Set<string>();
 
   constructor(
-    private readonly reg: Registry,
+    private readonly homes: HomeSet,
+    private readonly branches: Branches,
     private readonly leases: LeaseService,
     private readonly prs: PrService,
     private readonly memory: MemoryService,
@@ -72,7 +77,7 @@ export class RunService {
   private readonly runsTree: Beneath;
 
   private store(role: string): RunStore {
-    const home = this.reg.homeOf(role);
+    const home = this.homes.homeOf(role);
     return new RunStore(home.store, home.identity);
   }
 
@@ -84,7 +89,7 @@ export class RunService {
 
   /** Everything is checked before anything is made: a refused run leaves nothing behind. */
   private async validate(role: string, r: RunRequest): Promise<{ account: Account; ttl: string; attempts: number; cwd: string }> {
-    const config = (await this.reg.snapshot(role)).config;
+    const config = (await this.homes.snapshot(role)).config;
     const account = await lookupAccount(r.user);
     if (!account) throw new UserError(`no local user "${r.user}" (see /etc/passwd); create it with useradd, or name another with --user`);
     if (!r.command?.length || !r.command[0]) throw new UserError('name the command to run after --, e.g. nas run demo -- ./agent.sh');
@@ -95,7 +100,7 @@ export class RunService {
     parseDuration(ttl);
     const cwd = r.cwd ? validateRelPath(r.cwd) : '';
     // Checked on main (where the run forks from), as the view shows it: scratch roots such as workspace/ count.
-    const where = cwd ? await this.reg.view(role)?.getattr(cwd).catch(() => null) : null;
+    const where = cwd ? await this.homes.mounted(role).main.getattr(cwd).catch(() => null) : null;
     if (cwd && !(where && (where.mode & fsConstants.S_IFMT) === fsConstants.S_IFDIR)) {
       throw new UserError(`--cwd ${cwd}: no such directory in Home ${role}`);
     }
@@ -105,7 +110,7 @@ export class RunService {
   async start(role: string, r: RunRequest, creds: Credentials): Promise<RunStarted> {
     requireOwner(creds, 'starting a run', this.stateDir);
     const { account, ttl, attempts, cwd } = await this.validate(role, r);
-    const fork = await this.reg.homeOf(role).mainHead();
+    const fork = await this.homes.homeOf(role).mainHead();
     const task = attempts > 1 ? newTaskId() : undefined;
     const runs: RunStart[] = [];
     try {
@@ -123,7 +128,7 @@ export class RunService {
   ): Promise<RunStart> {
     const id = newRunId();
     const branch = runBranch(id);
-    const created = await this.reg.createBranch(role, branch, { at: r.fork, ttl: r.ttl, run: id });
+    const created = await this.branches.createBranch(role, branch, { at: r.fork, ttl: r.ttl, run: id });
     try {
       const { account } = r;
       const dir = `${this.runsDir}/${id}`;
@@ -154,7 +159,7 @@ export class RunService {
       await this.store(role).write(record, `run ${id}: ${account.name} on ${branch}`);
       const pid = r.launcher ?? 0;
       if (pid > 0) this.launchers.set(id, { role, pid, start: startTimeOf(pid) ?? '' });
-      const root = this.reg.mountRoot;
+      const root = this.homes.mountRoot;
       return {
         id, branch, view: created.view, viewPath: `${root}/${created.view}`, homePath: `${root}/${role}`,
         lease: issued.lease.id, token: issued.token, socket, briefing, store: this.stateDir, uid: account.uid, gid: account.gid,
@@ -178,7 +183,7 @@ export class RunService {
 
   /** What a live run holds in nasd: its place in the tracker, its launcher's watch, its socket and files. */
   private async release(id: string): Promise<void> {
-    this.reg.runs.remove(id);
+    this.homes.runs.remove(id);
     this.launchers.delete(id);
     await this.sockets.get(id)?.close();
     this.sockets.delete(id);
@@ -202,7 +207,7 @@ export class RunService {
   /** A branch that never held a run's work: its leases revoked, the branch removed (nothing to recycle). */
   private async dropBranch(role: string, branch: string): Promise<void> {
     await this.leases.revokeBranch(role, branch);
-    if (this.reg.branchNames(role).includes(branch)) await this.reg.discardBranch(role, branch);
+    if (this.homes.branchNames(role).includes(branch)) await this.branches.discardBranch(role, branch);
     await this.leases.apply(role);
   }
 
@@ -212,7 +217,7 @@ export class RunService {
     const run = await this.need(role, id);
     if (run.state !== 'running') throw new UserError(`run ${id} is ${run.state}; it cannot be attached`, 409);
     if (!/^pid:\[\d+\]$/.test(body.ns)) throw new UserError('ns must read like /proc/<pid>/ns/pid: pid:[<inode>]');
-    this.reg.runs.add({ id, role, branch: run.branch, ns: body.ns });
+    this.homes.runs.add({ id, role, branch: run.branch, ns: body.ns });
     return run;
   }
 
@@ -238,7 +243,7 @@ export class RunService {
     if (end.signal) run.signal = end.signal;
     let pr: PullRequest | undefined;
     try {
-      await this.reg.sync(role, run.branch);
+      await this.branches.sync(role, run.branch);
       if (run.state === 'interrupted') {
         run.note ??= 'nasd restarted while the run was in flight: its mount was lost; the work committed before is on its branch, not proposed';
       } else {
@@ -294,7 +299,7 @@ export class RunService {
     const discarded: string[] = [];
     for (const other of attempts.filter((r) => r !== chosen && r.state !== 'failed-to-start' && !r.picked)) {
       if (other.state === 'running') continue;
-      await this.reg.discardBranch(role, other.branch).catch((err) => {
+      await this.branches.discardBranch(role, other.branch).catch((err) => {
         if (!(err instanceof UserError)) throw err;
       });
       await this.leases.revokeBranch(role, other.branch);
@@ -321,7 +326,7 @@ export class RunService {
     }
     // What the last nasd left: each run's directory goes, one that cannot is retried on the periodic pass.
     for (const id of await fs.readdir(this.runsDir)) await this.cleanUp(id);
-    for (const role of this.reg.roles()) {
+    for (const role of this.homes.roles()) {
       for (const run of (await this.store(role).list()).filter((r) => r.state === 'running')) {
         run.state = 'interrupted';
         run.note = 'nasd restarted while the run was in flight: its mount was lost; the work committed before is on its branch, not proposed';
@@ -358,8 +363,8 @@ export class RunService {
     for (const id of [...this.unreleased]) await this.cleanUp(id);
     for (const [id, launcher] of this.launchers) {
       if (startTimeOf(launcher.pid) === launcher.start) continue;
-      const active = this.reg.runs.all().find((r) => r.id === id);
-      for (const pid of active ? this.reg.runs.members(active) : []) {
+      const active = this.homes.runs.all().find((r) => r.id === id);
+      for (const pid of active ? this.homes.runs.members(active) : []) {
         try {
           process.kill(pid, 'SIGKILL');
         } catch {

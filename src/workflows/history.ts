@@ -4,16 +4,17 @@ import { validateBranch, validateRelPath } from '../util/names.js';
 import { Checkpoints, type Checkpoint } from '../home/checkpoints.js';
 import { itemsFromGit, kindOfMode } from '../trash/trash.js';
 import type { DiffReport, LogEntry, Restored } from '../api/types.js';
-import { requireOwner, type Credentials } from './auth.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
 import { mapLimit } from '../util/concurrency.js';
-import type { LeaseService } from './lease-service.js';
-import type { PrService } from './pr-service.js';
+import type { LeaseService } from './leases.js';
+import type { PrService } from './prs.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import { parseCheckDefinitions } from '../merge/checks.js';
 import { readHomeConfig } from '../config/home-config.js';
 import { MODE, type Entry } from '../store/store.js';
 import { metaPath } from '../store/file-meta.js';
-import type { Registry } from './registry.js';
+import type { HomeSet } from '../homes/home-set.js';
+import type { Branches } from './branches.js';
 import type { Readers } from './readers.js';
 import { shownDiff } from '../merge/shown-diff.js';
 import { checkRestore, isAppendOnly } from '../policy/policy.js';
@@ -24,7 +25,8 @@ const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.ya
 /** Checkpoints, restore, log, diff and .nas/ changes through the control API: who may, then the Home and its views. */
 export class HistoryService {
   constructor(
-    private readonly reg: Registry,
+    private readonly homes: HomeSet,
+    private readonly branches: Branches,
     private readonly leases: LeaseService,
     private readonly prs: PrService,
     private readonly readers: Readers,
@@ -32,7 +34,7 @@ export class HistoryService {
   ) {}
 
   private checkpoints(role: string): Checkpoints {
-    const home = this.reg.homeOf(role);
+    const home = this.homes.homeOf(role);
     return new Checkpoints(home.store, home.identity);
   }
 
@@ -42,11 +44,11 @@ export class HistoryService {
     let by: string;
     if (branch === 'main') {
       requireOwner(creds, 'a checkpoint of main', this.stateDir);
-      by = (await this.reg.snapshot(role)).config.role.owner ?? 'owner';
+      by = (await this.homes.snapshot(role)).config.role.owner ?? 'owner';
     } else by = (await this.leases.authorize(role, branch, 'write', creds, `a checkpoint of ${role}/${branch}`)).principal;
-    const snap = await this.reg.snapshot(role, branch);
+    const snap = await this.homes.snapshot(role, branch);
     const checkpoint = await this.checkpoints(role).create({ name: b.name, commit: snap.commit, branch, by, ...(b.message ? { message: b.message } : {}) });
-    await this.reg.showCheckpoint(role, checkpoint.name, checkpoint.commit);
+    await this.homes.showCheckpoint(role, checkpoint.name, checkpoint.commit);
     return checkpoint;
   }
 
@@ -57,14 +59,14 @@ export class HistoryService {
   async delete(role: string, name: string, creds: Credentials): Promise<Checkpoint> {
     requireOwner(creds, 'deleting a checkpoint', this.stateDir);
     const checkpoint = await this.checkpoints(role).delete(name);
-    await this.reg.showCheckpoint(role, name, null);
+    await this.homes.showCheckpoint(role, name, null);
     return checkpoint;
   }
 
   /** A checkpoint's name or a commit id, as a commit of this Home. */
   private async commitOf(role: string, spec: string): Promise<string> {
     const checkpoint = /^[0-9a-f]{4,40}$/i.test(spec) ? undefined : await this.checkpoints(role).get(spec);
-    const commit = checkpoint?.commit ?? (await this.reg.homeOf(role).store.findCommit(spec));
+    const commit = checkpoint?.commit ?? (await this.homes.homeOf(role).store.findCommit(spec));
     if (!commit) throw new UserError(`no checkpoint or commit "${spec}" in Home ${role}; see nas checkpoint list ${role} or nas log ${role}`, 404);
     return commit;
   }
@@ -78,9 +80,9 @@ export class HistoryService {
     const path = b.path ? validateRelPath(b.path) : undefined;
     const limit = b.limit ?? 50;
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UserError('--limit must be a whole number from 1 to 10000');
-    const snap = await this.reg.snapshot(role, b.branch);
+    const snap = await this.homes.snapshot(role, b.branch);
     const store = snap.home.store;
-    const mayRead = path ? this.readers.mayRead(await this.readers.of(role, creds), store, this.reg.viewOwner(role, b.branch)) : undefined;
+    const mayRead = path ? this.readers.mayRead(await this.readers.of(role, creds), store, this.homes.viewOwner(role, b.branch)) : undefined;
     const out: LogEntry[] = [];
     for (let c: string | undefined = snap.commit, seen = 0; c && out.length < limit && seen < 100_000; seen++) {
       const commit = await store.readCommit(c);
@@ -101,7 +103,7 @@ export class HistoryService {
 
   /** Whether a commit changed a path (a file or a directory, its metadata records included): two lookups a side. */
   private async touches(role: string, tree: string, parent: string | undefined, path: string): Promise<boolean> {
-    const store = this.reg.homeOf(role).store;
+    const store = this.homes.homeOf(role).store;
     const before = parent ? (await store.readCommit(parent)).tree : null;
     for (const p of [path, metaPath(path)]) {
       const [a, b] = await Promise.all([before ? store.lookupPath(before, p) : null, store.lookupPath(tree, p)]);
@@ -113,7 +115,7 @@ export class HistoryService {
   /** The patch between two states (checkpoints or commits; by default a branch's fork point and its head, or main's last change). */
   async diff(role: string, b: { branch?: string; from?: string; to?: string; path?: string }, creds: Credentials): Promise<DiffReport> {
     const path = b.path ? validateRelPath(b.path) : undefined;
-    const snap = await this.reg.snapshot(role, b.branch);
+    const snap = await this.homes.snapshot(role, b.branch);
     const store = snap.home.store;
     const to = b.to ? await this.commitOf(role, b.to) : snap.commit;
     const from = b.from ? await this.commitOf(role, b.from)
@@ -121,7 +123,7 @@ export class HistoryService {
     const [a, z] = await Promise.all([from, to].map(async (c) => (await store.readCommit(c)).tree));
     // What the caller could not read through the mount is named, not shown; what it is shown, it has read.
     const who = await this.readers.of(role, creds);
-    const shown = await shownDiff(store, a, z, { under: path, mayRead: this.readers.mayRead(who, store, this.reg.viewOwner(role, b.branch)) });
+    const shown = await shownDiff(store, a, z, { under: path, mayRead: this.readers.mayRead(who, store, this.homes.viewOwner(role, b.branch)) });
     await this.readers.record(who, shown.shown);
     return { view: snap.name, from, to, changes: shown.files.map((c) => ({ path: c.path, status: c.status })), patch: shown.patch, withheld: shown.withheld };
   }
@@ -135,7 +137,7 @@ export class HistoryService {
     requireOwner(creds, 'changing .nas/', this.stateDir);
     const file = validateRelPath(b.file);
     if (!CONFIG_FILES.includes(file)) throw new UserError(`${file} is not a Home metadata file; one of: ${CONFIG_FILES.join(', ')}`);
-    const snap = await this.reg.snapshot(role);
+    const snap = await this.homes.snapshot(role);
     const store = snap.home.store;
     const mainTree = (await store.readCommit(snap.commit)).tree;
     const problems = file === '.nas/checks.yaml'
@@ -151,7 +153,7 @@ export class HistoryService {
     if (tree === mainTree) throw new UserError(`${file} on main already reads so; nothing was proposed`, 409);
     const commit = await store.writeCommit({ tree, parents: [snap.commit], message: `Change ${file}\n\nNas-Principal: ${owner}\n`, author: { name: owner, email: `${owner}@agent-nas` } });
     const branch = `nas-config-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 14)}-${commit.slice(0, 6)}`;
-    await this.reg.createBranch(role, branch, { at: commit, ttl: '7d' });
+    await this.branches.createBranch(role, branch, { at: commit, ttl: '7d' });
     return this.prs.propose(role, branch, { intent: b.intent ?? `change ${file}` }, creds);
   }
 
@@ -168,9 +170,9 @@ export class HistoryService {
     await this.leases.authorize(role, branch, 'write', creds, `restoring into ${role}/${branch}`);
     const who = await this.readers.of(role, creds);
     const paths = (b.paths ?? []).map(validateRelPath);
-    const store = this.reg.homeOf(role).store;
+    const store = this.homes.homeOf(role).store;
     const commit = await this.commitOf(role, b.from);
-    const snap = await this.reg.snapshot(role, branch);
+    const snap = await this.homes.snapshot(role, branch);
     const view = snap.view!;
     const [now, then] = await Promise.all([snap.commit, commit].map(async (c) => (await store.readCommit(c)).tree));
     const under = (p: string) => paths.length === 0 || paths.some((q) => p === q || p.startsWith(`${q}/`));
@@ -202,7 +204,7 @@ export class HistoryService {
       }
     });
     for (const list of [out.restored, out.removed]) list.sort();
-    const home = this.reg.homeOf(role);
+    const home = this.homes.homeOf(role);
     if (replaced.length > 0) await home.trash.add(await itemsFromGit(store, replaced, branch, view.run));
     await view.sync();
     out.head = view.head;

@@ -6,23 +6,23 @@ import type { PrStats } from '../merge/propose.js';
 import type { Decision, PrDetail, PrFile, PrSummary } from '../api/types.js';
 import { MODE } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
-import { requireOwner, type Credentials } from './auth.js';
-import type { LeaseService } from './lease-service.js';
-import type { Registry } from './registry.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { LeaseService } from './leases.js';
+import type { HomeSet } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
 import { octal, shownDiff } from '../merge/shown-diff.js';
 
 /** Agent PRs through the control API: who may do what, then the workflow in src/merge/propose.ts. */
 export class PrService {
-  constructor(private readonly reg: Registry, private readonly leases: LeaseService, private readonly readers: Readers, private readonly stateDir: string) {}
+  constructor(private readonly homes: HomeSet, private readonly leases: LeaseService, private readonly readers: Readers, private readonly stateDir: string) {}
 
   private home(role: string): PrHome {
-    const home = this.reg.homeOf(role);
+    const home = this.homes.homeOf(role);
     return { role, store: home.store, trash: home.trash, prs: prsOf(home) };
   }
 
   private async owner(role: string): Promise<string> {
-    return (await this.reg.snapshot(role)).config.role.owner ?? 'owner';
+    return (await this.homes.snapshot(role)).config.role.owner ?? 'owner';
   }
 
   /** Needs propose:main on the branch; the lease must still hold when the PR is filed (checks take a while). */
@@ -31,7 +31,7 @@ export class PrService {
     const action = `propose ${role}/${branch}`;
     const who = await this.leases.authorize(role, branch, 'propose:main', creds, action);
     const intent = cleanIntent(opts.intent);
-    const snap = await this.reg.snapshot(role, branch);
+    const snap = await this.homes.snapshot(role, branch);
     if (snap.view!.expired) throw new UserError(`${snap.name} expired (its TTL passed): it can no longer be proposed`, 409);
     const judged = await judgeProposal({
       role, branch, intent, checks: opts.checks ?? [], store: snap.home.store, head: snap.commit, mainHead: snap.mainHead,
@@ -59,7 +59,7 @@ export class PrService {
   async decisions(): Promise<Decision[]> {
     const order: PullRequest['state'][] = ['waiting', 'conflict', 'failed'];
     const out: Decision[] = [];
-    for (const role of this.reg.roles()) {
+    for (const role of this.homes.roles()) {
       for (const p of await this.home(role).prs.list()) {
         if (!order.includes(p.state)) continue;
         out.push({
@@ -82,7 +82,7 @@ export class PrService {
     const pr = await findPr(home, id);
     const [baseTree, headTree] = await Promise.all([pr.base, pr.head].map(async (c) => (await home.store.readCommit(c)).tree));
     const who = await this.readers.of(role, creds);
-    const shown = await shownDiff(home.store, baseTree, headTree, { mayRead: this.readers.mayRead(who, home.store, this.reg.viewOwner(role, pr.branch)) });
+    const shown = await shownDiff(home.store, baseTree, headTree, { mayRead: this.readers.mayRead(who, home.store, this.homes.viewOwner(role, pr.branch)) });
     await this.readers.record(who, shown.shown);
     const files = await mapLimit(shown.files, 8, async (c): Promise<PrFile> => {
       const [before, after] = await Promise.all([c.before, c.after].map(async (e) => (e && e.mode !== MODE.link ? home.store.readBlob(e.oid) : null)));
@@ -136,7 +136,7 @@ export class PrService {
   /** After a merge attempt, the main view follows at once. */
   private async merged(merging: Promise<PullRequest>): Promise<PullRequest> {
     const pr = await merging;
-    await this.reg.refreshMains();
+    await this.homes.refreshMains();
     return pr;
   }
 }

@@ -1,9 +1,11 @@
 import type { Logger } from 'pino';
 import type { MaintenanceReport, TrashPurged } from '../api/types.js';
-import { requireOwner, type Credentials } from './auth.js';
-import type { LeaseService } from './lease-service.js';
-import type { PrService } from './pr-service.js';
-import type { Registry } from './registry.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { LeaseService } from './leases.js';
+import type { PrService } from './prs.js';
+import type { HomeSet } from '../homes/home-set.js';
+import type { Branches } from './branches.js';
+import type { TrashWorkflow } from './trash.js';
 
 /**
  * Keeping Homes tidy: branch TTLs (every few seconds), the recycle area's window (hourly, with `git gc --auto`),
@@ -18,7 +20,9 @@ export class MaintenanceService {
   private running: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly reg: Registry,
+    private readonly homes: HomeSet,
+    private readonly branches: Branches,
+    private readonly trash: TrashWorkflow,
     private readonly leases: LeaseService,
     private readonly prs: PrService,
     private readonly stateDir: string,
@@ -47,7 +51,7 @@ export class MaintenanceService {
   private async expireNow(): Promise<Map<string, string[]>> {
     const discarded = new Map<string, string[]>();
     try {
-      await this.reg.expireBranches({
+      await this.branches.expireBranches({
         expired: async (role, branch) => {
           await this.leases.revokeBranch(role, branch);
           await this.leases.apply(role);
@@ -67,16 +71,16 @@ export class MaintenanceService {
   /** Purge a Home's recycle area (owner only), then let git pack what is loose when it finds it worth it. */
   async purgeTrash(role: string, olderThan: string | undefined, creds: Credentials): Promise<TrashPurged> {
     requireOwner(creds, 'purging the recycle area', this.stateDir);
-    const purged = await this.reg.trashPurge(role, olderThan);
+    const purged = await this.trash.trashPurge(role, olderThan);
     this.gcSoon(role);
     return purged;
   }
 
   /** The hourly pass: every Home's recycle area keeps its trash_keep_days. */
   async hourly(): Promise<void> {
-    for (const role of this.reg.roles()) {
+    for (const role of this.homes.roles()) {
       try {
-        await this.reg.trashPurge(role);
+        await this.trash.trashPurge(role);
         this.gcSoon(role);
       } catch (err) {
         this.log.error({ err, role }, 'maintenance failed');
@@ -85,13 +89,13 @@ export class MaintenanceService {
   }
 
   private gcSoon(role: string): void {
-    void this.reg.homeOf(role).store.gc().catch((err) => this.log.warn({ err, role }, 'git gc failed'));
+    void this.homes.homeOf(role).store.gc().catch((err) => this.log.warn({ err, role }, 'git gc failed'));
   }
 
   /** `nas maintenance run [<role>]` (owner): everything, for one Home or all, with what it did. */
   run(role: string | undefined, creds: Credentials): Promise<MaintenanceReport[]> {
     requireOwner(creds, 'running maintenance', this.stateDir);
-    const roles = role ? [this.reg.homeOf(role).role] : this.reg.roles();
+    const roles = role ? [this.homes.homeOf(role).role] : this.homes.roles();
     const pass = this.running.then(() => this.runNow(roles));
     this.running = pass.catch(() => undefined);
     return pass;
@@ -102,11 +106,11 @@ export class MaintenanceService {
     const reports: MaintenanceReport[] = [];
     for (const role of roles) {
       const started = process.hrtime.bigint();
-      const store = this.reg.homeOf(role).store;
+      const store = this.homes.homeOf(role).store;
       const before = await store.objectCounts();
-      const { cutoff, purged } = await this.reg.trashPurge(role);
-      const expiredPrs = await this.prs.expireStale(role, ['main', ...this.reg.branchNames(role)]);
-      const keepDays = (await this.reg.snapshot(role)).config.maintenance.trash_keep_days;
+      const { cutoff, purged } = await this.trash.trashPurge(role);
+      const expiredPrs = await this.prs.expireStale(role, ['main', ...this.homes.branchNames(role)]);
+      const keepDays = (await this.homes.snapshot(role)).config.maintenance.trash_keep_days;
       await store.pack(keepDays * 86400);
       const report: MaintenanceReport = {
         role, cutoff, purged: purged.length, discarded: discarded.get(role) ?? [], expiredPrs,

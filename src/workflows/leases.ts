@@ -6,8 +6,8 @@ import { LeaseRefused, refusal, type Lease } from '../lease/lease.js';
 import { resolvePrincipal } from '../lease/principal.js';
 import { LEASES_REF } from '../store/refs.js';
 import { LeaseStore } from '../lease/lease-store.js';
-import { requireOwner, type Credentials } from './auth.js';
-import type { Registry } from './registry.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { HomeSet } from '../homes/home-set.js';
 import type { BranchAccess, LeaseIssued, LeaseView } from '../api/types.js';
 
 /** Leases through the control API, and their effect on branch views: owner and quota follow the write lease in force. */
@@ -26,7 +26,7 @@ export class LeaseService {
   /** Per Home: the leases ref last applied, and when the next active write lease expires (see applyAll). */
   private readonly applied = new Map<string, { ref: string | null; until: number }>();
 
-  constructor(private readonly reg: Registry, private readonly stateDir: string, private readonly log: Logger) {}
+  constructor(private readonly homes: HomeSet, private readonly stateDir: string, private readonly log: Logger) {}
 
   /**
    * A lease for one branch. Without a lease token this is an owner action; with one, it is a sub-lease that
@@ -34,7 +34,7 @@ export class LeaseService {
    */
   async issue(role: string, branch: string, opts: { principal?: string; ttl?: string; scopes?: string; budget?: number }, creds: Credentials): Promise<LeaseIssued> {
     validateBranch(branch);
-    this.reg.branchView(role, branch);
+    this.homes.branchView(role, branch);
     const leases = this.leasesOf(role);
     let parent: Lease | undefined;
     if (creds.lease) {
@@ -70,7 +70,7 @@ export class LeaseService {
   }
 
   private leasesOf(role: string): LeaseStore {
-    const home = this.reg.homeOf(role);
+    const home = this.homes.homeOf(role);
     return new LeaseStore(home.store, home.identity);
   }
 
@@ -106,7 +106,7 @@ export class LeaseService {
       if (why) throw new UserError(`${action} refused: ${why}. Nothing was changed`, 403);
       return { principal: lease.principal, lease };
     }
-    if (creds.owner) return { principal: (await this.reg.snapshot(role)).config.role.owner ?? 'owner' };
+    if (creds.owner) return { principal: (await this.homes.snapshot(role)).config.role.owner ?? 'owner' };
     throw new UserError(`${action} needs a lease that grants ${scope} on ${role}/${branch} (set NAS_LEASE to its token) or the owner credential`, 401);
   }
 
@@ -137,13 +137,13 @@ export class LeaseService {
    */
   async apply(role: string): Promise<Record<string, BranchAccess>> {
     const now = new Date();
-    const home = this.reg.homeOf(role);
+    const home = this.homes.homeOf(role);
     const ref = await home.store.readRef(LEASES_REF);
     const store = this.leasesOf(role);
     const leases = await store.list();
     let until = Infinity;
     const out: Record<string, BranchAccess> = {};
-    for (const view of this.reg.branchViews(role)) {
+    for (const view of this.homes.branchViews(role)) {
       const branch = view.name.slice(role.length + 1);
       // Every write lease in force (a sub-lease does not end its parent's); the newest one owns the view.
       const inForce: Lease[] = [];
@@ -167,10 +167,10 @@ export class LeaseService {
 
   /** The periodic pass: a Home is re-applied only when its leases changed or an active write lease expired. */
   async applyAll(): Promise<void> {
-    for (const role of this.reg.roles()) {
+    for (const role of this.homes.roles()) {
       try {
         const seen = this.applied.get(role);
-        if (seen && seen.ref === (await this.reg.homeOf(role).store.readRef(LEASES_REF)) && Date.now() < seen.until) continue;
+        if (seen && seen.ref === (await this.homes.homeOf(role).store.readRef(LEASES_REF)) && Date.now() < seen.until) continue;
         await this.apply(role);
       } catch (err) {
         this.log.error({ err, role }, 'cannot apply leases');

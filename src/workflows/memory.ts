@@ -10,9 +10,9 @@ import { loadMemory, regenerate, type Memory } from '../memory/model.js';
 import { branchMemory } from '../memory/branch-memory.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
 import { importNote } from '../memory/import.js';
-import type { Registry, Snapshot } from './registry.js';
+import type { HomeSet, Snapshot } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
-import { requireOwner, type Credentials } from './auth.js';
+import { requireOwner, type Credentials } from '../api/credentials.js';
 import type { FileUpload } from '../api/schema.js';
 import type {
   BriefingReport, ContextReport, ImportReport, IndexReport, MeasureReport, MemoryCheckReport, ReviewResult,
@@ -26,10 +26,10 @@ const INDEX_RULES = new Set<Rule>([
 ]);
 
 export class MemoryService {
-  constructor(private readonly reg: Registry, private readonly readers: Readers, private readonly stateDir: string) {}
+  constructor(private readonly homes: HomeSet, private readonly readers: Readers, private readonly stateDir: string) {}
 
   private async files(role: string, branch?: string): Promise<{ snap: Snapshot; files: FileSet; tree: string }> {
-    const snap = await this.reg.snapshot(role, branch);
+    const snap = await this.homes.snapshot(role, branch);
     const tree = (await snap.home.store.readCommit(snap.commit)).tree;
     return { snap, files: treeFiles(snap.home.store, tree), tree };
   }
@@ -80,7 +80,7 @@ export class MemoryService {
     if (!Number.isInteger(maxTokens) || maxTokens < 100) throw new UserError('--max-tokens must be a whole number of at least 100');
     const { snap, files, tree } = await this.files(role, branch);
     const who = creds ? await this.readers.of(role, creds) : { reader: null };
-    const mayRead = this.readers.mayRead(who, snap.home.store, this.reg.viewOwner(role, branch));
+    const mayRead = this.readers.mayRead(who, snap.home.store, this.homes.viewOwner(role, branch));
     const shown = mayRead ? filterFiles(files, (p) => mayRead(tree, p)) : files;
     try {
       const report = { view: snap.name, ...briefing(await this.load(snap, shown), snap.name, maxTokens) };
@@ -178,7 +178,7 @@ export class MemoryService {
       if (err instanceof RefConflict) throw new UserError('main moved while the review was prepared; nothing was changed. Run it again', 409);
       throw err;
     }
-    await this.reg.refreshMains();
+    await this.homes.refreshMains();
     return { reviewed: path, to, commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
   }
 }

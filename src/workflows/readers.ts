@@ -4,9 +4,9 @@ import { resolvePrincipal } from '../lease/principal.js';
 import { ReadAccess } from '../cow/read-access.js';
 import type { Owner } from '../cow/attr.js';
 import type { Store } from '../store/store.js';
-import type { Credentials } from './auth.js';
-import type { LeaseService } from './lease-service.js';
-import type { Registry } from './registry.js';
+import type { Credentials } from '../api/credentials.js';
+import type { LeaseService } from './leases.js';
+import type { HomeSet } from '../homes/home-set.js';
 
 /**
  * Who asks the control API for file content (a diff, a PR's patch, a restore), judged as the views judge the
@@ -24,7 +24,7 @@ export interface ContentReader {
 }
 
 export class Readers {
-  constructor(private readonly reg: Registry, private readonly leases: LeaseService) {}
+  constructor(private readonly homes: HomeSet, private readonly leases: LeaseService) {}
 
   async of(role: string, creds: Credentials): Promise<ContentReader> {
     if (creds.owner) return { reader: null };
@@ -51,7 +51,7 @@ export class Readers {
   }
 
   private manifestOf(role: string, branch: string): ContentReader['manifest'] {
-    return this.reg.branchNames(role).includes(branch) ? this.reg.branchView(role, branch).reads : undefined;
+    return this.homes.branchNames(role).includes(branch) ? this.homes.branchView(role, branch).reads : undefined;
   }
 }
 

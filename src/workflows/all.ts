@@ -1,0 +1,48 @@
+import type { Logger } from 'pino';
+import type { HomeSet } from '../homes/home-set.js';
+import { Branches } from './branches.js';
+import { HistoryService } from './history.js';
+import { Homes } from './homes.js';
+import { LeaseService } from './leases.js';
+import { LifecycleService } from './lifecycle.js';
+import { MaintenanceService } from './maintenance.js';
+import { MemoryService } from './memory.js';
+import { PrService } from './prs.js';
+import { Readers } from './readers.js';
+import { Replicator } from './remotes.js';
+import { RunService, type RunSockets } from './runs.js';
+import { TrashWorkflow } from './trash.js';
+
+/** Every workflow of the control API, one per route family, over the open Homes. */
+export interface Workflows {
+  branches: Branches;
+  trash: TrashWorkflow;
+  homes: Homes;
+  leases: LeaseService;
+  memory: MemoryService;
+  prs: PrService;
+  runs: RunService;
+  history: HistoryService;
+  maintenance: MaintenanceService;
+  lifecycle: LifecycleService;
+  remotes: Replicator;
+}
+
+/** Wire the workflows to each other (each is given what it calls, nothing more). */
+export function openWorkflows(homes: HomeSet, o: { stateDir: string; runsDir: string; runSockets: RunSockets; log: Logger }): Workflows {
+  const branches = new Branches(homes);
+  const trash = new TrashWorkflow(homes);
+  const homeFlows = new Homes(homes, branches);
+  const leases = new LeaseService(homes, o.stateDir, o.log);
+  const readers = new Readers(homes, leases);
+  const memory = new MemoryService(homes, readers, o.stateDir);
+  const prs = new PrService(homes, leases, readers, o.stateDir);
+  return {
+    branches, trash, homes: homeFlows, leases, memory, prs,
+    runs: new RunService(homes, branches, leases, prs, memory, o.runSockets, o.runsDir, o.stateDir, o.log),
+    history: new HistoryService(homes, branches, leases, prs, readers, o.stateDir),
+    maintenance: new MaintenanceService(homes, branches, trash, leases, prs, o.stateDir, o.log),
+    lifecycle: new LifecycleService(homes, homeFlows, branches, leases, prs, o.stateDir),
+    remotes: new Replicator(homes, o.stateDir, o.log),
+  };
+}

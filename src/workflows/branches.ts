@@ -1,0 +1,168 @@
+import { UserError } from '../util/errors.js';
+import { parseDuration } from '../util/duration.js';
+import type { BranchRecord } from '../home/home.js';
+import { itemsFromGit } from '../trash/trash.js';
+import type { HomeSet, Mounted } from '../homes/home-set.js';
+import type { BranchCreated, BranchExtended, BranchListing, Discarded, SyncResult } from '../api/types.js';
+
+/**
+ * Branches through the control API: create (O(1): a ref, a record, an empty directory), list, extend, sync,
+ * discard (its work to the recycle area), and the periodic expiry pass (read-only at the TTL, removed after
+ * the grace period, never both in one pass).
+ */
+export class Branches {
+  constructor(private readonly homes: HomeSet) {}
+
+  async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
+    const m = this.homes.mounted(role);
+    if (m.life.retired) throw new UserError(`Home ${role} is retired (its successor is ${m.life.retired.successor}): it takes no new branches`, 409);
+    const max = m.config.limits.max_branches;
+    if (m.branches.size >= max) {
+      throw new UserError(`Home ${role} has ${m.branches.size} branches, the most its .nas/limits.yaml allows (max_branches: ${max}); ` +
+        'discard one (nas branch discard) or raise the limit (nas home config)', 409);
+    }
+    const started = process.hrtime.bigint();
+    const record = await m.home.createBranch(branch, { ...opts, defaultTtl: m.config.limits.branch_ttl_default });
+    await this.homes.openBranch(m, record);
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    return { ...record, home: role, view: `${role}@${branch}`, createdInMs: Math.round(ms * 100) / 100 };
+  }
+
+  async listBranches(role: string): Promise<BranchListing[]> {
+    const m = this.homes.mounted(role);
+    const records = await m.home.branches();
+    return Promise.all(records.map(async (r) => {
+      const view = m.branches.get(r.name);
+      return { ...r, head: view?.head, expired: view?.expired ?? false, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
+    }));
+  }
+
+  /**
+   * The owner gives a branch more time: it now expires `ttl` from now. An expired branch (in its grace period)
+   * takes writes again and gets its scratch binds back; leases that ended with it stay ended, and its PR stays
+   * expired (propose it again).
+   */
+  async extendBranch(role: string, branch: string, ttl: string): Promise<BranchExtended> {
+    const m = this.homes.mounted(role);
+    const view = this.homes.branch(role, branch);
+    const record = m.records.get(branch);
+    if (!record) throw new UserError(`${role}@${branch} has no branch record; it cannot be extended`, 409);
+    const seconds = parseDuration(ttl);
+    const { grace_from: _, ...kept } = record;
+    const extended: BranchRecord = { ...kept, ttl, expires: new Date(Date.now() + seconds * 1000).toISOString() };
+    await m.home.writeBranchRecord(extended);
+    m.records.set(branch, extended);
+    const reopened = view.expired;
+    if (reopened) {
+      view.reopen();
+      await this.homes.bindScratch(view);
+      this.homes.opts.log.info({ view: view.name, expires: extended.expires }, 'expired branch extended: writable again');
+    }
+    return { ...extended, view: view.name, reopened };
+  }
+
+  /** Commit everything pending in one branch (or all of a Home's) and report the heads. */
+  async sync(role: string, branch?: string): Promise<SyncResult> {
+    const m = this.homes.mounted(role);
+    const views = branch ? [this.homes.branch(role, branch)] : [...m.branches.values()];
+    for (const v of views) await v.sync();
+    return Object.fromEntries(views.map((v) => [v.name, v.head]));
+  }
+
+  /**
+   * Discard a branch (a parallel attempt that lost): its work since it forked from main goes to the recycle
+   * area, then its view, ref, record and directory go. Scratch (workspace/) goes with it, as documented.
+   */
+  async discardBranch(role: string, branch: string): Promise<Omit<Discarded, 'revokedLeases'>> {
+    const m = this.homes.mounted(role);
+    const view = this.homes.branch(role, branch);
+    // Out of the mount first, then commit what is pending: nothing can land after the work is counted.
+    await this.homes.unbindScratch(view);
+    m.branches.delete(branch);
+    m.records.delete(branch);
+    try {
+      await view.close();
+    } catch (err) {
+      m.branches.set(branch, view);
+      throw err;
+    }
+    const store = m.home.store;
+    const head = view.head;
+    const fork = await store.mergeBase(head, await m.home.mainHead());
+    const tree = async (c: string | null) => (c ? (await store.readCommit(c)).tree : null);
+    const work = (await store.fileChanges(await tree(fork), await tree(head))).filter((c) => c.after);
+    await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run));
+    await m.home.removeBranch(branch);
+    return { discarded: view.name, head, recycled: work.map((c) => c.path) };
+  }
+
+  /**
+   * Branches whose TTL passed: each is made read-only (what was pending committed first, its workspace/ bind
+   * undone so scratch is read-only too), `expired` is called once for it and the time is kept in its record
+   * (`grace_from`). In a later pass, once the Home's `branch_grace` has passed since then, its work goes to the
+   * recycle area and the branch is removed (`discarded` is called): never in the pass that expired it, and when
+   * the wall clock jumped forward since the last pass every expired branch's grace period starts again, so a
+   * clock that jumps past a TTL and a grace period at once leaves the branch (and its scratch) a full grace period.
+   * Runs in the periodic pass; a restart re-finds what expired meanwhile.
+   */
+  async expireBranches(hooks: { expired(role: string, branch: string): Promise<void>; discarded(role: string, branch: string): Promise<void> }): Promise<void> {
+    const { now, jumped } = await this.homes.clock.read();
+    if (jumped > 0) await this.restartGrace(now, jumped);
+    // The record is read again at each step: an owner's extend may land while this pass awaits.
+    const due = (m: Mounted, branch: string) => {
+      const record = m.records.get(branch);
+      return record && Date.parse(record.expires) <= now ? record : undefined;
+    };
+    for (const m of [...this.homes.all()]) {
+      const role = m.home.role;
+      for (const branch of [...m.records.keys()]) {
+        const view = m.branches.get(branch);
+        let record = due(m, branch);
+        if (!view || !record) continue;
+        if (!view.expired) {
+          await this.homes.unbindScratch(view);
+          await view.expire(`${view.name} expired at ${record.expires} (ttl ${record.ttl}); it is read-only until it is removed`);
+          this.homes.opts.log.warn({ view: view.name, expires: record.expires, ttl: record.ttl }, 'branch expired: read-only now');
+          // Kept across restarts: a branch expired before one is expired again at start, its grace period running on.
+          if (!record.grace_from) await this.setGraceFrom(m, record, now);
+          await hooks.expired(role, branch);
+          continue;
+        }
+        let grace: number;
+        try {
+          grace = parseDuration(m.config.limits.branch_grace) * 1000;
+        } catch {
+          continue;
+        }
+        record = due(m, branch);
+        if (!record?.grace_from || now < Date.parse(record.grace_from) + grace) continue;
+        await this.discardBranch(role, branch);
+        this.homes.opts.log.warn({ view: view.name, grace: m.config.limits.branch_grace, since: record.grace_from }, 'expired branch removed after its grace period; its work is in the recycle area');
+        await hooks.discarded(role, branch);
+      }
+    }
+  }
+
+  /** The wall clock jumped forward: every expired branch gets a full grace period from now before it is removed. */
+  private async restartGrace(now: number, jumped: number): Promise<void> {
+    const postponed: string[] = [];
+    for (const m of this.homes.all()) {
+      for (const [branch, view] of m.branches) {
+        const record = m.records.get(branch);
+        if (!view.expired || !record) continue;
+        await this.setGraceFrom(m, record, now);
+        postponed.push(view.name);
+      }
+    }
+    this.homes.opts.log.warn({ jumpedMs: jumped, postponed }, 'the wall clock jumped forward: expired branches keep a full grace period from now');
+  }
+
+  private async setGraceFrom(m: Mounted, record: BranchRecord, now: number): Promise<void> {
+    // The record as it is now (an extend may have replaced it), noted before the write: an extend drops it.
+    const current = m.records.get(record.name);
+    if (!current) return;
+    const updated = { ...current, grace_from: new Date(now).toISOString() };
+    m.records.set(record.name, updated);
+    await m.home.writeBranchRecord(updated);
+  }
+}

@@ -1,0 +1,113 @@
+import fs from 'node:fs/promises';
+import { UserError } from '../util/errors.js';
+import { validateRole } from '../util/names.js';
+import { Store, type Identity } from '../store/store.js';
+import { LeaseStore } from '../lease/lease-store.js';
+import { Home } from '../home/home.js';
+import { exportHome, importHome } from '../home/portable.js';
+import { archiveDirFor, moveFromArchive, moveToArchive } from '../home/lifecycle.js';
+import type { HomeSet, Mounted } from '../homes/home-set.js';
+import type { Branches } from './branches.js';
+import type { Exported, HomeSummary, Imported, StatusReport } from '../api/types.js';
+
+/** Homes through the control API: create, list, export, import, archive and unarchive; nasd's status. */
+export class Homes {
+  constructor(private readonly homes: HomeSet, private readonly branches: Branches) {}
+
+  status(): StatusReport {
+    return { mount: this.homes.opts.mount, state_dir: this.homes.opts.stateDir, pid: process.pid, homes: this.listHomes() };
+  }
+
+  async createHome(role: string, template: string | undefined, owner: string): Promise<HomeSummary> {
+    validateRole(role);
+    if (this.homes.archived.has(role)) throw new UserError(`an archived Home is named "${role}"; choose another name, or nas home unarchive ${role}`, 409);
+    const home = await Home.create(this.homes.opts.stateDir, role, { template, templatesDir: this.homes.opts.templatesDir, owner, identity: this.homes.opts.identity });
+    const m = await this.homes.open(home);
+    return this.describeHome(m);
+  }
+
+  /**
+   * The whole Home in one file (a git bundle), after committing what every branch has pending; an archived Home
+   * exports from its archived Store, as it was left.
+   */
+  async exportHome(role: string, file: string): Promise<Exported> {
+    const started = process.hrtime.bigint();
+    let store: Store;
+    if (this.homes.archived.has(role)) store = await Store.open(archiveDirFor(this.homes.opts.stateDir, role));
+    else {
+      store = this.homes.mounted(role).home.store;
+      await this.branches.sync(role);
+    }
+    const { bytes, refs } = await exportHome(store, file);
+    return { role, file, bytes, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
+  }
+
+  /** A Home from an exported file, under its own role or `as`; mounted at once, its branches with it. */
+  async importHome(file: string, as?: string): Promise<Imported> {
+    const started = process.hrtime.bigint();
+    const { stateDir, identity } = this.homes.opts;
+    const home = await importHome(stateDir, file, as, identity, (role) => this.homes.archived.has(role), (store) => endLeases(store, identity));
+    let m: Mounted;
+    try {
+      m = await this.homes.open(home);
+    } catch (err) {
+      this.homes.forget(home.role);
+      await fs.rm(home.dir, { recursive: true, force: true });
+      throw new UserError(`the imported Home ${home.role} could not be opened, so nothing was imported: ${(err as Error).message}`);
+    }
+    const refs = (await home.store.listRefs('refs/')).size;
+    return { ...this.describeHome(m), file, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
+  }
+
+  listHomes(): HomeSummary[] {
+    const archived = [...this.homes.archived.values()].map((a): HomeSummary => ({ ...a, branches: [], problems: [], state: 'archived' }));
+    return [...[...this.homes.all()].map((m) => this.describeHome(m)), ...archived].sort((a, b) => (a.role < b.role ? -1 : 1));
+  }
+
+  /** Archive a Home: unmounted, its Store kept as it is under `<state>/archive/` until unarchived. */
+  async archiveHome(role: string): Promise<HomeSummary> {
+    await this.homes.unmount(role);
+    try {
+      await moveToArchive(this.homes.opts.stateDir, role);
+    } catch (err) {
+      await this.homes.open(await Home.open(this.homes.opts.stateDir, role, this.homes.opts.identity));
+      throw err;
+    }
+    await this.homes.noteArchived(role);
+    this.homes.opts.log.info({ role }, 'Home archived');
+    return this.listHomes().find((h) => h.role === role)!;
+  }
+
+  async unarchiveHome(role: string): Promise<HomeSummary> {
+    validateRole(role);
+    await moveFromArchive(this.homes.opts.stateDir, role);
+    this.homes.archived.delete(role);
+    const m = await this.homes.open(await Home.open(this.homes.opts.stateDir, role, this.homes.opts.identity));
+    this.homes.opts.log.info({ role }, 'Home unarchived');
+    return this.describeHome(m);
+  }
+
+  private describeHome(m: Mounted): HomeSummary {
+    return {
+      role: m.home.role,
+      store: m.home.dir,
+      main: m.main.head,
+      branches: [...m.branches.keys()],
+      problems: m.config.problems,
+      state: m.life.retired ? 'retired' : 'active',
+      ...(m.life.retired ? { successor: m.life.retired.successor } : {}),
+      ...(m.life.predecessor ? { predecessor: m.life.predecessor.role } : {}),
+    };
+  }
+}
+
+/**
+ * Every lease still in force is recorded as revoked before the Home is mounted: a token issued for the Home that
+ * was exported (which may live on, here or elsewhere) must not also work in a copy of it.
+ */
+async function endLeases(store: Store, identity: Identity): Promise<void> {
+  const leases = new LeaseStore(store, identity);
+  for (const lease of await leases.list()) {
+    if (!lease.revoked && Date.parse(lease.expires) > Date.now()) await leases.revoke(lease.id);
+  }
+}

@@ -1,0 +1,65 @@
+import { UserError } from '../util/errors.js';
+import { parseDuration } from '../util/duration.js';
+import { validateRelPath } from '../util/names.js';
+import type { TrashRecord } from '../trash/trash.js';
+import type { HomeSet } from '../homes/home-set.js';
+import type { TrashPurged, TrashRestored } from '../api/types.js';
+
+/** The recycle area through the control API: list, restore into a branch, purge what is older than asked. */
+export class TrashWorkflow {
+  constructor(private readonly homes: HomeSet) {}
+
+  /**
+   * Empty the recycle area of what was deleted before the cutoff (default: the Home's trash_keep_days ago).
+   */
+  async trashPurge(role: string, olderThan?: string): Promise<TrashPurged> {
+    const m = this.homes.mounted(role);
+    const seconds = olderThan !== undefined ? parseDuration(olderThan) : m.config.maintenance.trash_keep_days * 86400;
+    const cutoff = new Date(Date.now() - seconds * 1000);
+    const purged = await m.home.trash.purge(cutoff);
+    if (purged.length > 0) this.homes.opts.log.info({ role, purged: purged.length, cutoff: cutoff.toISOString() }, 'recycle area purged');
+    return { cutoff: cutoff.toISOString(), purged };
+  }
+
+  async trashList(role: string): Promise<TrashRecord[]> {
+    return this.homes.mounted(role).home.trash.list();
+  }
+
+  /** The branch a restore would write into (for the caller's authorization): --branch, else where the file was deleted. */
+  async trashTarget(role: string, opts: { path?: string; id?: string; branch?: string }): Promise<string> {
+    if (opts.branch) return opts.branch;
+    const record = await this.findTrash(role, opts);
+    return record.branch;
+  }
+
+  private async findTrash(role: string, opts: { path?: string; id?: string; branch?: string }): Promise<TrashRecord> {
+    const m = this.homes.mounted(role);
+    const path = opts.path ? validateRelPath(opts.path) : undefined;
+    if (!path && !opts.id) throw new UserError('name the path to restore (or --id from nas trash list)');
+    const records = await m.home.trash.list();
+    const record = records.find((r) => (opts.id ? r.id === opts.id : r.path === path && (!opts.branch || r.branch === opts.branch)));
+    if (!record) {
+      const what = opts.id ? `id ${opts.id}` : `${path}${opts.branch ? ` deleted from ${opts.branch}` : ''}`;
+      throw new UserError(`nothing in the recycle area of ${role} matches ${what}; see nas trash list ${role}`, 404);
+    }
+    return record;
+  }
+
+  /**
+   * Restore a deleted path into a branch: the newest record for the path (from the given branch when named),
+   * or the record with the given id. Refuses to overwrite anything that exists unless told where to put it.
+   */
+  async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }): Promise<TrashRestored> {
+    const m = this.homes.mounted(role);
+    const record = await this.findTrash(role, opts);
+    const branch = opts.branch ?? record.branch;
+    if (branch === 'main') throw new UserError('main is protected: restore into a branch (--branch <name>) and merge it');
+    const view = this.homes.branch(role, branch);
+    const target = opts.to ? validateRelPath(opts.to) : record.path;
+    if (await view.exists(target)) {
+      throw new UserError(`${target} exists in ${role}@${branch}; nothing was changed. Pass --to <path> to restore it elsewhere`, 409);
+    }
+    await view.restore(target, record.kind, await m.home.trash.content(record));
+    return { restored: record, to: target, view: view.name, head: view.head };
+  }
+}
