@@ -1,19 +1,21 @@
 import fs from 'node:fs/promises';
 import { constants as fsConstants } from 'node:fs';
-import { spawn } from 'node:child_process';
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
-import { applyEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
-import { fullMode, isMetaPath, META_ROOT, metaSubject, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
+import { applyEdits, applySimpleEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
+import { fullMode, META_ROOT, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
+import * as history from './history.js';
+import { GitCommands } from './git-commands.js';
 import { MODE, type Change, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
- * The Store: one bare git repository per Home. The only module that talks to git.
- * Objects are immutable, so trees and blob sizes are cached by id; refs move only by compare-and-swap.
+ * The Store: one bare git repository per Home. The only module that talks to git, and the one entry point
+ * callers use. This file holds objects and refs: objects are immutable, so trees and blob sizes are cached by
+ * id; refs move only by compare-and-swap. The Store hands the rest to its neighbours: history.ts (changes,
+ * diffs, merges) and git-commands.ts (what runs git as a process: gc, bundles, mirrors, hooks).
  */
 
 export * from './types.js';
-
 
 /** A ref did not hold the value a writer expected: someone else moved it first. */
 export class RefConflict extends Error {
@@ -29,20 +31,16 @@ const STREAM_FROM_BYTES = 64 << 20;
 /** About 60 MB of parsed tree entries. */
 const TREE_CACHE_ENTRIES = 400_000;
 
-/**
- * git talking to a remote: no password prompt, and only the transports `nas remote add` accepts, so a URL that
- * reached the Store's config some other way still runs no remote helper (`<helper>::...`) as root.
- */
-const REMOTE_GIT = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never',
-  ...['https', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
-
 export class Store {
   private readonly trees = new TreeCache(TREE_CACHE_ENTRIES);
   private readonly sizes = new Map<string, number>();
   private readonly metas = new Map<string, FileMeta | null>();
   private readonly refLocks = new Map<string, Promise<unknown>>();
+  private readonly git: GitCommands;
 
-  private constructor(readonly path: string, private readonly repo: any, private readonly odb: any) {}
+  private constructor(readonly path: string, private readonly repo: any, private readonly odb: any) {
+    this.git = new GitCommands(path);
+  }
 
   /** Create a bare repository at path (or open the one there). */
   static async init(path: string): Promise<Store> {
@@ -192,6 +190,11 @@ export class Store {
     return meta && recordFits(meta, gitMode) ? meta : null;
   }
 
+  /** The full mode (setuid, setgid and sticky bits included) a tree's metadata record gives what is at rel. */
+  async fullModeAt(tree: string, rel: string, entry: Entry): Promise<number> {
+    return fullMode(entry.mode, await this.meta(tree, rel, entry.mode));
+  }
+
   /** A metadata record's blob, parsed (null when damaged). */
   async readMeta(oid: string): Promise<FileMeta | null> {
     let meta = this.metas.get(oid);
@@ -258,125 +261,10 @@ export class Store {
    */
   async writeBlobFromFd(fd: number): Promise<string> {
     try {
-      return await this.gitHashObject(fd);
+      return await this.git.hashObject(fd);
     } catch {
       return (await NodeGit.Blob.createFromDisk(this.repo, `/proc/self/fd/${fd}`)).tostrS();
     }
-  }
-
-  /**
-   * Pack loose objects and drop unreachable ones old enough (`git gc --auto`: only when git finds it worth it).
-   * Runs as its own process; safe beside nasd's writes (git keeps recent unreachable objects two weeks).
-   */
-  async gc(): Promise<void> {
-    await this.oneGcAtATime(() => this.git(['gc', '--auto', '--quiet']));
-  }
-
-  /**
-   * Pack every object now and drop unreachable ones older than `pruneAfterSeconds` (never younger than an
-   * hour: an object nasd has just written may not be on a ref yet).
-   */
-  async pack(pruneAfterSeconds: number): Promise<void> {
-    await this.oneGcAtATime(() => this.git(['gc', '--quiet', `--prune=${Math.max(3600, Math.floor(pruneAfterSeconds))}.seconds.ago`]));
-  }
-
-  /** git refuses a second gc on a repository while one runs: nasd's own (hourly, maintenance) take turns. */
-  private gcQueue: Promise<unknown> = Promise.resolve();
-
-  private oneGcAtATime<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.gcQueue.then(fn, fn);
-    this.gcQueue = next.catch(() => undefined);
-    return next;
-  }
-
-  /** What the object store holds: loose objects and their bytes, packed objects and the packs' bytes. */
-  async objectCounts(): Promise<ObjectCounts> {
-    const out = Object.fromEntries((await this.git(['count-objects', '-v'])).split('\n').map((l) => l.split(': ')).filter((kv) => kv.length === 2));
-    const n = (key: string) => Number(out[key] ?? 0);
-    return { loose: n('count'), looseBytes: n('size') * 1024, packed: n('in-pack'), packBytes: n('size-pack') * 1024 };
-  }
-
-  /** Write every ref and everything they reach into one file (a git bundle), which `fetchBundle` reads back. */
-  async bundle(file: string): Promise<void> {
-    await this.git(['bundle', 'create', '--quiet', file, '--all']);
-  }
-
-  /** Take every ref of a bundle as it is (this Store is new and empty); git checks the bundle whole first. */
-  async fetchBundle(file: string): Promise<void> {
-    await this.git(['bundle', 'verify', '--quiet', file]);
-    await this.git(['fetch', '--quiet', '--no-write-fetch-head', file, '+refs/*:refs/*']);
-  }
-
-  /** The remotes this Store mirrors to (`nas remote add`), by name: kept in the Store's own git config, never exported. */
-  async mirrors(): Promise<Map<string, string>> {
-    const out = await this.git(['config', '--get-regexp', '^remote\\.nas-[0-9]+\\.url$']).catch(() => '');
-    return new Map(out.split('\n').filter(Boolean).map((l) => {
-      const [key, url] = [l.slice(0, l.indexOf(' ')), l.slice(l.indexOf(' ') + 1)];
-      return [key.replace(/^remote\./, '').replace(/\.url$/, ''), url];
-    }));
-  }
-
-  /** How many refs a remote holds (`git ls-remote`), failing with git's words when it cannot be reached. */
-  async remoteRefCount(url: string, timeoutMs = 60_000): Promise<number> {
-    return (await this.git([...REMOTE_GIT, 'ls-remote', '--', url], 'ignore', timeoutMs)).split('\n').filter(Boolean).length;
-  }
-
-  async addMirror(name: string, url: string): Promise<void> {
-    await this.git(['remote', 'add', '--mirror=push', name, url]);
-  }
-
-  async removeMirror(name: string): Promise<void> {
-    await this.git(['remote', 'remove', name]);
-  }
-
-  /** Push every ref to a mirror, removing there what is gone here; stopped after `timeoutMs`. */
-  async pushMirror(name: string, timeoutMs = 120_000): Promise<void> {
-    await this.git([...REMOTE_GIT, 'push', '--mirror', '--quiet', name], 'ignore', timeoutMs);
-  }
-
-  /** Install (or replace) a hook script of this repository. */
-  async installHook(name: string, script: string): Promise<void> {
-    const file = `${this.path}/hooks/${name}`;
-    if ((await fs.readFile(file, 'utf8').catch(() => null)) === script) return;
-    await fs.mkdir(`${this.path}/hooks`, { recursive: true });
-    await fs.writeFile(`${file}.tmp`, script, { mode: 0o755 });
-    await fs.rename(`${file}.tmp`, file);
-  }
-
-  /** Run git on this Store as its own process: its stdout, or an error with git's own words (killed after `timeoutMs`). */
-  private git(args: string[], stdin: 'ignore' | number = 'ignore', timeoutMs = 0): Promise<string> {
-    return new Promise((resolve, reject) => {
-      // No terminal prompts: a remote that wants a password fails instead of waiting forever.
-      const env = { ...process.env, GIT_TERMINAL_PROMPT: '0' };
-      const child = spawn('git', ['--git-dir', this.path, ...args], { stdio: [stdin, 'pipe', 'pipe'], env });
-      let out = '';
-      let err = '';
-      const timer = timeoutMs > 0 ? setTimeout(() => child.kill('SIGKILL'), timeoutMs) : undefined;
-      child.stdout!.on('data', (d) => (out += d));
-      child.stderr!.on('data', (d) => (err += d));
-      child.on('error', reject);
-      child.on('close', (code, signal) => {
-        clearTimeout(timer);
-        if (code === 0) resolve(out);
-        else reject(new Error(`git ${args.join(' ')}: ${err.trim() || (signal ? `stopped after ${timeoutMs / 1000} s` : `exit ${code}`)}`));
-      });
-    });
-  }
-
-  /**
-   * Replace a metadata ref's content with `tree` as a commit without parents (its old history becomes
-   * unreachable, so gc can reclaim it), by compare-and-swap from `head`.
-   */
-  async restartRef(ref: string, head: string, tree: string, message: string, author: Identity): Promise<string> {
-    const commit = await this.writeCommit({ tree, parents: [], message, author });
-    await this.updateRef(ref, commit, head, message.split('\n')[0]);
-    return commit;
-  }
-
-  private async gitHashObject(fd: number): Promise<string> {
-    const oid = (await this.git(['-c', 'core.looseCompression=0', 'hash-object', '-w', '--no-filters', '--stdin'], fd)).trim();
-    if (!/^[0-9a-f]{40}$/.test(oid)) throw new Error(`git hash-object printed ${JSON.stringify(oid)}`);
-    return oid;
   }
 
   async writeTree(entries: Tree): Promise<string> {
@@ -384,6 +272,14 @@ export class Store {
     for (const [name, e] of entries) await builder.insert(name, NodeGit.Oid.fromString(e.oid), e.mode);
     const oid = await builder.write();
     return typeof oid === 'string' ? oid : oid.tostrS();
+  }
+
+  async writeCommit(c: NewCommit): Promise<string> {
+    const now = Math.floor(Date.now() / 1000);
+    const author = NodeGit.Signature.create(c.author.name, c.author.email, now, 0);
+    const committer = c.committer ? NodeGit.Signature.create(c.committer.name, c.committer.email, now, 0) : author;
+    const oid = await this.repo.createCommit(null, author, committer, c.message, c.tree, c.parents);
+    return oid.tostrS();
   }
 
   /**
@@ -394,21 +290,13 @@ export class Store {
   async editTree(root: string | null, changes: Edits): Promise<string> {
     if (changes.size === 0) return root ?? (await this.writeTree(new Map()));
     if (await isSimpleEdit((path) => (root ? this.lookupPath(root, path) : Promise.resolve(null)), changes)) {
-      // libgit2 applies them in C, rewriting each touched directory once: no per-entry JavaScript.
-      const base = await NodeGit.Tree.lookup(this.repo, NodeGit.Oid.fromString(root ?? (await this.writeTree(new Map()))));
-      const updates = [...changes].map(([path, entry]) => {
-        const u = new NodeGit.TreeUpdate();
-        u.action = entry ? NodeGit.Tree.UPDATE.UPSERT : NodeGit.Tree.UPDATE.REMOVE;
-        u.path = path;
-        u.filemode = entry?.mode ?? 0;
-        if (entry) u.id = NodeGit.Oid.fromString(entry.oid);
-        return u;
-      });
-      return (await base.createUpdated(this.repo, updates.length, updates)).tostrS();
+      return applySimpleEdits(this.repo, root ?? (await this.writeTree(new Map())), changes);
     }
     const out = await applyEdits(this, root, editTrie(changes));
     return out ?? (await this.writeTree(new Map()));
   }
+
+  // ---- committing onto refs ---------------------------------------------------------------------
 
   /**
    * The one way anything moves a ref to new content: write a commit of `tree` whose first parent is the
@@ -452,123 +340,99 @@ export class Store {
   }
 
   /**
-   * The files that differ between two trees (null: the empty tree). Only subtrees whose ids differ are
-   * read, so the cost follows the size of the change, not of the Home.
+   * Replace a metadata ref's content with `tree` as a commit without parents (its old history becomes
+   * unreachable, so gc can reclaim it), by compare-and-swap from `head`.
    */
-  async changes(before: string | null, after: string | null, prefix = ''): Promise<Change[]> {
-    if (before === after) return [];
-    const a = before ? await this.readTree(before) : new Map<string, Entry>();
-    const b = after ? await this.readTree(after) : new Map<string, Entry>();
-    const out: Change[] = [];
-    for (const name of [...new Set([...a.keys(), ...b.keys()])].sort()) {
-      const x = a.get(name);
-      const y = b.get(name);
-      if (x?.oid === y?.oid && x?.mode === y?.mode) continue;
-      const path = prefix + name;
-      const xTree = x?.mode === MODE.tree ? x : undefined;
-      const yTree = y?.mode === MODE.tree ? y : undefined;
-      if (xTree || yTree) out.push(...(await this.changes(xTree?.oid ?? null, yTree?.oid ?? null, `${path}/`)));
-      const xFile = x && !xTree ? x : undefined;
-      const yFile = y && !yTree ? y : undefined;
-      if (xFile && yFile) out.push({ path, status: 'modified', before: xFile, after: yFile });
-      else if (xFile) out.push({ path, status: 'deleted', before: xFile });
-      else if (yFile) out.push({ path, status: 'added', after: yFile });
-    }
-    return out;
+  async restartRef(ref: string, head: string, tree: string, message: string, author: Identity): Promise<string> {
+    const commit = await this.writeCommit({ tree, parents: [], message, author });
+    await this.updateRef(ref, commit, head, message.split('\n')[0]);
+    return commit;
   }
 
-  /**
-   * The files that differ between two trees as a person sees them: a change of a file's metadata record
-   * (file-meta.ts) is a change of that file, and records never show as files of their own.
-   */
-  async fileChanges(before: string | null, after: string | null): Promise<Change[]> {
-    const all = await this.changes(before, after);
-    const files = all.filter((c) => !isMetaPath(c.path));
-    const listed = new Set(files.map((c) => c.path));
-    for (const c of all) {
-      if (!isMetaPath(c.path)) continue;
-      // A directory's own record is its mode, owner and times: not a file a person reviews.
-      const { path, dir } = metaSubject(c.path);
-      if (dir || listed.has(path)) continue;
-      const [was, now] = await Promise.all([before, after].map((t) => (t ? this.lookupPath(t, path) : null)));
-      if (!was || !now || was.mode === MODE.tree || now.mode === MODE.tree) continue; // the file itself came or went: listed already, or gone with its record
-      files.push({ path, status: 'modified', before: was, after: now });
-      listed.add(path);
-    }
-    return files;
+  // ---- history (history.ts) ----------------------------------------------------------------------
+
+  /** The files that differ between two trees (null: the empty tree), metadata records included as stored. */
+  changes(before: string | null, after: string | null, prefix = ''): Promise<Change[]> {
+    return history.changes(this, before, after, prefix);
   }
 
-  /**
-   * The directories whose own record (mode, owner, times) the second tree changed, where it holds them: what
-   * fileChanges leaves out, for a PR to list as folders.
-   */
-  async folderChanges(before: string | null, after: string | null): Promise<string[]> {
-    const out: string[] = [];
-    for (const c of await this.changes(await this.recordsOf(before), await this.recordsOf(after), `${META_ROOT}/`)) {
-      const { path, dir } = metaSubject(c.path);
-      if (dir && c.after && after && (await this.lookupPath(after, path))?.mode === MODE.tree) out.push(path);
-    }
-    return out;
+  /** The files that differ between two trees as a person sees them (a record's change is its file's). */
+  fileChanges(before: string | null, after: string | null): Promise<Change[]> {
+    return history.fileChanges(this, before, after);
   }
 
-  /**
-   * The unified diff between two trees as git prints it (binary files are named, not shown; metadata records
-   * left out), one piece per file (from its `diff --git` line), by path. libgit2 prints one piece per delta, in
-   * the order of its deltas, and no line of a hunk begins with `diff --git`.
-   */
-  async diffByFile(before: string, after: string): Promise<Map<string, string>> {
-    const [a, b] = await Promise.all([before, after].map(async (t) => this.repo.getTree(await this.withoutMeta(t))));
-    const diff = await NodeGit.Diff.treeToTree(this.repo, a, b, null);
-    const pieces = String(await diff.toBuf(NodeGit.Diff.FORMAT.PATCH)).split(/(?=^diff --git )/m).filter((p) => p.startsWith('diff --git '));
-    const count: number = diff.numDeltas();
-    if (pieces.length !== count) throw new Error(`the diff has ${count} files but ${pieces.length} pieces of patch`);
-    const out = new Map<string, string>();
-    for (let i = 0; i < count; i++) {
-      const delta = diff.getDelta(i);
-      out.set(String(delta.newFile().path() ?? delta.oldFile().path()), pieces[i]);
-    }
-    return out;
+  /** The directories whose own record (mode, owner, times) the second tree changed. */
+  folderChanges(before: string | null, after: string | null): Promise<string[]> {
+    return history.folderChanges(this, before, after);
   }
 
-  /** The full mode (setuid, setgid and sticky bits included) a tree's metadata record gives what is at rel. */
-  async fullModeAt(tree: string, rel: string, entry: Entry): Promise<number> {
-    return fullMode(entry.mode, await this.meta(tree, rel, entry.mode));
+  /** The unified diff between two trees as git prints it, one piece per file, by path. */
+  diffByFile(before: string, after: string): Promise<Map<string, string>> {
+    return history.diffByFile(this.repo, this, before, after);
   }
 
-  /**
-   * libgit2's three-way merge of trees: text files merge line by line, anything else only when one side
-   * alone changed it. Returns the merged tree, or every path that conflicts (nothing is written then).
-   */
-  async mergeTrees(base: string, ours: string, theirs: string): Promise<{ tree: string } | { conflicts: MergeConflict[] }> {
-    const [b, o, t] = await Promise.all([base, ours, theirs].map((oid) => this.repo.getTree(oid)));
-    const index = await NodeGit.Merge.trees(this.repo, b, o, t, null);
-    if (!index.hasConflicts()) return { tree: (await index.writeTreeTo(this.repo)).tostrS() };
-    const byPath = new Map<string, MergeConflict>();
-    for (const e of index.entries()) {
-      const stage = NodeGit.Index.entryStage(e);
-      if (stage === 0) continue;
-      const c: MergeConflict = byPath.get(e.path) ?? { path: String(e.path) };
-      c[(['base', 'ours', 'theirs'] as const)[stage - 1]] = { oid: e.id.tostrS(), mode: e.mode };
-      byPath.set(e.path, c);
-    }
-    return { conflicts: [...byPath.values()] };
+  /** libgit2's three-way merge of trees: the merged tree, or every path that conflicts. */
+  mergeTrees(base: string, ours: string, theirs: string): Promise<{ tree: string } | { conflicts: MergeConflict[] }> {
+    return history.mergeTrees(this.repo, base, ours, theirs);
   }
 
   /** The best common ancestor of two commits, or null when they share no history. */
-  async mergeBase(a: string, b: string): Promise<string | null> {
-    try {
-      return (await NodeGit.Merge.base(this.repo, NodeGit.Oid.fromString(a), NodeGit.Oid.fromString(b))).tostrS();
-    } catch (err) {
-      if (/no merge base/i.test((err as Error).message)) return null;
-      throw err;
-    }
+  mergeBase(a: string, b: string): Promise<string | null> {
+    return history.mergeBase(this.repo, a, b);
   }
 
-  async writeCommit(c: NewCommit): Promise<string> {
-    const now = Math.floor(Date.now() / 1000);
-    const author = NodeGit.Signature.create(c.author.name, c.author.email, now, 0);
-    const committer = c.committer ? NodeGit.Signature.create(c.committer.name, c.committer.email, now, 0) : author;
-    const oid = await this.repo.createCommit(null, author, committer, c.message, c.tree, c.parents);
-    return oid.tostrS();
+  // ---- git commands (git-commands.ts) -------------------------------------------------------------
+
+  /** `git gc --auto`: pack and prune only when git finds it worth it. */
+  gc(): Promise<void> {
+    return this.git.gc();
+  }
+
+  /** Pack every object now; drop unreachable ones older than `pruneAfterSeconds` (an hour at the least). */
+  pack(pruneAfterSeconds: number): Promise<void> {
+    return this.git.pack(pruneAfterSeconds);
+  }
+
+  /** Loose and packed objects, and their bytes. */
+  objectCounts(): Promise<ObjectCounts> {
+    return this.git.objectCounts();
+  }
+
+  /** Every ref and all they reach, into one git bundle file. */
+  bundle(file: string): Promise<void> {
+    return this.git.bundle(file);
+  }
+
+  /** Every ref of a bundle, taken as it is (this Store is new and empty). */
+  fetchBundle(file: string): Promise<void> {
+    return this.git.fetchBundle(file);
+  }
+
+  /** The remotes this Store mirrors to, by name. */
+  mirrors(): Promise<Map<string, string>> {
+    return this.git.mirrors();
+  }
+
+  /** How many refs a remote holds, failing with git's words when it cannot be reached. */
+  remoteRefCount(url: string, timeoutMs = 60_000): Promise<number> {
+    return this.git.remoteRefCount(url, timeoutMs);
+  }
+
+  addMirror(name: string, url: string): Promise<void> {
+    return this.git.addMirror(name, url);
+  }
+
+  removeMirror(name: string): Promise<void> {
+    return this.git.removeMirror(name);
+  }
+
+  /** Push every ref to a mirror, removing there what is gone here; stopped after `timeoutMs`. */
+  pushMirror(name: string, timeoutMs = 120_000): Promise<void> {
+    return this.git.pushMirror(name, timeoutMs);
+  }
+
+  /** Install (or replace) a hook script of this repository. */
+  installHook(name: string, script: string): Promise<void> {
+    return this.git.installHook(name, script);
   }
 }

@@ -1,3 +1,4 @@
+import NodeGit from 'nodegit';
 import { MODE, type Entry, type Tree } from './types.js';
 
 /**
@@ -30,6 +31,23 @@ export async function isSimpleEdit(lookup: (path: string) => Promise<Entry | nul
     }
   }
   return true;
+}
+
+/**
+ * Apply a batch isSimpleEdit accepts to tree `root` by libgit2's tree update: in C, rewriting each touched
+ * directory once, with no per-entry JavaScript. Returns the new tree.
+ */
+export async function applySimpleEdits(repo: any, root: string, changes: Edits): Promise<string> {
+  const base = await NodeGit.Tree.lookup(repo, NodeGit.Oid.fromString(root));
+  const updates = [...changes].map(([path, entry]) => {
+    const u = new NodeGit.TreeUpdate();
+    u.action = entry ? NodeGit.Tree.UPDATE.UPSERT : NodeGit.Tree.UPDATE.REMOVE;
+    u.path = path;
+    u.filemode = entry?.mode ?? 0;
+    if (entry) u.id = NodeGit.Oid.fromString(entry.oid);
+    return u;
+  });
+  return (await base.createUpdated(repo, updates.length, updates)).tostrS();
 }
 
 /** The edits as a trie of directory levels, applied in order. */

@@ -1,0 +1,130 @@
+import fs from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import type { ObjectCounts } from './types.js';
+
+/**
+ * Git commands: everything the Store does by running git itself as its own process (hashing large files, gc and
+ * packing, bundles, mirrors and remotes) and its hook scripts. libgit2 has no gc, bundle or mirror push, and
+ * git hashes a large file faster than libgit2 can.
+ */
+
+/**
+ * git talking to a remote: no password prompt, and only the transports `nas remote add` accepts, so a URL that
+ * reached the Store's config some other way still runs no remote helper (`<helper>::...`) as root.
+ */
+const REMOTE_GIT = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never',
+  ...['https', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
+
+/** git on one bare repository (a Home's Store), at `gitDir`. */
+export class GitCommands {
+  /** git refuses a second gc on a repository while one runs: nasd's own (hourly, maintenance) take turns. */
+  private gcQueue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly gitDir: string) {}
+
+  /**
+   * Hash the file an open descriptor refers to into the object database, stored uncompressed (packing
+   * compresses later): git runs near disk speed where libgit2, which always deflates, does not.
+   */
+  async hashObject(fd: number): Promise<string> {
+    const oid = (await this.run(['-c', 'core.looseCompression=0', 'hash-object', '-w', '--no-filters', '--stdin'], fd)).trim();
+    if (!/^[0-9a-f]{40}$/.test(oid)) throw new Error(`git hash-object printed ${JSON.stringify(oid)}`);
+    return oid;
+  }
+
+  /**
+   * Pack loose objects and drop unreachable ones old enough (`git gc --auto`: only when git finds it worth it).
+   * Runs as its own process; safe beside nasd's writes (git keeps recent unreachable objects two weeks).
+   */
+  async gc(): Promise<void> {
+    await this.oneGcAtATime(() => this.run(['gc', '--auto', '--quiet']));
+  }
+
+  /**
+   * Pack every object now and drop unreachable ones older than `pruneAfterSeconds` (never younger than an
+   * hour: an object nasd has just written may not be on a ref yet).
+   */
+  async pack(pruneAfterSeconds: number): Promise<void> {
+    await this.oneGcAtATime(() => this.run(['gc', '--quiet', `--prune=${Math.max(3600, Math.floor(pruneAfterSeconds))}.seconds.ago`]));
+  }
+
+  private oneGcAtATime<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.gcQueue.then(fn, fn);
+    this.gcQueue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** What the object store holds: loose objects and their bytes, packed objects and the packs' bytes. */
+  async objectCounts(): Promise<ObjectCounts> {
+    const out = Object.fromEntries((await this.run(['count-objects', '-v'])).split('\n').map((l) => l.split(': ')).filter((kv) => kv.length === 2));
+    const n = (key: string) => Number(out[key] ?? 0);
+    return { loose: n('count'), looseBytes: n('size') * 1024, packed: n('in-pack'), packBytes: n('size-pack') * 1024 };
+  }
+
+  /** Write every ref and everything they reach into one file (a git bundle), which `fetchBundle` reads back. */
+  async bundle(file: string): Promise<void> {
+    await this.run(['bundle', 'create', '--quiet', file, '--all']);
+  }
+
+  /** Take every ref of a bundle as it is (the Store is new and empty); git checks the bundle whole first. */
+  async fetchBundle(file: string): Promise<void> {
+    await this.run(['bundle', 'verify', '--quiet', file]);
+    await this.run(['fetch', '--quiet', '--no-write-fetch-head', file, '+refs/*:refs/*']);
+  }
+
+  /** The remotes the Store mirrors to (`nas remote add`), by name: kept in the Store's own git config, never exported. */
+  async mirrors(): Promise<Map<string, string>> {
+    const out = await this.run(['config', '--get-regexp', '^remote\\.nas-[0-9]+\\.url$']).catch(() => '');
+    return new Map(out.split('\n').filter(Boolean).map((l) => {
+      const [key, url] = [l.slice(0, l.indexOf(' ')), l.slice(l.indexOf(' ') + 1)];
+      return [key.replace(/^remote\./, '').replace(/\.url$/, ''), url];
+    }));
+  }
+
+  /** How many refs a remote holds (`git ls-remote`), failing with git's words when it cannot be reached. */
+  async remoteRefCount(url: string, timeoutMs: number): Promise<number> {
+    return (await this.run([...REMOTE_GIT, 'ls-remote', '--', url], 'ignore', timeoutMs)).split('\n').filter(Boolean).length;
+  }
+
+  async addMirror(name: string, url: string): Promise<void> {
+    await this.run(['remote', 'add', '--mirror=push', name, url]);
+  }
+
+  async removeMirror(name: string): Promise<void> {
+    await this.run(['remote', 'remove', name]);
+  }
+
+  /** Push every ref to a mirror, removing there what is gone here; stopped after `timeoutMs`. */
+  async pushMirror(name: string, timeoutMs: number): Promise<void> {
+    await this.run([...REMOTE_GIT, 'push', '--mirror', '--quiet', name], 'ignore', timeoutMs);
+  }
+
+  /** Install (or replace) a hook script of the repository; written aside and renamed, so git never runs half a script. */
+  async installHook(name: string, script: string): Promise<void> {
+    const file = `${this.gitDir}/hooks/${name}`;
+    if ((await fs.readFile(file, 'utf8').catch(() => null)) === script) return;
+    await fs.mkdir(`${this.gitDir}/hooks`, { recursive: true });
+    await fs.writeFile(`${file}.tmp`, script, { mode: 0o755 });
+    await fs.rename(`${file}.tmp`, file);
+  }
+
+  /** Run git on the repository as its own process: its stdout, or an error with git's own words (killed after `timeoutMs`). */
+  private run(args: string[], stdin: 'ignore' | number = 'ignore', timeoutMs = 0): Promise<string> {
+    return new Promise((resolve, reject) => {
+      // No terminal prompts: a remote that wants a password fails instead of waiting forever.
+      const env = { ...process.env, GIT_TERMINAL_PROMPT: '0' };
+      const child = spawn('git', ['--git-dir', this.gitDir, ...args], { stdio: [stdin, 'pipe', 'pipe'], env });
+      let out = '';
+      let err = '';
+      const timer = timeoutMs > 0 ? setTimeout(() => child.kill('SIGKILL'), timeoutMs) : undefined;
+      child.stdout!.on('data', (d) => (out += d));
+      child.stderr!.on('data', (d) => (err += d));
+      child.on('error', reject);
+      child.on('close', (code, signal) => {
+        clearTimeout(timer);
+        if (code === 0) resolve(out);
+        else reject(new Error(`git ${args.join(' ')}: ${err.trim() || (signal ? `stopped after ${timeoutMs / 1000} s` : `exit ${code}`)}`));
+      });
+    });
+  }
+}
