@@ -9,10 +9,11 @@ import { parseMerge, type MergeConfig } from '../config/home-config.js';
 import type { Conflict } from './pr-store.js';
 
 /**
- * Merge a proposed commit into main: libgit2's three-way merge (text line by line, anything else whole),
- * a merge commit with both parents, and main moved only by compare-and-swap, retried against the new main
- * when another merge got there first. Any conflict stops it with main untouched. Files the merge deletes
- * from main go to the recycle area.
+ * The one way a change lands on main, for an Agent PR (propose.ts) and the owner's memory review
+ * (workflows/memory.ts) alike: libgit2's three-way merge (text line by line, anything else whole), a merge
+ * commit with both parents, and main moved only by compare-and-swap, retried against the new main when
+ * another merge got there first. Any conflict stops it with main untouched. Files the merge deletes from main
+ * go to the recycle area.
  */
 
 export type MergeOutcome =
@@ -25,10 +26,19 @@ const ATTEMPTS = 20;
 export async function mergeIntoMain(
   store: Store,
   trash: Trash,
-  opts: { head: string; branch: string; message: string; author: Identity; run?: string },
+  opts: {
+    head: string; message: string; author: Identity; run?: string;
+    /**
+     * The main the change was checked against: it lands on that main or not at all (the RefConflict is thrown,
+     * no retry), as a retry would merge into a main that nothing checked it with.
+     */
+    onto?: string;
+    /** False when what the change deletes lives on in it (a reviewed note moved out of quarantine): nothing is lost. */
+    recycle?: boolean;
+  },
 ): Promise<MergeOutcome> {
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const main = await store.readRef(MAIN_REF);
+    const main = opts.onto ?? (await store.readRef(MAIN_REF));
     if (!main) throw new Error('main has no ref');
     const base = await store.mergeBase(opts.head, main);
     if (base === opts.head) return { kind: 'up-to-date' };
@@ -42,10 +52,10 @@ export async function mergeIntoMain(
     try {
       commit = await store.commitTree(MAIN_REF, { head: main, tree: merged.tree, otherParents: [opts.head], message: opts.message, author: opts.author });
     } catch (err) {
-      if (err instanceof RefConflict) continue;
+      if (err instanceof RefConflict && !opts.onto) continue;
       throw err;
     }
-    await trash.add(await itemsFromGit(store, deleted.map((c) => ({ path: c.path, entry: c.before! })), 'main', opts.run));
+    if (opts.recycle !== false) await trash.add(await itemsFromGit(store, deleted.map((c) => ({ path: c.path, entry: c.before! })), 'main', opts.run));
     return { kind: 'merged', commit, deleted: deleted.map((c) => c.path) };
   }
   throw new Error(`main kept moving: ${ATTEMPTS} merge attempts lost the race; try again`);

@@ -174,7 +174,7 @@ export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promis
   let outcome: MergeOutcome;
   try {
     outcome = await mergeIntoMain(home.store, home.trash, {
-      head: pr.head, branch: pr.branch, run: pr.provenance.run,
+      head: pr.head, run: pr.provenance.run,
       message: `Merge PR ${pr.id} from ${pr.branch}: ${pr.intent}\n\n${trailers.join('\n')}\n`,
       author: { name: pr.provenance.principal, email: `${pr.provenance.principal}@agent-nas` },
     });

@@ -1,4 +1,3 @@
-import { MAIN_REF } from '../store/refs.js';
 import { MODE, RefConflict, type Entry } from '../store/store.js';
 import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
@@ -10,6 +9,7 @@ import { loadMemory, regenerate, type Memory } from '../memory/model.js';
 import { branchMemory } from '../memory/branch-memory.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
 import { importNote } from '../memory/import.js';
+import { mergeIntoMain, type MergeOutcome } from '../merge/merge.js';
 import type { HomeSet, Snapshot } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
 import { requireOwner, type Credentials } from '../api/credentials.js';
@@ -131,13 +131,13 @@ export class MemoryService {
   }
 
   /**
-   * The owner's review, committed straight onto main by compare-and-swap: the note labelled reviewed (moved
-   * out of quarantine), and the indexes regenerated in the same commit so main stays consistent. Refused
-   * when MEMORY.md would go over its token cap: nothing is ever truncated.
+   * The owner's review, merged into main as any change is (mergeIntoMain): the note labelled reviewed (moved out
+   * of quarantine), and the indexes regenerated in the same commit so main stays consistent. Refused when
+   * MEMORY.md would go over its token cap: nothing is ever truncated.
    */
   async review(role: string, notePath: string, description: string | undefined, creds: Credentials): Promise<ReviewResult> {
     requireOwner(creds, 'reviewing a note', this.stateDir);
-    const { snap, files } = await this.files(role);
+    const { snap, files, tree: mainTree } = await this.files(role);
     const store = snap.home.store;
     const path = validateRelPath(notePath);
     let plan: ReviewPlan;
@@ -163,22 +163,30 @@ export class MemoryService {
 
     const entries = new Map<string, Entry | null>();
     for (const [p, content] of changes) entries.set(p, content === null ? null : { oid: await store.writeBlob(content), mode: MODE.file });
+    const tree = await store.editTree(mainTree, entries);
+    if (tree === mainTree) throw new UserError(`${path} is reviewed already; nothing was changed`, 409);
     const owner = snap.config.role.owner ?? 'owner';
     const author = { name: owner, email: `${owner}@agent-nas` };
     const trailers = `Nas-Review: ${path}${to !== path ? ` -> ${to}` : ''}\nNas-Reviewer: ${owner}\n`;
-    let commit: string;
+    // Main changes only by merge: the review is a one-commit branch off main, merged with the owner as approver.
+    const reviewed = await store.writeCommit({ tree, parents: [snap.commit], message: `Review memory note ${to}\n\n${trailers}`, author });
+    let outcome: MergeOutcome;
     try {
-      // Main changes only by merge: the review is a one-commit branch off main, merged with the owner as approver.
-      const tree = await store.editTree((await store.readCommit(snap.commit)).tree, entries);
-      if (tree === (await store.readCommit(snap.commit)).tree) throw new UserError(`${path} is reviewed already; nothing was changed`, 409);
-      const reviewed = await store.writeCommit({ tree, parents: [snap.commit], message: `Review memory note ${to}\n\n${trailers}`, author });
-      const message = `Merge the review of memory note ${to}\n\n${trailers}Nas-Principal: ${owner}\nNas-Intent: review memory note ${to}\nNas-Merged-By: ${owner}\n`;
-      commit = await store.commitTree(MAIN_REF, { head: snap.commit, tree, message, author, otherParents: [reviewed] });
+      outcome = await mergeIntoMain(store, snap.home.trash, {
+        head: reviewed, author,
+        message: `Merge the review of memory note ${to}\n\n${trailers}Nas-Principal: ${owner}\nNas-Intent: review memory note ${to}\nNas-Merged-By: ${owner}\n`,
+        // Checked above against this main only (budgets, indexes): if main moved, the owner runs it again.
+        onto: snap.commit,
+        // The quarantined note lives on under notes/: not a deletion for the recycle area.
+        recycle: false,
+      });
     } catch (err) {
       if (err instanceof RefConflict) throw new UserError('main moved while the review was prepared; nothing was changed. Run it again', 409);
       throw err;
     }
+    // A branch off main itself merges as it is: it can neither conflict nor be merged already.
+    if (outcome.kind !== 'merged') throw new Error(`the review of ${path} did not merge (${outcome.kind})`);
     await this.homes.refreshMains();
-    return { reviewed: path, to, commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
+    return { reviewed: path, to, commit: outcome.commit, regenerated: [...changes.keys()].filter((p) => p !== path && p !== to) };
   }
 }
