@@ -10,6 +10,7 @@ import { Checkpoints } from '../home/checkpoints.js';
 import { exportHome, importHome, IMPORTING } from '../home/portable.js';
 import { Lifecycle, listArchived, moveFromArchive, moveToArchive, archiveDirFor, type LifecycleRecord } from '../home/lifecycle.js';
 import { Store } from '../store/store.js';
+import { LeaseStore } from '../lease/lease-store.js';
 import { MAIN_REF } from '../store/refs.js';
 import { scratchRoots, type HomeConfig } from '../config/home-config.js';
 import { branchRef } from '../store/refs.js';
@@ -346,7 +347,8 @@ export class Registry {
   /** A Home from an exported file, under its own role or `as`; mounted at once, its branches with it. */
   async importHome(file: string, as?: string): Promise<Imported> {
     const started = process.hrtime.bigint();
-    const home = await importHome(this.opts.stateDir, file, as, this.opts.identity, (role) => this.archived.has(role));
+    const { stateDir, identity } = this.opts;
+    const home = await importHome(stateDir, file, as, identity, (role) => this.archived.has(role), (store) => endLeases(store, identity));
     let m: Mounted;
     try {
       m = await this.mount(home);
@@ -702,5 +704,16 @@ export class Registry {
       await fs.chmod(dir, 0o700);
       log.warn({ dir, was: (st.mode & 0o777).toString(8) }, 'the state directory was readable by other users: made 0700');
     }
+  }
+}
+
+/**
+ * Every lease still in force is recorded as revoked before the Home is mounted: a token issued for the Home that
+ * was exported (which may live on, here or elsewhere) must not also work in a copy of it.
+ */
+async function endLeases(store: Store, identity: Identity): Promise<void> {
+  const leases = new LeaseStore(store, identity);
+  for (const lease of await leases.list()) {
+    if (!lease.revoked && Date.parse(lease.expires) > Date.now()) await leases.revoke(lease.id);
   }
 }

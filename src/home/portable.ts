@@ -9,7 +9,6 @@ import { Store, type Identity } from '../store/store.js';
 import { MAIN_REF } from '../store/refs.js';
 import { Home } from './home.js';
 import { parseRole } from '../config/home-config.js';
-import { LeaseStore } from '../lease/lease-store.js';
 
 /**
  * A Home as one file: a git bundle of every ref of its Store. Main, branches (pending work committed first by the
@@ -63,6 +62,7 @@ export async function exportHome(store: Store, file: string): Promise<{ bytes: n
  */
 export async function importHome(
   stateDir: string, file: string, role: string | undefined, identity: Identity, archived: (role: string) => boolean = () => false,
+  prepare: (store: Store) => Promise<void> = async () => undefined,
 ): Promise<Home> {
   if (role !== undefined) validateRole(role);
   const source = absoluteNew(file);
@@ -84,7 +84,8 @@ export async function importHome(
     if (archived(name) || (await exists(dir))) {
       throw new UserError(`a Home named "${name}" exists already${archived(name) ? ' (archived)' : ''}; nothing was imported. Import under another name with --as <role>`, 409);
     }
-    await endLeases(store, identity);
+    // What must not travel is ended in the Store before it is a Home (leases: see the caller).
+    await prepare(store);
     await store.setHead(MAIN_REF);
     await fs.mkdir(`${building}/nas/branches`, { recursive: true });
     await fs.rename(building, dir);
@@ -92,17 +93,6 @@ export async function importHome(
   } catch (err) {
     await fs.rm(building, { recursive: true, force: true });
     throw err;
-  }
-}
-
-/**
- * Every lease still in force is recorded as revoked before the Home is mounted: a token issued for the Home that
- * was exported (which may live on, here or elsewhere) must not also work in a copy of it.
- */
-async function endLeases(store: Store, identity: Identity): Promise<void> {
-  const leases = new LeaseStore(store, identity);
-  for (const lease of await leases.list()) {
-    if (!lease.revoked && Date.parse(lease.expires) > Date.now()) await leases.revoke(lease.id);
   }
 }
 
