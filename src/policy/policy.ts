@@ -36,9 +36,37 @@ export function compileRules(policy: PolicyConfig = DEFAULT_POLICY, maintenance:
 
 export const DEFAULT_RULES = compileRules();
 
+/** What the rules say of one path: each glob list asked once. */
+export interface PathClass {
+  readOnly: boolean;
+  appendOnly: boolean;
+  scratch: boolean;
+}
+
+/** Paths classified under each Rules object; a new Rules (changed .nas/ policy) starts with none. */
+const classes = new WeakMap<Rules, Map<string, PathClass>>();
+/** Paths kept per Rules: a Home's working set of directories and files, not every name ever seen. */
+const CLASSES_KEPT = 8192;
+
+/**
+ * Classify a path once: a request that asks policy several times (a rename asks of both names, for each
+ * check) matches the globs once per path. Rules never change in place, so what is kept stays true.
+ */
+export function classify(rules: Rules, path: string): PathClass {
+  let kept = classes.get(rules);
+  if (!kept) classes.set(rules, (kept = new Map()));
+  let c = kept.get(path);
+  if (!c) {
+    if (kept.size >= CLASSES_KEPT) kept.clear();
+    c = { readOnly: matchesAny(path, rules.readOnly), appendOnly: matchesAny(path, rules.appendOnly), scratch: path !== '' && matchesAny(path, rules.scratch) };
+    kept.set(path, c);
+  }
+  return c;
+}
+
 /** Scratch paths live only in a branch's upper directory: never committed, merged or sent to the recycle area. */
 export function isScratch(rules: Rules, path: string): boolean {
-  return path !== '' && matchesAny(path, rules.scratch);
+  return classify(rules, path).scratch;
 }
 
 /** The inbox holds untrusted input. */
@@ -70,11 +98,12 @@ export function permits(reader: Reader, st: { mode: number; uid: number; gid: nu
 
 /** Read-only or append-only: such paths stay versioned whatever a .gitignore says (a branch cannot hide them). */
 export function isProtected(rules: Rules, path: string): boolean {
-  return matchesAny(path, rules.readOnly) || matchesAny(path, rules.appendOnly);
+  const c = classify(rules, path);
+  return c.readOnly || c.appendOnly;
 }
 
 export function isAppendOnly(rules: Rules, path: string): boolean {
-  return matchesAny(path, rules.appendOnly);
+  return classify(rules, path).appendOnly;
 }
 
 /**
@@ -118,7 +147,7 @@ export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: 
   if (path === '') return 'EPERM';
   // The Store's metadata records live under this name at the root: no view may make or change it.
   if (isMetaPath(path)) return 'EPERM';
-  if (matchesAny(path, rules.readOnly)) return 'EPERM';
+  if (classify(rules, path).readOnly) return 'EPERM';
   const scratch = ignored || isScratch(rules, path);
   if (!scratch && !REMOVING.has(op) && hasUnstorableName(path)) return 'EPERM';
   if (!scratch && (op === 'mkdir' || op === 'symlink') && isGitmodulesName(path.slice(path.lastIndexOf('/') + 1))) return 'EPERM';
@@ -139,7 +168,7 @@ export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: 
 export function checkDirectoryMove(rules: Rules, from: string, to: string, below: string[]): ErrnoCode | null {
   for (const p of below) {
     for (const path of [`${from}/${p}`, `${to}/${p}`]) {
-      if (matchesAny(path, rules.readOnly) || matchesAny(path, rules.appendOnly)) return 'EPERM';
+      if (isProtected(rules, path)) return 'EPERM';
     }
   }
   return null;

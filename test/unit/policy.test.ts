@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ANYONE, checkAppend, checkMutation, checkOpenForWrite, checkQuota, checkRestore, compileRules, DEFAULT_RULES, isScratch, permits } from '../../src/policy/policy.js';
+import { ANYONE, checkAppend, checkMutation, checkOpenForWrite, checkQuota, checkRestore, classify, compileRules, DEFAULT_RULES, isAppendOnly, isScratch, permits, type Rules } from '../../src/policy/policy.js';
 import { DEFAULT_MAINTENANCE, DEFAULT_POLICY } from '../../src/config/home-config.js';
 import { globToRegExp } from '../../src/util/glob.js';
 
@@ -115,5 +115,31 @@ describe('policy', () => {
     expect(permits(ANYONE, group, 4)).toBe(false);
     expect(permits(ANYONE, { mode: 0o040751, uid: 1000, gid: 1000 }, 1)).toBe(true);
     expect(permits(ANYONE, { mode: 0o040750, uid: 1000, gid: 1000 }, 1)).toBe(false);
+  });
+});
+
+describe('classify', () => {
+  /** A glob that counts how often it is asked. */
+  const counting = (source: string) => {
+    const re = new RegExp(source);
+    let asked = 0;
+    const test = re.test.bind(re);
+    re.test = (s: string) => (asked++, test(s));
+    return { re, asked: () => asked };
+  };
+
+  it('matches the globs once per path, however often a request asks; new rules ask again', () => {
+    const journal = counting('^memory/journal(/.*)?$');
+    const rules: Rules = { readOnly: [], appendOnly: [journal.re], scratch: [] };
+    for (let i = 0; i < 6; i++) {
+      expect(isAppendOnly(rules, 'memory/journal/day.md')).toBe(true);
+      expect(checkMutation('branch', rules, 'rename-from', 'memory/journal/day.md')).toBe('EPERM');
+    }
+    expect(journal.asked()).toBe(1);
+    expect(classify(rules, 'outbox/x.md')).toEqual({ readOnly: false, appendOnly: false, scratch: false });
+    expect(journal.asked()).toBe(2);
+    const changed: Rules = { ...rules };
+    expect(isAppendOnly(changed, 'memory/journal/day.md')).toBe(true);
+    expect(journal.asked()).toBe(3);
   });
 });
