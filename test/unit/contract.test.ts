@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ROUTES, ROUTE_NAMES, type RouteName } from '../../src/api/contract.js';
+import { ROUTES, ROUTE_NAMES, type RouteName, type RouteSpec } from '../../src/api/contract.js';
 import { fillPath, matchRoute } from '../../src/api/paths.js';
 import { validateBody } from '../../src/api/validate.js';
 import { handlers } from '../../src/daemon/handlers.js';
@@ -8,6 +8,7 @@ import type { WebLogins } from '../../src/daemon/web-sessions.js';
 import { COMMANDS } from '../../src/cli/commands/index.js';
 import { parse } from '../../src/cli/args.js';
 import { UserError } from '../../src/util/errors.js';
+import type { Credentials } from '../../src/api/credentials.js';
 
 /** The control API contract without a daemon: validation, routing, and that both sides cover every route. */
 
@@ -178,5 +179,74 @@ describe('coverage of the contract', () => {
     }
     expect(bodies.propose).toEqual({ branch: 'draft', intent: 'notes', checks: ['links', 'schema'] });
     expect(bodies.memoryMeasure).toEqual({ branch: undefined, tasks: ['memory/a.md', 'memory/b.md'] });
+  });
+});
+
+describe('who may call', () => {
+  it('declares for every route a rule whose branch and flag the route carries', () => {
+    for (const name of ROUTE_NAMES) {
+      const { path: pattern, body, who }: RouteSpec = ROUTES[name];
+      const fields: Record<string, unknown> = body;
+      if (who === 'anyone') continue;
+      if ('owner' in who) expect([name, who.owner.length > 0]).toEqual([name, true]);
+      else if ('workflow' in who) expect([name, who.workflow.length > 0]).toEqual([name, true]);
+      else {
+        expect([name, pattern.includes('/:role/')]).toEqual([name, true]);
+        if (who.branch === 'path') expect([name, pattern]).toEqual([name, expect.stringContaining('/:branch/')]);
+        else expect([name, fields.branch]).toEqual([name, 'string?']);
+        if (who.readOnlyIf) expect([name, fields[who.readOnlyIf]]).toEqual([name, 'boolean?']);
+        expect([name, who.action]).toEqual([name, expect.stringContaining('{branch}')]);
+      }
+    }
+  });
+
+  /** The table over workflows that record what they were asked: the rule is checked before the handler runs. */
+  function table() {
+    const asked: unknown[][] = [];
+    const record = (what: string, answer: unknown = what) => async (...args: unknown[]) => (asked.push([what, ...args]), answer);
+    const flows = {
+      leases: { authorize: record('authorize', { principal: 'p' }), revokeBranch: record('revokeBranch', []) },
+      trash: { trashTarget: async (_role: string, b: { branch?: string }) => b.branch ?? 'deleted-in', trashRestore: record('trashRestore') },
+      homes: { createHome: record('createHome') },
+      branches: { discardBranch: record('discardBranch', {}) },
+      memory: { import: record('import'), index: record('index') },
+      prs: { propose: record('propose') },
+    } as unknown as Workflows;
+    return { asked, call: handlers(flows, {} as WebLogins, '/state') };
+  }
+  const lease: Credentials = { owner: false, lease: 't' };
+
+  it('refuses an owner action before its handler, in the words and status the CLI knows', async () => {
+    const { asked, call } = table();
+    const refused = await Promise.resolve(call.createHome({ params: {}, body: { role: 'x' }, creds: lease })).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UserError);
+    expect((refused as UserError).status).toBe(403);
+    expect((refused as Error).message).toMatch(/^creating a Home is an owner action: it needs the owner credential \(\/state\/owner\.token, /);
+    expect(asked).toEqual([]);
+    expect(await call.createHome({ params: {}, body: { role: 'x' }, creds: { owner: true } })).toBe('createHome');
+  });
+
+  it('asks the leases about the branch the request names, and only then runs the handler', async () => {
+    const { asked, call } = table();
+    await call.discardBranch({ params: { role: 'demo', branch: 'b' }, body: {}, creds: lease });
+    await call.memoryImport({ params: { role: 'demo' }, body: { branch: 'b', files: [] }, creds: lease });
+    await call.memoryIndex({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
+    await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x' }, creds: lease });
+    expect(asked.map(([what, ...args]) => (what === 'authorize' ? [what, ...args] : what))).toEqual([
+      ['authorize', 'demo', 'b', 'write', lease, 'discarding demo/b'], 'discardBranch', 'revokeBranch',
+      ['authorize', 'demo', 'b', 'write', lease, 'importing notes in demo/b'], 'import',
+      ['authorize', 'demo', 'b', 'write', lease, 'regenerating indexes in demo/b'], 'index',
+      ['authorize', 'demo', 'deleted-in', 'write', lease, 'restoring from the recycle area in demo/deleted-in'], 'trashRestore',
+    ]);
+  });
+
+  it('asks nothing for main, no branch, a read, or a rule its workflow checks', async () => {
+    const { asked, call } = table();
+    await call.memoryImport({ params: { role: 'demo' }, body: { files: [] }, creds: lease });
+    await call.memoryImport({ params: { role: 'demo' }, body: { branch: 'main', files: [] }, creds: lease });
+    await call.memoryIndex({ params: { role: 'demo' }, body: { branch: 'b', check: true }, creds: lease });
+    await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x', branch: 'main' }, creds: lease });
+    await call.propose({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
+    expect(asked.map(([what]) => what)).toEqual(['import', 'import', 'index', 'trashRestore', 'propose']);
   });
 });
