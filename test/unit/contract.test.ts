@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
 import { ROUTES, ROUTE_NAMES, type RouteName, type RouteSpec } from '../../src/api/contract.js';
 import { fillPath, matchRoute } from '../../src/api/paths.js';
 import { validateBody } from '../../src/api/validate.js';
@@ -248,5 +250,43 @@ describe('who may call', () => {
     await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x', branch: 'main' }, creds: lease });
     await call.propose({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
     expect(asked.map(([what]) => what)).toEqual(['import', 'import', 'index', 'trashRestore', 'propose']);
+  });
+});
+
+describe('the web page', () => {
+  const app = fs.readFileSync(path.resolve(import.meta.dirname, '../../src/web/app.js'), 'utf8');
+  /** A template's `${...}` parts as one path segment. */
+  const filled = (p: string) => p.replace(/\$\{[^}]*\}/g, 'x');
+
+  /** Every call app.js makes to the control API: get(path) and live(path) are GETs; api(method, path, body). */
+  function calls(): { method: string; path: string; fields: string[] }[] {
+    const out: { method: string; path: string; fields: string[] }[] = [];
+    for (const m of app.matchAll(/\b(?:get|live)\(\s*(['`])(\/v1[^'`]*)\1/g)) out.push({ method: 'GET', path: filled(m[2]), fields: [] });
+    for (const m of app.matchAll(/\bapi\(\s*'(GET|POST)',\s*(['`])(\/v1[^'`]*)\2(?:,\s*\{([^{}]*)\})?/g)) {
+      out.push({ method: m[1], path: filled(m[3]), fields: [...(m[4] ?? '').matchAll(/(\w+)\s*:/g)].map((f) => f[1]) });
+    }
+    return out;
+  }
+
+  it('calls only routes of the contract marked for the web, with fields they take', () => {
+    const found = calls();
+    // Every API path in the script is one of the calls read above: none reaches the API another way.
+    expect(found.length).toBe([...app.matchAll(/\/v1\//g)].length);
+    expect(found.length).toBeGreaterThan(0);
+    for (const c of found) {
+      const route = matchRoute(c.method, c.path);
+      expect([c.method, c.path, route && (ROUTES[route.name] as RouteSpec).web]).toEqual([c.method, c.path, true]);
+      for (const f of c.fields) expect([route!.name, f in ROUTES[route!.name].body]).toEqual([route!.name, true]);
+    }
+  });
+
+  it('fetches only through api(), and its own logout', () => {
+    expect([...app.matchAll(/\bfetch\(\s*([^,]+),/g)].map((m) => m[1])).toEqual(['`/api${path}`', "'/logout'"]);
+  });
+
+  it("marks for the web only reads and the owner's decisions", () => {
+    const web = ROUTE_NAMES.filter((n) => (ROUTES[n] as RouteSpec).web);
+    const decisions = web.filter((n) => ROUTES[n].method === 'POST' && ROUTES[n].who !== 'anyone');
+    expect(decisions.sort()).toEqual(['approvePr', 'rejectPr', 'restoreTrash']);
   });
 });
