@@ -9,39 +9,83 @@ import type {
 } from './types.js';
 
 /**
- * The control API, JSON over HTTP on nasd's unix socket: every route with its method, path pattern and
- * body fields, in the one table both sides use. The daemon routes and validates by it (control.ts,
- * validate.ts); the CLI builds its requests from it (client.ts). What each route answers is in Results.
+ * The control API, JSON over HTTP on nasd's unix socket: every route with its method, path pattern, body
+ * fields and who may call it, in the one table both sides use. The daemon routes, validates and checks the
+ * caller by it (paths.ts, validate.ts, daemon/handlers.ts); the CLI builds its requests from it (client.ts).
+ * What each route answers is in Results.
  */
 
 export type Method = 'GET' | 'POST';
+
+/**
+ * Who may call a route. The daemon checks it once, after the body is validated and before the handler runs
+ * (daemon/handlers.ts), with the words and statuses of `requireOwner` and `LeaseService.authorize`:
+ * - `anyone`: whoever reaches the socket (what a read shows may still depend on the caller: workflows/readers.ts);
+ * - `{ owner }`: the owner credential, which no lease carries; the refusal (403) names the action;
+ * - `{ lease }`: a lease that grants that scope on the branch the request names (`branch`: where from), or the
+ *   owner; refused with 401 without either, 403 when the lease does not grant it. `action` names the request in
+ *   the refusal, `{branch}` standing for role/branch. `readOnlyIf` names a body flag that makes the request a
+ *   read, which anyone may do;
+ * - `{ workflow }`: the workflow checks who may, with more than one of the rules above; the words say what it
+ *   checks and why the check stays there.
+ */
+export type Access =
+  | 'anyone'
+  | { owner: string }
+  | { lease: 'write'; branch: BranchOf; action: string; readOnlyIf?: string }
+  | { workflow: string };
+
+/**
+ * Where a lease rule finds its branch:
+ * - `path`: the route's `:branch`, always checked (main too);
+ * - `body`: `body.branch`, the branch the request writes into; none named, or main, needs no lease (the route
+ *   then works on main, which takes no writes but merges, and refuses on its own);
+ * - `trash`: the branch a recycle-area restore writes into (`body.branch`, else the branch the entry was deleted
+ *   from, as the trash workflow finds it); main as for `body`.
+ */
+export type BranchOf = 'path' | 'body' | 'trash';
 
 export interface RouteSpec {
   method: Method;
   /** `:name` segments are path parameters (URI-encoded on the wire). */
   path: string;
   body: Schema;
+  who: Access;
+  /**
+   * The web page may call it (through the owner's session, src/daemon/web-server.ts): what the page shows, and
+   * the owner's three decisions there (approve, reject, restore). Any other route answers the page 404.
+   */
+  web?: true;
 }
 
 const none = {} as const;
+const anyone = 'anyone';
+const owner = (action: string) => ({ owner: action });
+const writer = (branch: BranchOf, action: string) => ({ lease: 'write', branch, action } as const);
 
 export const ROUTES = {
-  status: { method: 'GET', path: '/v1/status', body: none },
+  status: { method: 'GET', path: '/v1/status', body: none, who: anyone, web: true },
 
-  listHomes: { method: 'GET', path: '/v1/homes', body: none },
-  createHome: { method: 'POST', path: '/v1/homes', body: { role: 'string', template: 'string?', owner: 'string?' } },
+  listHomes: { method: 'GET', path: '/v1/homes', body: none, who: anyone, web: true },
+  createHome: { method: 'POST', path: '/v1/homes', body: { role: 'string', template: 'string?', owner: 'string?' }, who: owner('creating a Home') },
 
-  listBranches: { method: 'GET', path: '/v1/homes/:role/branches', body: none },
-  createBranch: { method: 'POST', path: '/v1/homes/:role/branches', body: { branch: 'string', from: 'string?', ttl: 'string?', run: 'string?' } },
-  discardBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/discard', body: none },
-  extendBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/extend', body: { ttl: 'string' } },
-  sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' } },
+  listBranches: { method: 'GET', path: '/v1/homes/:role/branches', body: none, who: anyone, web: true },
+  createBranch: {
+    method: 'POST', path: '/v1/homes/:role/branches', body: { branch: 'string', from: 'string?', ttl: 'string?', run: 'string?' },
+    who: owner('creating a branch'),
+  },
+  discardBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/discard', body: none, who: writer('path', 'discarding {branch}') },
+  extendBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/extend', body: { ttl: 'string' }, who: owner('extending a branch') },
+  sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' }, who: anyone },
 
-  listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none },
-  restoreTrash: { method: 'POST', path: '/v1/homes/:role/trash/restore', body: { path: 'string?', id: 'string?', branch: 'string?', to: 'string?' } },
-  purgeTrash: { method: 'POST', path: '/v1/homes/:role/trash/purge', body: { olderThan: 'string?' } },
+  listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none, who: anyone, web: true },
+  restoreTrash: {
+    method: 'POST', path: '/v1/homes/:role/trash/restore', body: { path: 'string?', id: 'string?', branch: 'string?', to: 'string?' },
+    who: writer('trash', 'restoring from the recycle area in {branch}'), web: true,
+  },
+  purgeTrash: { method: 'POST', path: '/v1/homes/:role/trash/purge', body: { olderThan: 'string?' }, who: owner('purging the recycle area') },
 
-  listLeases: { method: 'GET', path: '/v1/homes/:role/leases', body: none },
+  listLeases: { method: 'GET', path: '/v1/homes/:role/leases', body: none, who: anyone, web: true },
   issueLease: {
     method: 'POST',
     path: '/v1/homes/:role/leases',
@@ -49,26 +93,40 @@ export const ROUTES = {
       branch: 'string', principal: 'string?', ttl: 'string?', scopes: 'string?',
       budget: { kind: 'number?', message: '--budget must be a whole number of bytes (0 or more)' },
     },
+    // Which rule applies depends on the credential, and the branch is checked before either (leases.issue).
+    who: { workflow: 'the owner; or, with a lease token, a lease in force that the new lease only narrows (a sub-lease)' },
   },
-  revokeLease: { method: 'POST', path: '/v1/homes/:role/leases/:id/revoke', body: none },
+  revokeLease: { method: 'POST', path: '/v1/homes/:role/leases/:id/revoke', body: none, who: owner('revoking a lease') },
 
-  propose: { method: 'POST', path: '/v1/homes/:role/prs', body: { branch: 'string', intent: 'string?', checks: 'strings?' } },
-  listPrs: { method: 'GET', path: '/v1/homes/:role/prs', body: none },
-  decisions: { method: 'GET', path: '/v1/decisions', body: none },
-  webLogin: { method: 'POST', path: '/v1/web/login', body: none },
-  prStats: { method: 'GET', path: '/v1/homes/:role/prs/stats', body: none },
-  showPr: { method: 'GET', path: '/v1/homes/:role/prs/:id', body: none },
-  approvePr: { method: 'POST', path: '/v1/homes/:role/prs/:id/approve', body: none },
-  rejectPr: { method: 'POST', path: '/v1/homes/:role/prs/:id/reject', body: { why: 'string?' } },
+  propose: {
+    method: 'POST', path: '/v1/homes/:role/prs', body: { branch: 'string', intent: 'string?', checks: 'strings?' },
+    // Checked again when the PR is filed (the lease must outlive the checks), and the same for every proposal
+    // nasd makes for a caller (a run's end, a picked attempt, a retirement, a config change): prs.propose.
+    who: { workflow: 'a lease that grants propose:main on body.branch, or the owner' },
+  },
+  listPrs: { method: 'GET', path: '/v1/homes/:role/prs', body: none, who: anyone, web: true },
+  decisions: { method: 'GET', path: '/v1/decisions', body: none, who: anyone, web: true },
+  webLogin: { method: 'POST', path: '/v1/web/login', body: none, who: owner('opening the web page') },
+  prStats: { method: 'GET', path: '/v1/homes/:role/prs/stats', body: none, who: anyone, web: true },
+  showPr: { method: 'GET', path: '/v1/homes/:role/prs/:id', body: none, who: anyone, web: true },
+  approvePr: { method: 'POST', path: '/v1/homes/:role/prs/:id/approve', body: none, who: owner('approving a PR'), web: true },
+  rejectPr: { method: 'POST', path: '/v1/homes/:role/prs/:id/reject', body: { why: 'string?' }, who: owner('rejecting a PR'), web: true },
 
-  memoryCheck: { method: 'POST', path: '/v1/homes/:role/memory/check', body: { branch: 'string?' } },
-  memoryIndex: { method: 'POST', path: '/v1/homes/:role/memory/index', body: { branch: 'string?', check: 'boolean?' } },
-  memoryMeasure: { method: 'POST', path: '/v1/homes/:role/memory/measure', body: { branch: 'string?', tasks: 'strings?' } },
-  memoryImport: { method: 'POST', path: '/v1/homes/:role/memory/import', body: { branch: 'string?', files: 'files' } },
-  memoryReview: { method: 'POST', path: '/v1/homes/:role/memory/review', body: { path: 'string', description: 'string?' } },
-  context: { method: 'POST', path: '/v1/homes/:role/context', body: { branch: 'string?' } },
-  briefing: { method: 'POST', path: '/v1/homes/:role/briefing', body: { branch: 'string?', maxTokens: 'number?' } },
+  memoryCheck: { method: 'POST', path: '/v1/homes/:role/memory/check', body: { branch: 'string?' }, who: anyone },
+  memoryIndex: {
+    method: 'POST', path: '/v1/homes/:role/memory/index', body: { branch: 'string?', check: 'boolean?' },
+    who: { ...writer('body', 'regenerating indexes in {branch}'), readOnlyIf: 'check' },
+  },
+  memoryMeasure: { method: 'POST', path: '/v1/homes/:role/memory/measure', body: { branch: 'string?', tasks: 'strings?' }, who: anyone },
+  memoryImport: {
+    method: 'POST', path: '/v1/homes/:role/memory/import', body: { branch: 'string?', files: 'files' },
+    who: writer('body', 'importing notes in {branch}'),
+  },
+  memoryReview: { method: 'POST', path: '/v1/homes/:role/memory/review', body: { path: 'string', description: 'string?' }, who: owner('reviewing a note') },
+  context: { method: 'POST', path: '/v1/homes/:role/context', body: { branch: 'string?' }, who: anyone },
+  briefing: { method: 'POST', path: '/v1/homes/:role/briefing', body: { branch: 'string?', maxTokens: 'number?' }, who: anyone },
 
+  // Every run route is the owner's: on a run's own socket the owner credential counts for nothing (control.ts).
   startRun: {
     method: 'POST',
     path: '/v1/homes/:role/runs',
@@ -77,32 +135,48 @@ export const ROUTES = {
       budget: { kind: 'number?', message: '--budget must be a size in bytes (e.g. 50M, 2G, 1000)' },
       attempts: { kind: 'number?', message: '--attempts must be a whole number from 1 to 16' },
     },
+    who: owner('starting a run'),
   },
-  attachRun: { method: 'POST', path: '/v1/homes/:role/runs/:id/attach', body: { ns: 'string' } },
+  attachRun: { method: 'POST', path: '/v1/homes/:role/runs/:id/attach', body: { ns: 'string' }, who: owner('attaching a run') },
   finishRun: {
     method: 'POST',
     path: '/v1/homes/:role/runs/:id/finish',
     body: { started: 'boolean?', exit: 'number?', signal: 'string?', propose: 'boolean?' },
+    who: owner('finishing a run'),
   },
-  listRuns: { method: 'GET', path: '/v1/homes/:role/runs', body: none },
-  pickRun: { method: 'POST', path: '/v1/homes/:role/tasks/:task/pick', body: { run: 'string' } },
+  listRuns: { method: 'GET', path: '/v1/homes/:role/runs', body: none, who: anyone, web: true },
+  pickRun: { method: 'POST', path: '/v1/homes/:role/tasks/:task/pick', body: { run: 'string' }, who: owner('picking an attempt') },
 
-  createCheckpoint: { method: 'POST', path: '/v1/homes/:role/checkpoints', body: { name: 'string', branch: 'string?', message: 'string?' } },
-  listCheckpoints: { method: 'GET', path: '/v1/homes/:role/checkpoints', body: none },
-  deleteCheckpoint: { method: 'POST', path: '/v1/homes/:role/checkpoints/:name/delete', body: none },
-  restore: { method: 'POST', path: '/v1/homes/:role/restore', body: { branch: 'string', from: 'string', paths: 'strings?' } },
-  proposeConfig: { method: 'POST', path: '/v1/homes/:role/config', body: { file: 'string', content: 'string', intent: 'string?' } },
-  log: { method: 'POST', path: '/v1/homes/:role/log', body: { branch: 'string?', path: 'string?', limit: 'number?' } },
-  maintenance: { method: 'POST', path: '/v1/maintenance', body: { role: 'string?' } },
-  exportHome: { method: 'POST', path: '/v1/homes/:role/export', body: { file: 'string' } },
-  importHome: { method: 'POST', path: '/v1/import', body: { file: 'string', as: 'string?' } },
-  addRemote: { method: 'POST', path: '/v1/homes/:role/remotes', body: { url: 'string' } },
-  listRemotes: { method: 'GET', path: '/v1/homes/:role/remotes', body: none },
-  removeRemote: { method: 'POST', path: '/v1/homes/:role/remotes/remove', body: { url: 'string' } },
-  archiveHome: { method: 'POST', path: '/v1/homes/:role/archive', body: none },
-  unarchiveHome: { method: 'POST', path: '/v1/homes/:role/unarchive', body: none },
-  retireHome: { method: 'POST', path: '/v1/homes/:role/retire', body: { successor: 'string' } },
-  diff: { method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' } },
+  createCheckpoint: {
+    method: 'POST', path: '/v1/homes/:role/checkpoints', body: { name: 'string', branch: 'string?', message: 'string?' },
+    // Two rules by the branch, and the branch's name is checked before either (history.create).
+    who: { workflow: 'of main, the owner; of a branch, a lease that grants write on it, or the owner' },
+  },
+  listCheckpoints: { method: 'GET', path: '/v1/homes/:role/checkpoints', body: none, who: anyone, web: true },
+  deleteCheckpoint: { method: 'POST', path: '/v1/homes/:role/checkpoints/:name/delete', body: none, who: owner('deleting a checkpoint') },
+  restore: {
+    method: 'POST', path: '/v1/homes/:role/restore', body: { branch: 'string', from: 'string', paths: 'strings?' },
+    // A restore into main is refused (409) and the branch's name checked before who asks (history.restore).
+    who: { workflow: 'a lease that grants write on body.branch, or the owner' },
+  },
+  proposeConfig: {
+    method: 'POST', path: '/v1/homes/:role/config', body: { file: 'string', content: 'string', intent: 'string?' },
+    who: owner('changing .nas/'),
+  },
+  log: { method: 'POST', path: '/v1/homes/:role/log', body: { branch: 'string?', path: 'string?', limit: 'number?' }, who: anyone, web: true },
+  maintenance: { method: 'POST', path: '/v1/maintenance', body: { role: 'string?' }, who: owner('running maintenance') },
+  exportHome: { method: 'POST', path: '/v1/homes/:role/export', body: { file: 'string' }, who: owner('exporting a Home') },
+  importHome: { method: 'POST', path: '/v1/import', body: { file: 'string', as: 'string?' }, who: owner('importing a Home') },
+  addRemote: { method: 'POST', path: '/v1/homes/:role/remotes', body: { url: 'string' }, who: owner('adding a remote') },
+  listRemotes: { method: 'GET', path: '/v1/homes/:role/remotes', body: none, who: anyone, web: true },
+  removeRemote: { method: 'POST', path: '/v1/homes/:role/remotes/remove', body: { url: 'string' }, who: owner('removing a remote') },
+  archiveHome: { method: 'POST', path: '/v1/homes/:role/archive', body: none, who: owner('archiving a Home') },
+  unarchiveHome: { method: 'POST', path: '/v1/homes/:role/unarchive', body: none, who: owner('unarchiving a Home') },
+  retireHome: { method: 'POST', path: '/v1/homes/:role/retire', body: { successor: 'string' }, who: owner('retiring a Home') },
+  diff: {
+    method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' },
+    who: anyone, web: true,
+  },
 } as const satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof ROUTES;

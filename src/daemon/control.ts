@@ -4,7 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { FsError, UserError, isDiskFull } from '../util/errors.js';
-import type { Params, Result, RouteName } from '../api/contract.js';
+import { ROUTES, type Params, type Result, type RouteName, type RouteSpec } from '../api/contract.js';
 import { matchRoute } from '../api/paths.js';
 import { validateBody } from '../api/validate.js';
 import { credentialsOf } from './auth.js';
@@ -37,7 +37,7 @@ export async function readBody(req: http.IncomingMessage): Promise<unknown> {
   }
 }
 
-/** One route's answer: its body checked against the contract, then its handler. */
+/** One route's answer: its body checked against the contract, then its handler (behind who may call it: handlers.ts). */
 async function answer<K extends RouteName>(table: Handlers, route: K, params: Params<K>, raw: unknown, creds: Credentials): Promise<Result<K>> {
   const body = validateBody(route, raw);
   return table[route]({ params, body, creds });
@@ -78,14 +78,16 @@ interface Answered {
 
 /**
  * Route, validate and answer one request of the contract, whatever carried it (the control socket, or the web
- * page's session): errors become a status and a message that says what to do, never an exception.
+ * page's session, which reaches only the routes the contract marks `web`): errors become a status and a message
+ * that says what to do, never an exception.
  */
 export async function dispatch(
-  table: Handlers, method: string, pathname: string, raw: unknown, creds: Credentials, log: Logger, allow?: (route: RouteName) => boolean,
+  table: Handlers, method: string, pathname: string, raw: unknown, creds: Credentials, log: Logger, web = false,
 ): Promise<Answered> {
   try {
     const route = matchRoute(method, pathname);
-    if (!route || (allow && !allow(route.name))) return { status: 404, payload: { ok: false, error: `no such endpoint: ${method} ${pathname}` } };
+    const spec: RouteSpec | undefined = route && ROUTES[route.name];
+    if (!route || (web && !spec?.web)) return { status: 404, payload: { ok: false, error: `no such endpoint: ${method} ${pathname}` } };
     // The matcher named the parameters after this route's own pattern.
     const params = route.params as Params<typeof route.name>;
     return { status: 200, payload: { ok: true, result: await answer(table, route.name, params, raw, creds) } };

@@ -1,11 +1,12 @@
-import type { Body, Params, Result, RouteName } from '../api/contract.js';
+import { ROUTES, type Access, type Body, type Params, type Result, type RouteName } from '../api/contract.js';
 import type { Workflows } from '../workflows/all.js';
 import type { WebLogins } from './web-sessions.js';
 import { requireOwner, type Credentials } from '../api/credentials.js';
 
 /**
- * What each route of the control API does: who may (requireOwner, leases.authorize), then the workflow.
- * Bodies arrive validated against the contract; control.ts is the transport around this table.
+ * What each route of the control API does: who may call it, as the contract declares it (checked here, once,
+ * before the handler), then the workflow. Bodies arrive validated against the contract; control.ts is the
+ * transport around this table.
  */
 
 export interface Request<K extends RouteName> {
@@ -19,88 +20,108 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
+/** The table the transports call: each route's handler behind its declared rule of who may call it. */
 export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Handlers {
-  const { branches, trash, homes, memory, leases, prs, runs, history, maintenance, lifecycle, remotes } = flows;
-  const owner = (c: Credentials, action: string) => requireOwner(c, action, stateDir);
-  // Writing into a branch needs a lease with write on it, or the owner (main refuses writes on its own).
-  const writer = async (role: string, branch: string | undefined, c: Credentials, action: string) => {
-    if (branch && branch !== 'main') await leases.authorize(role, branch, 'write', c, `${action} in ${role}/${branch}`);
+  const table = routes(flows, web);
+  const mayCall = gate(flows, stateDir);
+  const guarded: Partial<Record<RouteName, Handler<RouteName>>> = {};
+  for (const name of Object.keys(table) as RouteName[]) {
+    const handler = table[name] as Handler<RouteName>;
+    guarded[name] = async (req) => {
+      await mayCall(name, req);
+      return handler(req);
+    };
+  }
+  return guarded as Handlers;
+}
+
+/**
+ * The contract's `who` for a route, checked with the owner's and the leases' own words and statuses. A route
+ * whose rule is `{ workflow }` passes here: its workflow checks.
+ */
+function gate(flows: Workflows, stateDir: string) {
+  return async (route: RouteName, { params, body, creds }: Request<RouteName>): Promise<void> => {
+    const who: Access = ROUTES[route].who;
+    if (who === 'anyone' || 'workflow' in who) return;
+    if ('owner' in who) return requireOwner(creds, who.owner, stateDir);
+    const fields: Readonly<Record<string, unknown>> = body;
+    if (who.readOnlyIf && fields[who.readOnlyIf] === true) return;
+    const { role, branch: named } = params as { role: string; branch?: string };
+    let branch: string | undefined;
+    if (who.branch === 'path') branch = named;
+    else if (who.branch === 'body') branch = fields.branch as string | undefined;
+    else branch = await flows.trash.trashTarget(role, body as Body<'restoreTrash'>);
+    // What a request writes into main needs no lease: main takes no writes but merges, and refuses on its own.
+    if (who.branch !== 'path' && (!branch || branch === 'main')) return;
+    await flows.leases.authorize(role, branch ?? '', who.lease, creds, who.action.replace('{branch}', `${role}/${branch}`));
   };
+}
+
+/** What each route does once its caller may. */
+function routes(flows: Workflows, web: WebLogins): Handlers {
+  const { branches, trash, homes, memory, leases, prs, runs, history, maintenance, lifecycle, remotes } = flows;
   return {
     status: () => homes.status(),
 
     listHomes: () => homes.listHomes(),
-    createHome: ({ body: b, creds }) => (owner(creds, 'creating a Home'), homes.createHome(b.role, b.template, b.owner ?? 'root')),
+    createHome: ({ body: b }) => homes.createHome(b.role, b.template, b.owner ?? 'root'),
 
     listBranches: ({ params }) => branches.listBranches(params.role),
-    createBranch: ({ params, body: b, creds }) =>
-      (owner(creds, 'creating a branch'), branches.createBranch(params.role, b.branch, { from: b.from, ttl: b.ttl, run: b.run })),
-    discardBranch: async ({ params: { role, branch }, creds }) => {
-      await leases.authorize(role, branch, 'write', creds, `discarding ${role}/${branch}`);
+    createBranch: ({ params, body: b }) => branches.createBranch(params.role, b.branch, { from: b.from, ttl: b.ttl, run: b.run }),
+    discardBranch: async ({ params: { role, branch } }) => {
       const result = await branches.discardBranch(role, branch);
       return { ...result, revokedLeases: await leases.revokeBranch(role, branch) };
     },
-    extendBranch: ({ params: { role, branch }, body, creds }) =>
-      (owner(creds, 'extending a branch'), branches.extendBranch(role, branch, body.ttl)),
+    extendBranch: ({ params: { role, branch }, body }) => branches.extendBranch(role, branch, body.ttl),
     sync: ({ params, body }) => branches.sync(params.role, body.branch),
 
     listTrash: ({ params }) => trash.trashList(params.role),
-    restoreTrash: async ({ params: { role }, body, creds }) => {
-      await writer(role, await trash.trashTarget(role, body), creds, 'restoring from the recycle area');
-      return trash.trashRestore(role, body);
-    },
-
-    purgeTrash: ({ params, body, creds }) => maintenance.purgeTrash(params.role, body.olderThan, creds),
+    restoreTrash: ({ params, body }) => trash.trashRestore(params.role, body),
+    purgeTrash: ({ params, body }) => maintenance.purgeTrash(params.role, body.olderThan),
 
     listLeases: ({ params }) => leases.list(params.role),
     issueLease: ({ params, body: { branch, ...opts }, creds }) => leases.issue(params.role, branch, opts, creds),
-    revokeLease: ({ params, creds }) => leases.revoke(params.role, params.id, creds),
+    revokeLease: ({ params }) => leases.revoke(params.role, params.id),
 
     propose: ({ params, body: b, creds }) => prs.propose(params.role, b.branch, { intent: b.intent, checks: b.checks }, creds),
     listPrs: ({ params }) => prs.list(params.role),
     decisions: () => prs.decisions(),
-    webLogin: ({ creds }) => web.login(creds),
+    webLogin: () => web.login(),
     prStats: ({ params }) => prs.stats(params.role),
     // A PR id that is not a whole number is refused by the service, with what to do.
     showPr: ({ params, creds }) => prs.show(params.role, Number(params.id), creds),
-    approvePr: ({ params, creds }) => prs.approve(params.role, Number(params.id), creds),
-    rejectPr: ({ params, body, creds }) => prs.reject(params.role, Number(params.id), body.why, creds),
+    approvePr: ({ params }) => prs.approve(params.role, Number(params.id)),
+    rejectPr: ({ params, body }) => prs.reject(params.role, Number(params.id), body.why),
 
     memoryCheck: ({ params, body }) => memory.check(params.role, body.branch),
-    memoryIndex: async ({ params: { role }, body: b, creds }) => {
-      if (b.check !== true) await writer(role, b.branch, creds, 'regenerating indexes');
-      return memory.index(role, b.branch, b.check === true);
-    },
+    memoryIndex: ({ params, body: b }) => memory.index(params.role, b.branch, b.check === true),
     memoryMeasure: ({ params, body }) => memory.measure(params.role, body.branch, body.tasks ?? []),
-    memoryImport: async ({ params: { role }, body, creds }) => {
-      await writer(role, body.branch, creds, 'importing notes');
-      return memory.import(role, body.branch, body.files);
-    },
-    memoryReview: ({ params, body, creds }) => memory.review(params.role, body.path, body.description, creds),
+    memoryImport: ({ params, body }) => memory.import(params.role, body.branch, body.files),
+    memoryReview: ({ params, body }) => memory.review(params.role, body.path, body.description),
     context: ({ params, body }) => memory.context(params.role, body.branch),
     briefing: ({ params, body, creds }) => memory.briefing(params.role, body.branch, body.maxTokens ?? 2000, creds),
 
-    startRun: ({ params, body, creds }) => runs.start(params.role, body, creds),
-    attachRun: ({ params, body, creds }) => runs.attach(params.role, params.id, body, creds),
+    startRun: ({ params, body }) => runs.start(params.role, body),
+    attachRun: ({ params, body }) => runs.attach(params.role, params.id, body),
     finishRun: ({ params, body, creds }) => runs.finish(params.role, params.id, body, creds),
     listRuns: ({ params }) => runs.list(params.role),
     pickRun: ({ params, body, creds }) => runs.pick(params.role, params.task, body.run, creds),
 
     createCheckpoint: ({ params, body, creds }) => history.create(params.role, body, creds),
     listCheckpoints: ({ params }) => history.list(params.role),
-    deleteCheckpoint: ({ params, creds }) => history.delete(params.role, params.name, creds),
+    deleteCheckpoint: ({ params }) => history.delete(params.role, params.name),
     restore: ({ params, body, creds }) => history.restore(params.role, body, creds),
     proposeConfig: ({ params, body, creds }) => history.proposeConfig(params.role, body, creds),
     log: ({ params, body, creds }) => history.log(params.role, body, creds),
     diff: ({ params, body, creds }) => history.diff(params.role, body, creds),
-    maintenance: ({ body, creds }) => maintenance.run(body.role, creds),
-    exportHome: ({ params, body, creds }) => (owner(creds, 'exporting a Home'), homes.exportHome(params.role, body.file)),
-    addRemote: ({ params, body, creds }) => remotes.add(params.role, body.url, creds),
+    maintenance: ({ body }) => maintenance.run(body.role),
+    exportHome: ({ params, body }) => homes.exportHome(params.role, body.file),
+    addRemote: ({ params, body }) => remotes.add(params.role, body.url),
     listRemotes: ({ params }) => remotes.list(params.role),
-    removeRemote: ({ params, body, creds }) => remotes.remove(params.role, body.url, creds),
-    archiveHome: ({ params, creds }) => lifecycle.archive(params.role, creds),
-    unarchiveHome: ({ params, creds }) => lifecycle.unarchive(params.role, creds),
+    removeRemote: ({ params, body }) => remotes.remove(params.role, body.url),
+    archiveHome: ({ params }) => lifecycle.archive(params.role),
+    unarchiveHome: ({ params }) => lifecycle.unarchive(params.role),
     retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),
-    importHome: ({ body, creds }) => (owner(creds, 'importing a Home'), homes.importHome(body.file, body.as)),
+    importHome: ({ body }) => homes.importHome(body.file, body.as),
   };
 }

@@ -68,7 +68,7 @@ async function main(): Promise<void> {
   const { leases, runs, maintenance, remotes } = flows;
   await leases.applyAll();
   await runs.recover();
-  const web = new WebLogins(config.state_dir);
+  const web = new WebLogins();
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
   const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(new MountTable(homes), log, () => fuse?.context() ?? null, openFiles), log));

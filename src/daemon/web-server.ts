@@ -5,7 +5,6 @@ import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
-import type { RouteName } from '../api/contract.js';
 import { dispatch, readBody } from './control.js';
 import type { Handlers } from './handlers.js';
 import type { WebLogins } from './web-sessions.js';
@@ -13,9 +12,10 @@ import type { WebLogins } from './web-sessions.js';
 /**
  * The Human Gate as a web page, served by nasd on 127.0.0.1 (web_listen). A session is the owner's: it is bought
  * with a one-time link from `nas web open`. The page calls the control API's own routes under /api (the same
- * handlers, the same rules as the CLI), only those it needs; every state change carries the session's CSRF
- * token. Nothing on the page is built from HTML strings of data: the script sets text, so names and intents
- * show as text; the Content-Security-Policy allows only the page's own script and style.
+ * handlers, the same rules as the CLI), only those the contract marks `web` (what it shows, and the owner's three
+ * decisions: approve, reject, restore); every state change carries the session's CSRF token. Nothing on the page
+ * is built from HTML strings of data: the script sets text, so names and intents show as text; the
+ * Content-Security-Policy allows only the page's own script and style.
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -25,14 +25,6 @@ const ASSETS: Record<string, { file: string; type: string }> = {
   '/assets/diff2html.min.js': { file: `${ROOT}/node_modules/diff2html/bundles/js/diff2html.min.js`, type: 'text/javascript; charset=utf-8' },
   '/assets/diff2html.min.css': { file: `${ROOT}/node_modules/diff2html/bundles/css/diff2html.min.css`, type: 'text/css; charset=utf-8' },
 };
-
-/** Routes the page may call: what it shows, and the owner's three decisions (approve, reject, restore). */
-const READS: RouteName[] = [
-  'status', 'listHomes', 'listBranches', 'listTrash', 'listLeases', 'listPrs', 'prStats', 'showPr', 'decisions',
-  'listCheckpoints', 'listRuns', 'listRemotes', 'log', 'diff',
-];
-const DECISIONS: RouteName[] = ['approvePr', 'rejectPr', 'restoreTrash'];
-const ALLOWED = new Set<RouteName>([...READS, ...DECISIONS]);
 
 const SECURITY_HEADERS = {
   'content-security-policy':
@@ -120,7 +112,7 @@ export async function serveWeb(listen: string, table: Handlers, logins: WebLogin
         return send(res, err.status, 'application/json', JSON.stringify({ ok: false, error: err.message }));
       }
       const started = process.hrtime.bigint();
-      const answered = await dispatch(table, req.method ?? '', url.pathname.slice(4), raw, { owner: true }, log, (route) => ALLOWED.has(route));
+      const answered = await dispatch(table, req.method ?? '', url.pathname.slice(4), raw, { owner: true }, log, true);
       const body = JSON.stringify(answered.payload);
       const timing = { 'server-timing': `app;dur=${(Number(process.hrtime.bigint() - started) / 1e6).toFixed(1)}` };
       if (req.method !== 'GET' || answered.status !== 200) return send(res, answered.status, 'application/json', body, timing);

@@ -13,7 +13,11 @@ import { Replicator } from './remotes.js';
 import { RunService, type RunSockets } from './runs.js';
 import { TrashWorkflow } from './trash.js';
 
-/** Every workflow of the control API, one per route family, over the open Homes. */
+/**
+ * Every workflow of the control API, one per route family, over the open Homes. Who may call a route is the
+ * contract's (`who` in api/contract.ts), checked before the handler runs; a workflow checks the caller itself only
+ * where the contract says `{ workflow }` (issuing a lease, proposing, a checkpoint, a restore from history).
+ */
 export interface Workflows {
   branches: Branches;
   trash: TrashWorkflow;
@@ -35,14 +39,14 @@ export function openWorkflows(homes: HomeSet, o: { stateDir: string; runsDir: st
   const homeFlows = new Homes(homes, branches);
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
-  const memory = new MemoryService(homes, readers, o.stateDir);
-  const prs = new PrService(homes, leases, readers, o.stateDir);
+  const memory = new MemoryService(homes, readers);
+  const prs = new PrService(homes, leases, readers);
   return {
     branches, trash, homes: homeFlows, leases, memory, prs,
     runs: new RunService(homes, branches, leases, prs, memory, o.runSockets, o.runsDir, o.stateDir, o.log),
     history: new HistoryService(homes, branches, leases, prs, readers, o.stateDir),
-    maintenance: new MaintenanceService(homes, branches, trash, leases, prs, o.stateDir, o.log),
-    lifecycle: new LifecycleService(homes, homeFlows, branches, leases, prs, o.stateDir),
-    remotes: new Replicator(homes, o.stateDir, o.log),
+    maintenance: new MaintenanceService(homes, branches, trash, leases, prs, o.log),
+    lifecycle: new LifecycleService(homes, homeFlows, branches, leases, prs),
+    remotes: new Replicator(homes, o.log),
   };
 }

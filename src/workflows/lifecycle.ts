@@ -4,7 +4,7 @@ import { treeFiles } from '../memory/files.js';
 import { parseNote, setField } from '../memory/note.js';
 import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR } from '../memory/layout.js';
 import type { HomeSummary, Retired } from '../api/types.js';
-import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
 import type { PrService } from './prs.js';
 import type { HomeSet } from '../homes/home-set.js';
@@ -22,7 +22,6 @@ export class LifecycleService {
     private readonly branches: Branches,
     private readonly leases: LeaseService,
     private readonly prs: PrService,
-    private readonly stateDir: string,
   ) {}
 
   private refuseWhileRunning(role: string, action: string): void {
@@ -36,16 +35,14 @@ export class LifecycleService {
     await this.leases.apply(role);
   }
 
-  async archive(role: string, creds: Credentials): Promise<HomeSummary> {
-    requireOwner(creds, 'archiving a Home', this.stateDir);
+  async archive(role: string): Promise<HomeSummary> {
     this.homes.homeOf(role);
     this.refuseWhileRunning(role, 'archiving it');
     await this.endLeases(role);
     return this.homeFlows.archiveHome(role);
   }
 
-  unarchive(role: string, creds: Credentials): Promise<HomeSummary> {
-    requireOwner(creds, 'unarchiving a Home', this.stateDir);
+  unarchive(role: string): Promise<HomeSummary> {
     return this.homeFlows.unarchiveHome(role);
   }
 
@@ -56,7 +53,6 @@ export class LifecycleService {
    * mounted and readable, its leases end and it takes no new branches; each Home records the other.
    */
   async retire(role: string, successor: string, creds: Credentials): Promise<Retired> {
-    requireOwner(creds, 'retiring a Home', this.stateDir);
     validateRole(successor);
     if (successor === role) throw new UserError('a Home cannot succeed itself: name another Home with --successor');
     const from = await this.homes.snapshot(role);

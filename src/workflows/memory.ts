@@ -12,7 +12,7 @@ import { importNote } from '../memory/import.js';
 import { mergeIntoMain, type MergeOutcome } from '../merge/merge.js';
 import type { HomeSet, Snapshot } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
-import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { Credentials } from '../api/credentials.js';
 import type { FileUpload } from '../api/schema.js';
 import type {
   BriefingReport, ContextReport, ImportReport, IndexReport, MeasureReport, MemoryCheckReport, ReviewResult,
@@ -26,7 +26,7 @@ const INDEX_RULES = new Set<Rule>([
 ]);
 
 export class MemoryService {
-  constructor(private readonly homes: HomeSet, private readonly readers: Readers, private readonly stateDir: string) {}
+  constructor(private readonly homes: HomeSet, private readonly readers: Readers) {}
 
   private async files(role: string, branch?: string): Promise<{ snap: Snapshot; files: FileSet; tree: string }> {
     const snap = await this.homes.snapshot(role, branch);
@@ -135,8 +135,7 @@ export class MemoryService {
    * of quarantine), and the indexes regenerated in the same commit so main stays consistent. Refused when
    * MEMORY.md would go over its token cap: nothing is ever truncated.
    */
-  async review(role: string, notePath: string, description: string | undefined, creds: Credentials): Promise<ReviewResult> {
-    requireOwner(creds, 'reviewing a note', this.stateDir);
+  async review(role: string, notePath: string, description: string | undefined): Promise<ReviewResult> {
     const { snap, files, tree: mainTree } = await this.files(role);
     const store = snap.home.store;
     const path = validateRelPath(notePath);

@@ -6,15 +6,18 @@ import type { PrStats } from '../merge/propose.js';
 import type { Decision, PrDetail, PrFile, PrSummary } from '../api/types.js';
 import { MODE } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
-import { requireOwner, type Credentials } from '../api/credentials.js';
+import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
 import { octal, shownDiff } from '../merge/shown-diff.js';
 
-/** Agent PRs through the control API: who may do what, then the workflow in src/merge/propose.ts. */
+/**
+ * Agent PRs through the control API, over the workflow in src/merge/propose.ts. Who may approve or reject is the
+ * contract's (the owner); who may propose is checked here, twice (see propose).
+ */
 export class PrService {
-  constructor(private readonly homes: HomeSet, private readonly leases: LeaseService, private readonly readers: Readers, private readonly stateDir: string) {}
+  constructor(private readonly homes: HomeSet, private readonly leases: LeaseService, private readonly readers: Readers) {}
 
   private home(role: string): PrHome {
     const home = this.homes.homeOf(role);
@@ -97,13 +100,11 @@ export class PrService {
     return { ...pr, diff: shown.patch, files, withheld: shown.withheld, reads: await home.prs.reads(id) };
   }
 
-  async approve(role: string, id: number, creds: Credentials): Promise<PullRequest> {
-    requireOwner(creds, 'approving a PR', this.stateDir);
+  async approve(role: string, id: number): Promise<PullRequest> {
     return this.merged(approvePr(this.home(role), id, await this.owner(role)));
   }
 
-  async reject(role: string, id: number, why: string | undefined, creds: Credentials): Promise<PullRequest> {
-    requireOwner(creds, 'rejecting a PR', this.stateDir);
+  async reject(role: string, id: number, why: string | undefined): Promise<PullRequest> {
     return rejectPr(this.home(role), id, await this.owner(role), why);
   }
 

@@ -1,7 +1,6 @@
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
 import type { RemoteView } from '../api/types.js';
-import { requireOwner, type Credentials } from '../api/credentials.js';
 import type { HomeSet } from '../homes/home-set.js';
 
 /** The remotes nasd hands to git: a `<helper>::<address>` URL, or another scheme, would run a remote helper as root. */
@@ -20,7 +19,7 @@ export class Replicator {
   /** Each Home's remotes (name -> URL), read from its Store's git config once: add and remove are the only writers. */
   private readonly remotes = new Map<string, Map<string, string>>();
 
-  constructor(private readonly homes: HomeSet, private readonly stateDir: string, private readonly log: Logger) {}
+  constructor(private readonly homes: HomeSet, private readonly log: Logger) {}
 
   private async mirrorsOf(role: string): Promise<Map<string, string>> {
     let known = this.remotes.get(role);
@@ -29,8 +28,7 @@ export class Replicator {
   }
 
   /** Add a remote: the first push must succeed, or nothing is kept. */
-  async add(role: string, url: string, creds: Credentials): Promise<RemoteView> {
-    requireOwner(creds, 'adding a remote', this.stateDir);
+  async add(role: string, url: string): Promise<RemoteView> {
     if (!REMOTE_URL.test(url) || /[\x00-\x1f\x7f\s]/.test(url)) {
       throw new UserError(`remote ${JSON.stringify(url).slice(0, 80)}: give an https://, ssh://, git:// or file:// URL, or an absolute path ` +
         '(git runs a program for any other kind, such as <helper>::<address>, and nasd runs git as root)');
@@ -70,8 +68,7 @@ export class Replicator {
     });
   }
 
-  async remove(role: string, url: string, creds: Credentials): Promise<RemoteView> {
-    requireOwner(creds, 'removing a remote', this.stateDir);
+  async remove(role: string, url: string): Promise<RemoteView> {
     const mirrors = await this.mirrorsOf(role);
     const found = [...mirrors].find(([, u]) => u === url);
     if (!found) throw new UserError(`Home ${role} has no remote ${url}; see nas remote list ${role}`, 404);

@@ -8,7 +8,7 @@ import { lookupAccount, type Account } from '../util/accounts.js';
 import { newRunId, newTaskId, runBranch, RunStore, type RunRecord } from '../run/run-store.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PickResult, RunStart, RunStarted, RunView } from '../api/types.js';
-import { requireOwner, type Credentials, type RunCaller } from '../api/credentials.js';
+import type { Credentials, RunCaller } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
 import type { MemoryService } from './memory.js';
 import type { PrService } from './prs.js';
@@ -107,8 +107,7 @@ export class RunService {
     return { account, ttl, attempts, cwd };
   }
 
-  async start(role: string, r: RunRequest, creds: Credentials): Promise<RunStarted> {
-    requireOwner(creds, 'starting a run', this.stateDir);
+  async start(role: string, r: RunRequest): Promise<RunStarted> {
     const { account, ttl, attempts, cwd } = await this.validate(role, r);
     const fork = await this.homes.homeOf(role).mainHead();
     const task = attempts > 1 ? newTaskId() : undefined;
@@ -212,8 +211,7 @@ export class RunService {
   }
 
   /** The launcher names the run's PID namespace: from now on that namespace's reads and reaches are the run's. */
-  async attach(role: string, id: string, body: { ns: string; launcher?: number }, creds: Credentials): Promise<RunView> {
-    requireOwner(creds, 'attaching a run', this.stateDir);
+  async attach(role: string, id: string, body: { ns: string; launcher?: number }): Promise<RunView> {
     const run = await this.need(role, id);
     if (run.state !== 'running') throw new UserError(`run ${id} is ${run.state}; it cannot be attached`, 409);
     if (!/^pid:\[\d+\]$/.test(body.ns)) throw new UserError('ns must read like /proc/<pid>/ns/pid: pid:[<inode>]');
@@ -227,7 +225,6 @@ export class RunService {
    * and no token valid. A second call answers the record as it stands.
    */
   async finish(role: string, id: string, end: RunEnd, creds: Credentials): Promise<RunView> {
-    requireOwner(creds, 'finishing a run', this.stateDir);
     const run = await this.need(role, id);
     if (run.state !== 'running' && run.state !== 'interrupted') return run;
     // The launcher is no longer watched: a death now does not finish the run a second time (reapNow).
@@ -285,7 +282,6 @@ export class RunService {
    * is approved); once it merged, the other attempts' work goes to the recycle area and their branches away.
    */
   async pick(role: string, task: string, id: string, creds: Credentials): Promise<PickResult> {
-    requireOwner(creds, 'picking an attempt', this.stateDir);
     const attempts = (await this.store(role).list()).filter((r) => r.task === task);
     if (attempts.length === 0) throw new UserError(`Home ${role} has no task "${task}"; see nas run list ${role}`, 404);
     const chosen = attempts.find((r) => r.id === id);
@@ -294,7 +290,7 @@ export class RunService {
     if (chosen.state === 'failed-to-start') throw new UserError(`run ${id} never started; pick another attempt`, 409);
     const intent = `${chosen.intent ?? `task ${task}`} (attempt ${id} of ${attempts.length}, picked)`;
     let pr = await this.prs.propose(role, chosen.branch, { intent, exit: chosen.signal ?? String(chosen.exit ?? '') }, creds);
-    if (pr.state === 'waiting') pr = await this.prs.approve(role, pr.id, creds);
+    if (pr.state === 'waiting') pr = await this.prs.approve(role, pr.id);
     if (pr.state !== 'merged') throw new UserError(`attempt ${id} did not merge (PR ${pr.id} is ${pr.state}: ${pr.reasons.join('; ') || 'see nas pr show'}); no attempt was discarded`, 409);
     const discarded: string[] = [];
     for (const other of attempts.filter((r) => r !== chosen && r.state !== 'failed-to-start' && !r.picked)) {

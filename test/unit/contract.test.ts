@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { ROUTES, ROUTE_NAMES, type RouteName } from '../../src/api/contract.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ROUTES, ROUTE_NAMES, type RouteName, type RouteSpec } from '../../src/api/contract.js';
 import { fillPath, matchRoute } from '../../src/api/paths.js';
 import { validateBody } from '../../src/api/validate.js';
 import { handlers } from '../../src/daemon/handlers.js';
@@ -8,6 +10,7 @@ import type { WebLogins } from '../../src/daemon/web-sessions.js';
 import { COMMANDS } from '../../src/cli/commands/index.js';
 import { parse } from '../../src/cli/args.js';
 import { UserError } from '../../src/util/errors.js';
+import type { Credentials } from '../../src/api/credentials.js';
 
 /** The control API contract without a daemon: validation, routing, and that both sides cover every route. */
 
@@ -178,5 +181,112 @@ describe('coverage of the contract', () => {
     }
     expect(bodies.propose).toEqual({ branch: 'draft', intent: 'notes', checks: ['links', 'schema'] });
     expect(bodies.memoryMeasure).toEqual({ branch: undefined, tasks: ['memory/a.md', 'memory/b.md'] });
+  });
+});
+
+describe('who may call', () => {
+  it('declares for every route a rule whose branch and flag the route carries', () => {
+    for (const name of ROUTE_NAMES) {
+      const { path: pattern, body, who }: RouteSpec = ROUTES[name];
+      const fields: Record<string, unknown> = body;
+      if (who === 'anyone') continue;
+      if ('owner' in who) expect([name, who.owner.length > 0]).toEqual([name, true]);
+      else if ('workflow' in who) expect([name, who.workflow.length > 0]).toEqual([name, true]);
+      else {
+        expect([name, pattern.includes('/:role/')]).toEqual([name, true]);
+        if (who.branch === 'path') expect([name, pattern]).toEqual([name, expect.stringContaining('/:branch/')]);
+        else expect([name, fields.branch]).toEqual([name, 'string?']);
+        if (who.readOnlyIf) expect([name, fields[who.readOnlyIf]]).toEqual([name, 'boolean?']);
+        expect([name, who.action]).toEqual([name, expect.stringContaining('{branch}')]);
+      }
+    }
+  });
+
+  /** The table over workflows that record what they were asked: the rule is checked before the handler runs. */
+  function table() {
+    const asked: unknown[][] = [];
+    const record = (what: string, answer: unknown = what) => async (...args: unknown[]) => (asked.push([what, ...args]), answer);
+    const flows = {
+      leases: { authorize: record('authorize', { principal: 'p' }), revokeBranch: record('revokeBranch', []) },
+      trash: { trashTarget: async (_role: string, b: { branch?: string }) => b.branch ?? 'deleted-in', trashRestore: record('trashRestore') },
+      homes: { createHome: record('createHome') },
+      branches: { discardBranch: record('discardBranch', {}) },
+      memory: { import: record('import'), index: record('index') },
+      prs: { propose: record('propose') },
+    } as unknown as Workflows;
+    return { asked, call: handlers(flows, {} as WebLogins, '/state') };
+  }
+  const lease: Credentials = { owner: false, lease: 't' };
+
+  it('refuses an owner action before its handler, in the words and status the CLI knows', async () => {
+    const { asked, call } = table();
+    const refused = await Promise.resolve(call.createHome({ params: {}, body: { role: 'x' }, creds: lease })).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UserError);
+    expect((refused as UserError).status).toBe(403);
+    expect((refused as Error).message).toMatch(/^creating a Home is an owner action: it needs the owner credential \(\/state\/owner\.token, /);
+    expect(asked).toEqual([]);
+    expect(await call.createHome({ params: {}, body: { role: 'x' }, creds: { owner: true } })).toBe('createHome');
+  });
+
+  it('asks the leases about the branch the request names, and only then runs the handler', async () => {
+    const { asked, call } = table();
+    await call.discardBranch({ params: { role: 'demo', branch: 'b' }, body: {}, creds: lease });
+    await call.memoryImport({ params: { role: 'demo' }, body: { branch: 'b', files: [] }, creds: lease });
+    await call.memoryIndex({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
+    await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x' }, creds: lease });
+    expect(asked.map(([what, ...args]) => (what === 'authorize' ? [what, ...args] : what))).toEqual([
+      ['authorize', 'demo', 'b', 'write', lease, 'discarding demo/b'], 'discardBranch', 'revokeBranch',
+      ['authorize', 'demo', 'b', 'write', lease, 'importing notes in demo/b'], 'import',
+      ['authorize', 'demo', 'b', 'write', lease, 'regenerating indexes in demo/b'], 'index',
+      ['authorize', 'demo', 'deleted-in', 'write', lease, 'restoring from the recycle area in demo/deleted-in'], 'trashRestore',
+    ]);
+  });
+
+  it('asks nothing for main, no branch, a read, or a rule its workflow checks', async () => {
+    const { asked, call } = table();
+    await call.memoryImport({ params: { role: 'demo' }, body: { files: [] }, creds: lease });
+    await call.memoryImport({ params: { role: 'demo' }, body: { branch: 'main', files: [] }, creds: lease });
+    await call.memoryIndex({ params: { role: 'demo' }, body: { branch: 'b', check: true }, creds: lease });
+    await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x', branch: 'main' }, creds: lease });
+    await call.propose({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
+    expect(asked.map(([what]) => what)).toEqual(['import', 'import', 'index', 'trashRestore', 'propose']);
+  });
+});
+
+describe('the web page', () => {
+  const app = fs.readFileSync(path.resolve(import.meta.dirname, '../../src/web/app.js'), 'utf8');
+  /** A template's `${...}` parts as one path segment. */
+  const filled = (p: string) => p.replace(/\$\{[^}]*\}/g, 'x');
+
+  /** Every call app.js makes to the control API: get(path) and live(path) are GETs; api(method, path, body). */
+  function calls(): { method: string; path: string; fields: string[] }[] {
+    const out: { method: string; path: string; fields: string[] }[] = [];
+    for (const m of app.matchAll(/\b(?:get|live)\(\s*(['`])(\/v1[^'`]*)\1/g)) out.push({ method: 'GET', path: filled(m[2]), fields: [] });
+    for (const m of app.matchAll(/\bapi\(\s*'(GET|POST)',\s*(['`])(\/v1[^'`]*)\2(?:,\s*\{([^{}]*)\})?/g)) {
+      out.push({ method: m[1], path: filled(m[3]), fields: [...(m[4] ?? '').matchAll(/(\w+)\s*:/g)].map((f) => f[1]) });
+    }
+    return out;
+  }
+
+  it('calls only routes of the contract marked for the web, with fields they take', () => {
+    const found = calls();
+    // Every API path in the script is one of the calls read above: none reaches the API another way.
+    expect(found.length).toBe([...app.matchAll(/\/v1\//g)].length);
+    expect(found.length).toBeGreaterThan(0);
+    for (const c of found) {
+      const route = matchRoute(c.method, c.path);
+      expect([c.method, c.path, route && (ROUTES[route.name] as RouteSpec).web]).toEqual([c.method, c.path, true]);
+      for (const f of c.fields) expect([route!.name, f in ROUTES[route!.name].body]).toEqual([route!.name, true]);
+    }
+  });
+
+  it('fetches only through api(), and its own logout', () => {
+    expect([...app.matchAll(/\bfetch\(\s*([^,]+),/g)].map((m) => m[1])).toEqual(['`/api${path}`', "'/logout'"]);
+  });
+
+  it("marks for the web only reads and the owner's decisions", () => {
+    const web = ROUTE_NAMES.filter((n) => (ROUTES[n] as RouteSpec).web);
+    const decisions = web.filter((n) => ROUTES[n].method === 'POST' && ROUTES[n].who !== 'anyone');
+    expect(decisions.sort()).toEqual(['approvePr', 'rejectPr', 'restoreTrash']);
   });
 });
