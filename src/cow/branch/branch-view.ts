@@ -207,7 +207,7 @@ export class BranchView implements WritableView {
       // Files unlinked while open are gone once the mount that kept them open is gone.
       if (isFuseHidden(rel)) leftovers.push(rel);
       else {
-        this.space.used += st.isDirectory() ? 0 : st.size;
+        if (!st.isDirectory()) this.space.add(st.size);
         if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.committer.dirty.set(rel, this.overlay.next());
       }
     }, (rel) => !this.scratchRoots.includes(rel));
@@ -282,7 +282,7 @@ export class BranchView implements WritableView {
     }
     const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW));
     if (truncating) {
-      this.space.used -= size;
+      this.space.remove(size);
       size = 0;
     }
     return this.writer({ rel, fd, data: null, writable: true, dirty: truncating, floor: size, size });
@@ -361,7 +361,7 @@ export class BranchView implements WritableView {
     // what was written, and maybe committed, is not written over.
     if (h.appendOnly) h.floor = Math.max(h.floor, pos + n);
     if (end > h.size) {
-      this.space.used += end - h.size;
+      this.space.add(end - h.size);
       h.size = end;
     }
     h.dirty = true;
@@ -401,7 +401,7 @@ export class BranchView implements WritableView {
         await fsx.close(fd);
       }
     });
-    this.space.used += size - old;
+    this.space.add(size - old);
     this.committer.markDirty(rel);
   }
 
@@ -412,7 +412,7 @@ export class BranchView implements WritableView {
     const refusal = this.space.refusal(size - h.size);
     if (refusal) throw fsError(refusal);
     await fsx.ftruncate(h.fd, size);
-    this.space.used += size - h.size;
+    this.space.add(size - h.size);
     h.size = size;
     h.dirty = true;
   }
@@ -506,7 +506,7 @@ export class BranchView implements WritableView {
       if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
       // A file restored over one in the upper directory replaces its bytes in the quota.
       const node = await this.overlay.resolve(rel);
-      if (replace && node?.stat && !isDir(node)) this.space.used -= node.stat.size;
+      if (replace && node?.stat && !isDir(node)) this.space.remove(node.stat.size);
       await this.place(rel, kind, content, replace);
     }
     if (commit) await this.sync();
@@ -530,7 +530,7 @@ export class BranchView implements WritableView {
     }
     const refusal = this.space.refusal(content.length - (node?.stat?.size ?? 0));
     if (refusal) throw fsError(refusal, `${rel}: the branch is over its quota (branch_quota_bytes)`);
-    if (node?.stat) this.space.used -= node.stat.size;
+    if (node?.stat) this.space.remove(node.stat.size);
     await this.place(rel, 'file', content);
     await this.sync();
   }

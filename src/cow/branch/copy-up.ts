@@ -144,7 +144,7 @@ export class CopyUp {
       try {
         await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => fs.link(tmp, p)));
         await this.atOrRoot(dir, async (p) => setTimes(p, 'omit', mtimeNs));
-        this.space.used += data.length;
+        this.space.add(data.length);
       } catch (e) {
         if (!hasCode(e, 'EEXIST')) throw e;
       }
@@ -156,7 +156,7 @@ export class CopyUp {
     // An unlink of rel that ran while this copy was made has hidden git's copy: the copy must not bring it back.
     if (this.overlay.hidden(rel)) {
       await this.overlay.tree.at(rel, (p) => fs.unlink(p)).catch(() => undefined);
-      this.space.used -= data.length;
+      this.space.remove(data.length);
       throw fsError('ENOENT', `${rel} was deleted while it was being copied up`);
     }
   }
@@ -187,7 +187,7 @@ export class CopyUp {
     } finally {
       if (!replace) await fs.unlink(tmp).catch(() => undefined);
     }
-    this.space.used += content.length;
+    this.space.add(content.length);
   }
 
   /** A name in tmp/ (root's own): what is made there is only then moved into the upper directory. */

@@ -89,7 +89,7 @@ export class Names {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       await this.overlay.tree.at(rel, (p) => fs.unlink(p));
-      this.space.used -= node.stat?.size ?? 0;
+      this.space.remove(node.stat?.size ?? 0);
       this.overlay.ignore.changed(rel);
       return;
     }
@@ -113,7 +113,7 @@ export class Names {
             return;
           }
           await this.overlay.tree.at(rel, (p) => fs.rename(p, this.parkedAt(record.id)));
-          this.space.used -= node.stat.size;
+          this.space.remove(node.stat.size);
         },
       };
     });
