@@ -19,7 +19,8 @@ import { Names } from './names.js';
 import { isDir, Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
-import { Space } from './space.js';
+import type { Space } from './space.js';
+import { BranchState } from './state.js';
 import { chmodNoFollow } from '../../util/beneath.js';
 
 export interface BranchContext {
@@ -53,15 +54,16 @@ const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
  *
  * This class answers the syscalls, each in a few steps over its parts: the overlay (what a path is), copy-up,
  * deletions (logged before they happen), the committer (dirty paths into commits), names (mkdir, link,
- * unlink, rename) and the space used against the quota.
+ * unlink, rename). What the view knows of itself (open writers, dirty paths, whiteouts, expiry, bytes used)
+ * is one state object (state.ts) that it owns and its parts ask through narrow methods.
  */
 export class BranchView implements WritableView {
   readonly kind = 'branch' as const;
   readonly name: string;
   /** What the run read from git through this view (SPEC.md, Agent Branch, requirement 4). */
   reads!: ReadManifest;
+  private readonly state: BranchState;
   private readonly overlay: Overlay;
-  private readonly space: Space;
   private readonly copy: CopyUp;
   private readonly deletions: Deletions;
   private readonly committer: Committer;
@@ -82,13 +84,14 @@ export class BranchView implements WritableView {
   ) {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
-    this.overlay = new Overlay(`${ctx.dir}/upper`, `/proc/${process.pid}/fd/${upperRoot.fd}`, ctx.rules, layer);
-    this.space = new Space(ctx.quotaBytes, ctx.homeSpace);
-    this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.space, () => this.ctx.owner);
-    this.deletions = new Deletions(this.overlay, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`, (path) => this.committer.dirty.delete(path));
-    this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions);
+    this.state = new BranchState(ctx.quotaBytes, ctx.homeSpace);
+    const short = `/proc/${process.pid}/fd/${upperRoot.fd}`;
+    this.overlay = new Overlay(`${ctx.dir}/upper`, short, ctx.rules, layer, this.state, () => this.committer.ignoreRulesChanged());
+    this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.state, () => this.ctx.owner);
+    this.deletions = new Deletions(this.overlay, this.state, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`);
+    this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions, this.state);
     this.names = new Names(
-      { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.space,
+      { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.state,
     );
   }
 
@@ -131,7 +134,7 @@ export class BranchView implements WritableView {
     this.newestLease = inForce[0]?.id;
     this.writers = new Set(inForce.flatMap((l) => (l.owner ? [l.owner.uid] : [])));
     this.ctx.owner = lease?.owner ?? this.defaults.owner;
-    this.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
+    this.state.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
   }
 
@@ -183,7 +186,8 @@ export class BranchView implements WritableView {
   }
 
   get quota(): { used: number; limit: number } {
-    return { used: this.space.used, limit: this.space.limit };
+    const { used, limit } = this.state.space;
+    return { used, limit };
   }
 
   /** Bytes in the upper directory by class: scratch (workspace/, ignored paths) and versioned (not committed yet or copied up). */
@@ -207,14 +211,14 @@ export class BranchView implements WritableView {
       // Files unlinked while open are gone once the mount that kept them open is gone.
       if (isFuseHidden(rel)) leftovers.push(rel);
       else {
-        if (!st.isDirectory()) this.space.add(st.size);
-        if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.committer.dirty.set(rel, this.overlay.next());
+        if (!st.isDirectory()) this.state.space.add(st.size);
+        if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.state.markDirty(rel);
       }
     }, (rel) => !this.scratchRoots.includes(rel));
     for (const rel of leftovers) await this.overlay.tree.removeTree(rel);
     if (this.pendingChanges > 0) {
       // How many files are looked at, not how many changed: the commit's own log line says that.
-      this.ctx.log.info({ view: this.name, files: this.committer.dirty.size, deletions: this.deletions.waiting.length }, 'recovering: committing what the last run left on disk');
+      this.ctx.log.info({ view: this.name, files: this.state.dirtyCount, deletions: this.deletions.count }, 'recovering: committing what the last run left on disk');
       this.committer.schedule(0);
     }
   }
@@ -282,7 +286,7 @@ export class BranchView implements WritableView {
     }
     const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW));
     if (truncating) {
-      this.space.remove(size);
+      this.state.space.remove(size);
       size = 0;
     }
     return this.writer({ rel, fd, data: null, writable: true, dirty: truncating, floor: size, size });
@@ -291,29 +295,29 @@ export class BranchView implements WritableView {
   private writer(h: Handle): Handle {
     h.lease = this.newestLease;
     h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
-    this.committer.writers.add(h);
+    this.state.opened(h);
     return h;
   }
 
   /** The branch's TTL passed: what is pending is committed, and from now on every change is EROFS. */
   async expire(why: string): Promise<void> {
-    if (this.overlay.closedBecause) return;
+    if (this.state.expired) return;
     await this.sync();
-    this.overlay.closedBecause = why;
+    this.state.expire(why);
   }
 
   /** The owner extended an expired branch's TTL: it takes writes again (the leases that ended stay ended). */
   reopen(): void {
-    this.overlay.closedBecause = undefined;
+    this.state.reopen();
   }
 
   get expired(): boolean {
-    return this.overlay.closedBecause !== undefined;
+    return this.state.expired;
   }
 
   /** A descriptor opened under a lease that was revoked or has expired writes nothing more; nothing writes once the branch expired. */
   private checkLease(h: Handle): void {
-    if (this.overlay.closedBecause) throw fsError('EROFS', this.overlay.closedBecause);
+    this.state.refuseIfExpired();
     if (h.lease && !this.leasesInForce.has(h.lease)) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
   }
 
@@ -354,14 +358,14 @@ export class BranchView implements WritableView {
     if (!h.writable || h.fd === null) throw fsError('EBADF');
     this.checkLease(h);
     const end = pos + len;
-    const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? this.space.refusal(end - h.size);
+    const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? this.state.space.refusal(end - h.size);
     if (refusal) throw fsError(refusal, `write to ${h.rel} refused`);
     const n = await fsx.write(h.fd, buf, len, pos);
     // Append-only means every write appends (as with chattr +a), also in a file made without O_APPEND:
     // what was written, and maybe committed, is not written over.
     if (h.appendOnly) h.floor = Math.max(h.floor, pos + n);
     if (end > h.size) {
-      this.space.add(end - h.size);
+      this.state.space.add(end - h.size);
       h.size = end;
     }
     h.dirty = true;
@@ -370,16 +374,23 @@ export class BranchView implements WritableView {
 
   /** The last close of a file: what it wrote joins the next commit. */
   async release(h: Handle): Promise<void> {
-    this.committer.writers.delete(h);
-    this.committer.queue(h);
+    this.state.closed(h);
+    this.queue(h);
     if (h.fd !== null) await fsx.close(h.fd);
   }
 
   /** Returns once the file's content is on disk and every pending change of the branch is a commit. */
   async fsync(h: Handle | null): Promise<void> {
     if (h?.fd != null && h.writable) await fsx.fsync(h.fd);
-    if (h) this.committer.queue(h);
+    if (h) this.queue(h);
     await this.committer.flushNow();
+  }
+
+  /** What a handle wrote is queued for the next commit. */
+  private queue(h: Handle): void {
+    if (!h.dirty) return;
+    h.dirty = false;
+    this.committer.markDirty(h.rel);
   }
 
   async truncate(rel: string, size: number): Promise<void> {
@@ -391,7 +402,7 @@ export class BranchView implements WritableView {
       if (size === 0) await this.copy.createEmpty(rel);
       else old = await this.copy.file(rel, node.entry);
     }
-    const refusal = this.space.refusal(size - old);
+    const refusal = this.state.space.refusal(size - old);
     if (refusal) throw fsError(refusal);
     await this.overlay.tree.at(rel, async (p) => {
       const fd = await fsx.open(p, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -401,7 +412,7 @@ export class BranchView implements WritableView {
         await fsx.close(fd);
       }
     });
-    this.space.add(size - old);
+    this.state.space.add(size - old);
     this.committer.markDirty(rel);
   }
 
@@ -409,10 +420,10 @@ export class BranchView implements WritableView {
     await this.overlay.check('truncate', h.rel);
     if (!h.writable || h.fd === null) throw fsError('EBADF');
     this.checkLease(h);
-    const refusal = this.space.refusal(size - h.size);
+    const refusal = this.state.space.refusal(size - h.size);
     if (refusal) throw fsError(refusal);
     await fsx.ftruncate(h.fd, size);
-    this.space.add(size - h.size);
+    this.state.space.add(size - h.size);
     h.size = size;
     h.dirty = true;
   }
@@ -479,7 +490,9 @@ export class BranchView implements WritableView {
 
   /** Commit everything pending now and wait for it (`nas sync`, shutdown); open files included. */
   sync(): Promise<void> {
-    return this.committer.sync();
+    // Files still open include what they wrote so far: the kernel sends the release of a closed file asynchronously.
+    for (const h of this.state.openWriters()) this.queue(h);
+    return this.committer.flushNow();
   }
 
   // ---- control API -------------------------------------------------------------------------------
@@ -503,10 +516,10 @@ export class BranchView implements WritableView {
     await this.realParents(rel);
     if (kind === 'dir') await this.copy.directory(rel);
     else {
-      if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
+      this.refuseIfOpen(rel);
       // A file restored over one in the upper directory replaces its bytes in the quota.
       const node = await this.overlay.resolve(rel);
-      if (replace && node?.stat && !isDir(node)) this.space.remove(node.stat.size);
+      if (replace && node?.stat && !isDir(node)) this.state.space.remove(node.stat.size);
       await this.place(rel, kind, content, replace);
     }
     if (commit) await this.sync();
@@ -523,16 +536,21 @@ export class BranchView implements WritableView {
     const node = await this.overlay.resolve(rel);
     if (node && isDir(node)) throw fsError('EISDIR', `${rel} is a directory`);
     await this.overlay.check(node ? 'truncate' : 'create', rel, node !== null);
-    if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
+    this.refuseIfOpen(rel);
     if (expected === null && node) throw fsError('EEXIST', `${rel} exists in ${this.name}`);
     if (expected && node && (node.entry?.oid ?? (await this.committer.hashUpper(rel))?.oid) !== expected) {
       throw fsError('EBUSY', `${rel} changed in ${this.name} while this ran; nothing was written: run it again`);
     }
-    const refusal = this.space.refusal(content.length - (node?.stat?.size ?? 0));
+    const refusal = this.state.space.refusal(content.length - (node?.stat?.size ?? 0));
     if (refusal) throw fsError(refusal, `${rel}: the branch is over its quota (branch_quota_bytes)`);
-    if (node?.stat) this.space.remove(node.stat.size);
+    if (node?.stat) this.state.space.remove(node.stat.size);
     await this.place(rel, 'file', content);
     await this.sync();
+  }
+
+  /** EBUSY while a process has rel open for writing: a write from the control API would lose its writes. */
+  private refuseIfOpen(rel: string): void {
+    if (this.state.isOpenForWriting(rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
   }
 
   /** Control-API writes take a path, not a kernel lookup: refuse one that leads through a symbolic link. */
@@ -559,7 +577,7 @@ export class BranchView implements WritableView {
     await this.deletions.close();
     await this.reads.close();
     await this.upperRoot.close();
-    this.space.release();
+    this.state.space.release();
   }
 }
 
