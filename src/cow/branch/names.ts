@@ -3,13 +3,14 @@ import type { Stats } from 'node:fs';
 import { fsError } from '../../util/errors.js';
 import { MODE, type Store } from '../../store/store.js';
 import { kindOfMode, trashRecord, type TrashKind, type TrashRecord } from '../../trash/trash.js';
-import { checkDirectoryMove, hasUnstorableName, isAppendOnly, isGitmodulesName } from '../../policy/policy.js';
+import { checkDirectoryMove, hasUnstorableName, isGitmodulesName } from '../../policy/policy.js';
 import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
 import { isDir, type Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import type { BranchState } from './state.js';
+import type { DataPath } from './data-path.js';
 import { makeSpecial } from './special-files.js';
 import { exactMode, giveToCaller } from './ownership.js';
 import type { Caller } from '../../util/owner.js';
@@ -25,7 +26,9 @@ export class Names {
     private readonly copy: CopyUp,
     private readonly deletions: Deletions,
     private readonly committer: Committer,
-    private readonly state: Pick<BranchState, 'space' | 'forget' | 'isDirty' | 'writersAt'>,
+    private readonly state: Pick<BranchState, 'space' | 'forget' | 'isDirty'>,
+    /** Descriptors open for writing follow the names they write to. */
+    private readonly files: Pick<DataPath, 'moved' | 'hiddenAway'>,
   ) {}
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
@@ -140,7 +143,7 @@ export class Names {
         },
       };
     });
-    for (const h of this.state.writersAt(rel)) h.rel = hidden;
+    this.files.hiddenAway(rel, hidden);
   }
 
   async rmdir(rel: string): Promise<void> {
@@ -232,12 +235,7 @@ export class Names {
       await this.markMoved(from, srcDir, recorded);
       throw e;
     }
-    for (const h of this.state.writersAt(from, true)) {
-      h.rel = to + h.rel.slice(from.length);
-      // Writes through an open descriptor now answer to the new path's rules, from its current end.
-      h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
-      if (h.appendOnly) h.floor = h.size;
-    }
+    this.files.moved(from, to);
     this.state.forget(from, true);
     this.overlay.ignore.changed(from, srcDir);
     this.overlay.ignore.changed(to, srcDir);

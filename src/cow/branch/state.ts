@@ -1,5 +1,5 @@
 import { fsError } from '../../util/errors.js';
-import type { Handle } from '../view.js';
+import type { WriteHandle } from '../view.js';
 import { parentOf } from './paths.js';
 import { Space } from './space.js';
 
@@ -21,7 +21,7 @@ export class BranchState {
   private readonly whiteouts = new Map<string, number>();
   private generation = 0;
   /** Handles open for writing, so that a sync can include what they wrote before their release arrives. */
-  private readonly writers = new Set<Handle>();
+  private readonly writers = new Set<WriteHandle>();
   /** Why the branch takes no more changes (its TTL passed), once it does not. */
   private closedBecause?: string;
 
@@ -89,16 +89,16 @@ export class BranchState {
 
   // ---- files open for writing --------------------------------------------------------------------
 
-  opened(h: Handle): void {
+  opened(h: WriteHandle): void {
     this.writers.add(h);
   }
 
-  closed(h: Handle): void {
+  closed(h: WriteHandle): void {
     this.writers.delete(h);
   }
 
   /** Every file open for writing. */
-  openWriters(): Handle[] {
+  openWriters(): WriteHandle[] {
     return [...this.writers];
   }
 
@@ -109,7 +109,7 @@ export class BranchState {
   }
 
   /** The files open for writing at rel, or below it when `below` (a directory renamed). */
-  writersAt(rel: string, below = false): Handle[] {
+  writersAt(rel: string, below = false): WriteHandle[] {
     return [...this.writers].filter((h) => h.rel === rel || (below && h.rel.startsWith(`${rel}/`)));
   }
 
