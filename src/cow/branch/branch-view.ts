@@ -12,11 +12,12 @@ import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
+import { ControlWrites } from './control-writes.js';
 import { CopyUp } from './copy-up.js';
 import { DataPath } from './data-path.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
-import { isDir, Overlay } from './overlay.js';
+import { Overlay } from './overlay.js';
 import { isFuseHidden } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
@@ -68,6 +69,7 @@ export class BranchView implements WritableView {
   private readonly committer: Committer;
   private readonly names: Names;
   private readonly files: DataPath;
+  private readonly control: ControlWrites;
   private readonly defaults: { owner: Owner; quotaBytes: number };
   /** The uids of the principals of the write leases in force (setLease): with root and the default owner, the only ones who change the view. */
   private writers = new Set<number>();
@@ -91,6 +93,7 @@ export class BranchView implements WritableView {
     this.names = new Names(
       { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.state, this.files,
     );
+    this.control = new ControlWrites(this.name, this.overlay, this.copy, this.committer, this.state, () => this.sync());
   }
 
   /** Open a branch view, recovering what a crash left: uncommitted upper files and pending deletions. */
@@ -387,68 +390,14 @@ export class BranchView implements WritableView {
     return (await this.overlay.resolve(rel)) !== null;
   }
 
-  /**
-   * Put content back at rel (from the recycle area, or a restore to an older commit, which may write over a
-   * file: `replace`) and commit it; `commit: false` leaves the commit to the caller's sync (many files at once:
-   * one commit). Without `replace` a file made at rel meanwhile stays and the restore fails with EEXIST.
-   */
-  async restore(rel: string, kind: TrashKind, content: Buffer, { commit = true, replace = false } = {}): Promise<void> {
-    await this.overlay.check('create', rel);
-    await this.realParents(rel);
-    if (kind === 'dir') await this.copy.directory(rel);
-    else {
-      this.refuseIfOpen(rel);
-      // A file restored over one in the upper directory replaces its bytes in the quota.
-      const node = await this.overlay.resolve(rel);
-      if (replace && node?.stat && !isDir(node)) this.state.space.remove(node.stat.size);
-      await this.place(rel, kind, content, replace);
-    }
-    if (commit) await this.sync();
+  /** Put content back at rel, from the recycle area or an older commit (see control-writes.ts). */
+  restore(rel: string, kind: TrashKind, content: Buffer, options: { commit?: boolean; replace?: boolean } = {}): Promise<void> {
+    return this.control.restore(rel, kind, content, options);
   }
 
-  /**
-   * Replace (or create) a regular file with generated content, as a whole-file rewrite through the mount
-   * would, and commit it. `expected` guards against losing a change made since the content was computed:
-   * null means rel must not exist, a blob id that rel must still hold. Refused while a process has the file
-   * open for writing: its writes would be lost.
-   */
-  async writeFile(rel: string, content: Buffer, expected?: string | null): Promise<void> {
-    await this.realParents(rel);
-    const node = await this.overlay.resolve(rel);
-    if (node && isDir(node)) throw fsError('EISDIR', `${rel} is a directory`);
-    await this.overlay.check(node ? 'truncate' : 'create', rel, node !== null);
-    this.refuseIfOpen(rel);
-    if (expected === null && node) throw fsError('EEXIST', `${rel} exists in ${this.name}`);
-    if (expected && node && (node.entry?.oid ?? (await this.committer.hashUpper(rel))?.oid) !== expected) {
-      throw fsError('EBUSY', `${rel} changed in ${this.name} while this ran; nothing was written: run it again`);
-    }
-    const refusal = this.state.space.refusal(content.length - (node?.stat?.size ?? 0));
-    if (refusal) throw fsError(refusal, `${rel}: the branch is over its quota (branch_quota_bytes)`);
-    if (node?.stat) this.state.space.remove(node.stat.size);
-    await this.place(rel, 'file', content);
-    await this.sync();
-  }
-
-  /** EBUSY while a process has rel open for writing: a write from the control API would lose its writes. */
-  private refuseIfOpen(rel: string): void {
-    if (this.state.isOpenForWriting(rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
-  }
-
-  /** Control-API writes take a path, not a kernel lookup: refuse one that leads through a symbolic link. */
-  private async realParents(rel: string): Promise<void> {
-    const parts = rel.split('/');
-    for (let i = 1; i < parts.length; i++) {
-      const dir = parts.slice(0, i).join('/');
-      const node = await this.overlay.resolve(dir);
-      if (!node) return;
-      if (node.stat ? node.stat.isSymbolicLink() : node.entry.mode === MODE.link) throw fsError('ELOOP', `${dir} is a symbolic link; nothing is written through it`);
-      if (!isDir(node)) throw fsError('ENOTDIR', `${dir} is not a directory`);
-    }
-  }
-
-  private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true): Promise<void> {
-    await this.copy.place(rel, kind, content, replace);
-    this.committer.markDirty(rel);
+  /** A regular file with generated content, committed (see control-writes.ts). */
+  writeFile(rel: string, content: Buffer, expected?: string | null): Promise<void> {
+    return this.control.writeFile(rel, content, expected);
   }
 
   /** Commit what is pending and stop the batching timer. */
