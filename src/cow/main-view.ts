@@ -4,7 +4,7 @@ import { MODE } from '../store/store.js';
 import { checkMutation, DEFAULT_RULES, visibleMode, type Mutation } from '../policy/policy.js';
 import { attrFromGit, gitIno, type Attr, type Owner } from './attr.js';
 import { GitLayer } from './git-layer.js';
-import type { Handle, View } from './view.js';
+import { contentHandle, readContent, type Handle, type View } from './view.js';
 
 /**
  * The protected main line of a Home, read straight from git objects. It has no mutations at all: policy
@@ -74,15 +74,14 @@ export class MainView implements View {
   async open(rel: string, flags: number): Promise<Handle> {
     if ((flags & 3) !== constants.O_RDONLY || flags & constants.O_TRUNC) this.refuse('open-write', rel);
     const e = await this.entry(rel);
-    if (e.mode === MODE.tree) return { rel, fd: null, data: Buffer.alloc(0), writable: false, dirty: false, floor: 0, size: 0 };
-    const data = await this.layer.content(e);
-    return { rel, fd: null, data, writable: false, dirty: false, floor: data.length, size: data.length, oid: e.oid };
+    if (e.mode === MODE.tree) return contentHandle(rel, Buffer.alloc(0));
+    return contentHandle(rel, await this.layer.content(e), e.oid);
   }
 
+  /** Main opens nothing but content from git. */
   async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
-    const data = h.data ?? Buffer.alloc(0);
-    if (pos >= data.length) return 0;
-    return data.copy(buf, 0, pos, Math.min(data.length, pos + len));
+    if (h.mode !== 'content') throw fsError('EBADF');
+    return readContent(h, buf, len, pos);
   }
 
   async release(): Promise<void> {}

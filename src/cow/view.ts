@@ -4,24 +4,57 @@ import type { Caller } from '../util/owner.js';
 /** A time utimens sets: now, left as it is (omit), seconds and nanoseconds, or milliseconds. */
 export type TimeArg = 'now' | 'omit' | { sec: number; nsec: number } | number;
 
-/** An open file: either a descriptor on the upper directory or the content of a git blob (read-only). */
-export interface Handle {
+/**
+ * An open file, one type per open mode: fuse-ops keeps it and hands it back to the view that opened it.
+ * Every mode has the path and a size; only content from git names its blob.
+ */
+export type Handle = ContentHandle | ReadHandle | WriteHandle;
+
+/** Content read once from git (a directory's is empty), served from memory: read-only. */
+export interface ContentHandle {
+  readonly mode: 'content';
   rel: string;
-  fd: number | null;
-  data: Buffer | null;
-  writable: boolean;
-  /** Written since it was last queued for a commit. */
-  dirty: boolean;
-  /** Size when opened: append-only files may not be written below it. */
-  floor: number;
-  /** Whether the file is append-only (asked once per open and rename, not per write). */
-  appendOnly?: boolean;
-  /** Largest size this handle has seen, for quota accounting. */
+  data: Buffer;
   size: number;
   /** The blob a file opened on main comes from: what a run's read manifest records for it. */
   oid?: string;
-  /** The write lease in force when a branch file was opened for writing: it writes only while that lease lasts. */
+}
+
+/** A descriptor on a file of a branch's upper directory, opened read-only. */
+export interface ReadHandle {
+  readonly mode: 'read';
+  rel: string;
+  fd: number;
+  /** Size when opened. */
+  size: number;
+  oid?: never;
+}
+
+/** A descriptor on a file of a branch's upper directory, opened for writing (see branch/open-files.ts). */
+export interface WriteHandle {
+  readonly mode: 'write';
+  rel: string;
+  fd: number;
+  /** Largest size this handle has seen, for quota accounting. */
+  size: number;
+  /** Written since it was last queued for a commit. */
+  dirty: boolean;
+  /** Whether the file is append-only (asked once per open and rename, not per write). */
+  appendOnly: boolean;
+  /** Append-only files are not written below this: their size when opened, then their end as written. */
+  floor: number;
+  /** The write lease in force when it was opened: it writes only while that lease lasts. */
   lease?: string;
+  oid?: never;
+}
+
+/** A handle on content held in memory. */
+export const contentHandle = (rel: string, data: Buffer, oid?: string): ContentHandle => ({ mode: 'content', rel, data, size: data.length, oid });
+
+/** Read from content held in memory, as pread(2) would. */
+export function readContent(h: ContentHandle, buf: Buffer, len: number, pos: number): number {
+  if (pos >= h.data.length) return 0;
+  return h.data.copy(buf, 0, pos, Math.min(h.data.length, pos + len));
 }
 
 export interface FsStats {

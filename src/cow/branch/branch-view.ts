@@ -1,25 +1,27 @@
 import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Logger } from 'pino';
-import { fsError, hasCode } from '../../util/errors.js';
+import { fsError } from '../../util/errors.js';
 import { MODE, type Identity, type Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash, TrashKind } from '../../trash/trash.js';
-import { checkAppend, checkOpenForWrite, isAppendOnly, visibleMode, type Rules } from '../../policy/policy.js';
+import { visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
 import type { Caller } from '../../util/owner.js';
-import { ownNewFile } from './ownership.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
+import { ControlWrites } from './control-writes.js';
 import { CopyUp } from './copy-up.js';
+import { DataPath } from './data-path.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
-import { isDir, Overlay } from './overlay.js';
-import { isFuseHidden, parentOf } from './paths.js';
+import { Overlay } from './overlay.js';
+import { isFuseHidden } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
-import { Space } from './space.js';
+import type { Space } from './space.js';
+import { BranchState } from './state.js';
 import { chmodNoFollow } from '../../util/beneath.js';
 
 export interface BranchContext {
@@ -43,8 +45,6 @@ export interface BranchContext {
   log: Logger;
 }
 
-const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
-
 /**
  * A writable branch of a Home: the branch's head commit in git, overlaid by an upper directory of files
  * written since, minus whiteouts for what was deleted. Unchanged files are served from git objects; the
@@ -53,24 +53,25 @@ const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
  *
  * This class answers the syscalls, each in a few steps over its parts: the overlay (what a path is), copy-up,
  * deletions (logged before they happen), the committer (dirty paths into commits), names (mkdir, link,
- * unlink, rename) and the space used against the quota.
+ * unlink, rename) and the data path (open files: read, write, truncate). What the view knows of itself (open
+ * writers, dirty paths, whiteouts, expiry, bytes used) is one state object (state.ts) that it owns and its
+ * parts ask through narrow methods.
  */
 export class BranchView implements WritableView {
   readonly kind = 'branch' as const;
   readonly name: string;
   /** What the run read from git through this view (SPEC.md, Agent Branch, requirement 4). */
   reads!: ReadManifest;
+  private readonly state: BranchState;
   private readonly overlay: Overlay;
-  private readonly space: Space;
   private readonly copy: CopyUp;
   private readonly deletions: Deletions;
   private readonly committer: Committer;
   private readonly names: Names;
+  private readonly files: DataPath;
+  private readonly control: ControlWrites;
   private readonly defaults: { owner: Owner; quotaBytes: number };
-  /** The write leases in force (setLease): the newest owns the view; a descriptor writes while its own lasts. */
-  private leasesInForce = new Set<string>();
-  private newestLease?: string;
-  /** The uids of those leases' principals: with root and the default owner, the only ones who change the view. */
+  /** The uids of the principals of the write leases in force (setLease): with root and the default owner, the only ones who change the view. */
   private writers = new Set<number>();
 
   private constructor(
@@ -82,14 +83,17 @@ export class BranchView implements WritableView {
   ) {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
-    this.overlay = new Overlay(`${ctx.dir}/upper`, `/proc/${process.pid}/fd/${upperRoot.fd}`, ctx.rules, layer);
-    this.space = new Space(ctx.quotaBytes, ctx.homeSpace);
-    this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.space, () => this.ctx.owner);
-    this.deletions = new Deletions(this.overlay, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`, (path) => this.committer.dirty.delete(path));
-    this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions);
+    this.state = new BranchState(ctx.quotaBytes, ctx.homeSpace);
+    const short = `/proc/${process.pid}/fd/${upperRoot.fd}`;
+    this.overlay = new Overlay(`${ctx.dir}/upper`, short, ctx.rules, layer, this.state, () => this.committer.ignoreRulesChanged());
+    this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.state, () => this.ctx.owner);
+    this.deletions = new Deletions(this.overlay, this.state, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`);
+    this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions, this.state);
+    this.files = new DataPath(this.overlay, this.copy, this.committer, this.state, () => this.reads);
     this.names = new Names(
-      { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.space,
+      { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.state, this.files,
     );
+    this.control = new ControlWrites(this.name, this.overlay, this.copy, this.committer, this.state, () => this.sync());
   }
 
   /** Open a branch view, recovering what a crash left: uncommitted upper files and pending deletions. */
@@ -127,11 +131,10 @@ export class BranchView implements WritableView {
   async setLease(
     lease: { owner: Owner | null; budgetBytes?: number } | null, inForce: { id: string; owner: Owner | null }[] = [],
   ): Promise<void> {
-    this.leasesInForce = new Set(inForce.map((l) => l.id));
-    this.newestLease = inForce[0]?.id;
+    this.files.setLeases(inForce.map((l) => l.id));
     this.writers = new Set(inForce.flatMap((l) => (l.owner ? [l.owner.uid] : [])));
     this.ctx.owner = lease?.owner ?? this.defaults.owner;
-    this.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
+    this.state.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
   }
 
@@ -183,7 +186,8 @@ export class BranchView implements WritableView {
   }
 
   get quota(): { used: number; limit: number } {
-    return { used: this.space.used, limit: this.space.limit };
+    const { used, limit } = this.state.space;
+    return { used, limit };
   }
 
   /** Bytes in the upper directory by class: scratch (workspace/, ignored paths) and versioned (not committed yet or copied up). */
@@ -207,14 +211,14 @@ export class BranchView implements WritableView {
       // Files unlinked while open are gone once the mount that kept them open is gone.
       if (isFuseHidden(rel)) leftovers.push(rel);
       else {
-        this.space.used += st.isDirectory() ? 0 : st.size;
-        if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.committer.dirty.set(rel, this.overlay.next());
+        if (!st.isDirectory()) this.state.space.add(st.size);
+        if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.state.markDirty(rel);
       }
     }, (rel) => !this.scratchRoots.includes(rel));
     for (const rel of leftovers) await this.overlay.tree.removeTree(rel);
     if (this.pendingChanges > 0) {
       // How many files are looked at, not how many changed: the commit's own log line says that.
-      this.ctx.log.info({ view: this.name, files: this.committer.dirty.size, deletions: this.deletions.waiting.length }, 'recovering: committing what the last run left on disk');
+      this.ctx.log.info({ view: this.name, files: this.state.dirtyCount, deletions: this.deletions.count }, 'recovering: committing what the last run left on disk');
       this.committer.schedule(0);
     }
   }
@@ -254,168 +258,59 @@ export class BranchView implements WritableView {
     await this.overlay.need(rel);
   }
 
-  async open(rel: string, flags: number): Promise<Handle> {
-    const writing = (flags & 3) !== constants.O_RDONLY || (flags & constants.O_TRUNC) !== 0;
-    const node = await this.overlay.need(rel);
-    if (isDir(node)) {
-      if (writing) throw fsError('EISDIR');
-      return { rel, fd: null, data: Buffer.alloc(0), writable: false, dirty: false, floor: 0, size: 0 };
-    }
-    if (!writing) {
-      if (node.stat) {
-        const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, constants.O_RDONLY | constants.O_NOFOLLOW));
-        return { rel, fd, data: null, writable: false, dirty: false, floor: node.stat.size, size: node.stat.size };
-      }
-      await this.reads.record(rel, node.entry.oid);
-      const data = await this.overlay.layer.content(node.entry);
-      return { rel, fd: null, data, writable: false, dirty: false, floor: data.length, size: data.length };
-    }
-    await this.overlay.check('open-write', rel);
-    const truncating = (flags & constants.O_TRUNC) !== 0;
-    const refusal = checkOpenForWrite(this.overlay.rules, rel, (flags & constants.O_APPEND) !== 0, truncating);
-    if (refusal) throw fsError(refusal, `${rel} is append-only: open it with O_APPEND`);
-    let size = node.stat ? node.stat.size : 0;
-    if (node.entry) {
-      if (!truncating) await this.reads.record(rel, node.entry.oid);
-      if (truncating) await this.copy.createEmpty(rel);
-      else size = await this.copy.file(rel, node.entry);
-    }
-    const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW));
-    if (truncating) {
-      this.space.used -= size;
-      size = 0;
-    }
-    return this.writer({ rel, fd, data: null, writable: true, dirty: truncating, floor: size, size });
+  // ---- open files (see data-path.ts) -------------------------------------------------------------
+
+  open(rel: string, flags: number): Promise<Handle> {
+    return this.files.open(rel, flags);
   }
 
-  private writer(h: Handle): Handle {
-    h.lease = this.newestLease;
-    h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
-    this.committer.writers.add(h);
-    return h;
+  create(rel: string, mode: number, caller?: Caller | null): Promise<Handle> {
+    return this.files.create(rel, mode, caller);
+  }
+
+  read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
+    return this.files.read(h, buf, len, pos);
+  }
+
+  write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
+    return this.files.write(h, buf, len, pos);
+  }
+
+  /** The last close of a file: what it wrote joins the next commit. */
+  release(h: Handle): Promise<void> {
+    return this.files.release(h);
+  }
+
+  /** Returns once the file's content is on disk and every pending change of the branch is a commit. */
+  fsync(h: Handle | null): Promise<void> {
+    return this.files.fsync(h);
+  }
+
+  truncate(rel: string, size: number): Promise<void> {
+    return this.files.truncate(rel, size);
+  }
+
+  ftruncate(h: Handle, size: number): Promise<void> {
+    return this.files.ftruncate(h, size);
   }
 
   /** The branch's TTL passed: what is pending is committed, and from now on every change is EROFS. */
   async expire(why: string): Promise<void> {
-    if (this.overlay.closedBecause) return;
+    if (this.state.expired) return;
     await this.sync();
-    this.overlay.closedBecause = why;
+    this.state.expire(why);
   }
 
   /** The owner extended an expired branch's TTL: it takes writes again (the leases that ended stay ended). */
   reopen(): void {
-    this.overlay.closedBecause = undefined;
+    this.state.reopen();
   }
 
   get expired(): boolean {
-    return this.overlay.closedBecause !== undefined;
+    return this.state.expired;
   }
 
-  /** A descriptor opened under a lease that was revoked or has expired writes nothing more; nothing writes once the branch expired. */
-  private checkLease(h: Handle): void {
-    if (this.overlay.closedBecause) throw fsError('EROFS', this.overlay.closedBecause);
-    if (h.lease && !this.leasesInForce.has(h.lease)) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
-  }
-
-  async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
-    if (h.fd !== null) return fsx.read(h.fd, buf, len, pos);
-    const data = h.data ?? Buffer.alloc(0);
-    if (pos >= data.length) return 0;
-    return data.copy(buf, 0, pos, Math.min(data.length, pos + len));
-  }
-
-  // ---- writing files -----------------------------------------------------------------------------
-
-  async create(rel: string, mode: number, caller?: Caller | null): Promise<Handle> {
-    await this.overlay.check('create', rel);
-    // Made new in its parent held open, and given to the caller through its descriptor. A name made meanwhile
-    // (the kernel sends CREATE for a name it found free) is opened as open(2) would: truncated, its owner kept.
-    const fd = await this.copy.withParent(rel, () => this.overlay.tree.inDir(parentOf(rel), async (dir) => {
-      const name = `${dir}/${rel.slice(rel.lastIndexOf('/') + 1)}`;
-      let made: number;
-      try {
-        made = await fsx.open(name, constants.O_CREAT | constants.O_EXCL | constants.O_RDWR | constants.O_NOFOLLOW, mode & 0o7777);
-      } catch (e) {
-        if (!hasCode(e, 'EEXIST')) throw e;
-        return fsx.open(name, constants.O_RDWR | constants.O_TRUNC | constants.O_NOFOLLOW);
-      }
-      try {
-        await ownNewFile(made, dir, caller, mode);
-      } catch (e) {
-        await fsx.close(made);
-        throw e;
-      }
-      return made;
-    }));
-    return this.writer({ rel, fd, data: null, writable: true, dirty: true, floor: 0, size: 0 });
-  }
-
-  async write(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
-    if (!h.writable || h.fd === null) throw fsError('EBADF');
-    this.checkLease(h);
-    const end = pos + len;
-    const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? this.space.refusal(end - h.size);
-    if (refusal) throw fsError(refusal, `write to ${h.rel} refused`);
-    const n = await fsx.write(h.fd, buf, len, pos);
-    // Append-only means every write appends (as with chattr +a), also in a file made without O_APPEND:
-    // what was written, and maybe committed, is not written over.
-    if (h.appendOnly) h.floor = Math.max(h.floor, pos + n);
-    if (end > h.size) {
-      this.space.used += end - h.size;
-      h.size = end;
-    }
-    h.dirty = true;
-    return n;
-  }
-
-  /** The last close of a file: what it wrote joins the next commit. */
-  async release(h: Handle): Promise<void> {
-    this.committer.writers.delete(h);
-    this.committer.queue(h);
-    if (h.fd !== null) await fsx.close(h.fd);
-  }
-
-  /** Returns once the file's content is on disk and every pending change of the branch is a commit. */
-  async fsync(h: Handle | null): Promise<void> {
-    if (h?.fd != null && h.writable) await fsx.fsync(h.fd);
-    if (h) this.committer.queue(h);
-    await this.committer.flushNow();
-  }
-
-  async truncate(rel: string, size: number): Promise<void> {
-    await this.overlay.check('truncate', rel);
-    const node = await this.overlay.need(rel);
-    if (isDir(node)) throw fsError('EISDIR');
-    let old = node.stat?.size ?? 0;
-    if (node.entry) {
-      if (size === 0) await this.copy.createEmpty(rel);
-      else old = await this.copy.file(rel, node.entry);
-    }
-    const refusal = this.space.refusal(size - old);
-    if (refusal) throw fsError(refusal);
-    await this.overlay.tree.at(rel, async (p) => {
-      const fd = await fsx.open(p, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-      try {
-        await fsx.ftruncate(fd, size);
-      } finally {
-        await fsx.close(fd);
-      }
-    });
-    this.space.used += size - old;
-    this.committer.markDirty(rel);
-  }
-
-  async ftruncate(h: Handle, size: number): Promise<void> {
-    await this.overlay.check('truncate', h.rel);
-    if (!h.writable || h.fd === null) throw fsError('EBADF');
-    this.checkLease(h);
-    const refusal = this.space.refusal(size - h.size);
-    if (refusal) throw fsError(refusal);
-    await fsx.ftruncate(h.fd, size);
-    this.space.used += size - h.size;
-    h.size = size;
-    h.dirty = true;
-  }
+  // ---- metadata ----------------------------------------------------------------------------------
 
   async chmod(rel: string, mode: number): Promise<void> {
     await this.overlay.check('chmod', rel);
@@ -479,7 +374,9 @@ export class BranchView implements WritableView {
 
   /** Commit everything pending now and wait for it (`nas sync`, shutdown); open files included. */
   sync(): Promise<void> {
-    return this.committer.sync();
+    // Files still open include what they wrote so far: the kernel sends the release of a closed file asynchronously.
+    this.files.queueOpen();
+    return this.committer.flushNow();
   }
 
   // ---- control API -------------------------------------------------------------------------------
@@ -493,63 +390,14 @@ export class BranchView implements WritableView {
     return (await this.overlay.resolve(rel)) !== null;
   }
 
-  /**
-   * Put content back at rel (from the recycle area, or a restore to an older commit, which may write over a
-   * file: `replace`) and commit it; `commit: false` leaves the commit to the caller's sync (many files at once:
-   * one commit). Without `replace` a file made at rel meanwhile stays and the restore fails with EEXIST.
-   */
-  async restore(rel: string, kind: TrashKind, content: Buffer, { commit = true, replace = false } = {}): Promise<void> {
-    await this.overlay.check('create', rel);
-    await this.realParents(rel);
-    if (kind === 'dir') await this.copy.directory(rel);
-    else {
-      if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
-      // A file restored over one in the upper directory replaces its bytes in the quota.
-      const node = await this.overlay.resolve(rel);
-      if (replace && node?.stat && !isDir(node)) this.space.used -= node.stat.size;
-      await this.place(rel, kind, content, replace);
-    }
-    if (commit) await this.sync();
+  /** Put content back at rel, from the recycle area or an older commit (see control-writes.ts). */
+  restore(rel: string, kind: TrashKind, content: Buffer, options: { commit?: boolean; replace?: boolean } = {}): Promise<void> {
+    return this.control.restore(rel, kind, content, options);
   }
 
-  /**
-   * Replace (or create) a regular file with generated content, as a whole-file rewrite through the mount
-   * would, and commit it. `expected` guards against losing a change made since the content was computed:
-   * null means rel must not exist, a blob id that rel must still hold. Refused while a process has the file
-   * open for writing: its writes would be lost.
-   */
-  async writeFile(rel: string, content: Buffer, expected?: string | null): Promise<void> {
-    await this.realParents(rel);
-    const node = await this.overlay.resolve(rel);
-    if (node && isDir(node)) throw fsError('EISDIR', `${rel} is a directory`);
-    await this.overlay.check(node ? 'truncate' : 'create', rel, node !== null);
-    if ([...this.committer.writers].some((h) => h.rel === rel)) throw fsError('EBUSY', `${rel} is open for writing in ${this.name}; close it, then retry`);
-    if (expected === null && node) throw fsError('EEXIST', `${rel} exists in ${this.name}`);
-    if (expected && node && (node.entry?.oid ?? (await this.committer.hashUpper(rel))?.oid) !== expected) {
-      throw fsError('EBUSY', `${rel} changed in ${this.name} while this ran; nothing was written: run it again`);
-    }
-    const refusal = this.space.refusal(content.length - (node?.stat?.size ?? 0));
-    if (refusal) throw fsError(refusal, `${rel}: the branch is over its quota (branch_quota_bytes)`);
-    if (node?.stat) this.space.used -= node.stat.size;
-    await this.place(rel, 'file', content);
-    await this.sync();
-  }
-
-  /** Control-API writes take a path, not a kernel lookup: refuse one that leads through a symbolic link. */
-  private async realParents(rel: string): Promise<void> {
-    const parts = rel.split('/');
-    for (let i = 1; i < parts.length; i++) {
-      const dir = parts.slice(0, i).join('/');
-      const node = await this.overlay.resolve(dir);
-      if (!node) return;
-      if (node.stat ? node.stat.isSymbolicLink() : node.entry.mode === MODE.link) throw fsError('ELOOP', `${dir} is a symbolic link; nothing is written through it`);
-      if (!isDir(node)) throw fsError('ENOTDIR', `${dir} is not a directory`);
-    }
-  }
-
-  private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true): Promise<void> {
-    await this.copy.place(rel, kind, content, replace);
-    this.committer.markDirty(rel);
+  /** A regular file with generated content, committed (see control-writes.ts). */
+  writeFile(rel: string, content: Buffer, expected?: string | null): Promise<void> {
+    return this.control.writeFile(rel, content, expected);
   }
 
   /** Commit what is pending and stop the batching timer. */
@@ -559,7 +407,7 @@ export class BranchView implements WritableView {
     await this.deletions.close();
     await this.reads.close();
     await this.upperRoot.close();
-    this.space.release();
+    this.state.space.release();
   }
 }
 

@@ -11,11 +11,11 @@ import { fsError, hasCode, isDiskFull } from '../../util/errors.js';
 import { nearlyFull } from '../../util/disk.js';
 import { gitModeOf } from '../attr.js';
 import { GitLayer } from '../git-layer.js';
-import type { Handle } from '../view.js';
 import type { Deletions } from './deletions.js';
 import { Flusher } from './flusher.js';
 import type { Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
+import type { BranchState } from './state.js';
 import { hasUnstorableName } from '../../policy/policy.js';
 
 export interface CommitterContext {
@@ -31,15 +31,11 @@ export interface CommitterContext {
 }
 
 /**
- * Turns a branch's pending changes into commits: versioned paths written since the last commit (dirty),
- * whiteouts, and deletions, batched by the flusher into one commit each window; then the deletions go to
- * the recycle area.
+ * Turns a branch's pending changes into commits: versioned paths written since the last commit (the state's
+ * dirty paths), whiteouts, and deletions, batched by the flusher into one commit each window; then the
+ * deletions go to the recycle area.
  */
 export class Committer {
-  /** Versioned paths whose upper content is not committed yet, with the generation that marked them. */
-  readonly dirty = new Map<string, number>();
-  /** Handles open for writing, so that sync can include what they wrote before their release arrives. */
-  readonly writers = new Set<Handle>();
   /** The accounts (uids) whose calls changed the branch since the last commit: its Nas-Writers trailer. */
   private changers = new Set<number>();
   /** Paths a commit left out because git ignores them: looked at again when a .gitignore changes. */
@@ -48,7 +44,12 @@ export class Committer {
   /** Closed (shut down, or the branch discarded): late releases from still-open files commit nothing. */
   private closed = false;
 
-  constructor(private readonly ctx: CommitterContext, private readonly overlay: Overlay, private readonly deletions: Deletions) {
+  constructor(
+    private readonly ctx: CommitterContext,
+    private readonly overlay: Overlay,
+    private readonly deletions: Deletions,
+    private readonly state: Pick<BranchState, 'markDirty' | 'isDirty' | 'pending' | 'taken' | 'committed'>,
+  ) {
     this.flusher = new Flusher(() => this.commitPending().catch((err) => this.explain(err)), ctx.windowMs, (err) =>
       // A file renamed or deleted while its commit was being made is an expected race: the next pass has it.
       hasCode(err, 'ENOENT')
@@ -57,11 +58,13 @@ export class Committer {
           ? ctx.log.warn({ view: ctx.name, why: (err as Error).message }, 'commit failed: the disk that holds the state directory is full; changes kept on disk, will retry')
           : ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
     );
-    overlay.ignore.onChange = () => {
-      const again = [...this.ignored];
-      this.ignored.clear();
-      for (const p of again) this.markDirty(p);
-    };
+  }
+
+  /** The .gitignore rules may have changed: what a commit left out as ignored is looked at again. */
+  ignoreRulesChanged(): void {
+    const again = [...this.ignored];
+    this.ignored.clear();
+    for (const p of again) this.markDirty(p);
   }
 
   /**
@@ -76,13 +79,13 @@ export class Committer {
   }
 
   get pendingChanges(): number {
-    return this.dirty.size + this.overlay.whiteouts.size + this.deletions.waiting.length;
+    return this.state.pending + this.deletions.count;
   }
 
   markDirty(rel: string): void {
     if (this.closed || this.overlay.scratch(rel) || isFuseHidden(rel)) return;
     this.overlay.ignore.changed(rel);
-    this.dirty.set(rel, this.overlay.next());
+    this.state.markDirty(rel);
     this.flusher.schedule();
   }
 
@@ -90,27 +93,11 @@ export class Committer {
     this.changers.add(uid);
   }
 
-  /** What a handle wrote is queued for the next commit. */
-  queue(h: Handle): void {
-    if (!h.dirty) return;
-    h.dirty = false;
-    this.markDirty(h.rel);
-  }
-
   schedule(delayMs?: number): void {
     if (!this.closed) this.flusher.schedule(delayMs);
   }
 
   flushNow(): Promise<void> {
-    return this.flusher.flushNow();
-  }
-
-  /**
-   * Commit everything pending now and wait for it (`nas sync`, shutdown). Files still open include what
-   * they wrote so far: the kernel sends the release of a closed file asynchronously.
-   */
-  sync(): Promise<void> {
-    for (const h of this.writers) this.queue(h);
     return this.flusher.flushNow();
   }
 
@@ -134,9 +121,9 @@ export class Committer {
 
   private async commit(changers: Set<number>): Promise<void> {
     const { store } = this.ctx;
-    const dirty = [...this.dirty];
-    const whiteouts = [...this.overlay.whiteouts];
-    const deletions = this.deletions.waiting.slice();
+    const taken = this.state.taken();
+    const { dirty, whiteouts } = taken;
+    const deletions = this.deletions.batch();
     const head = this.overlay.layer.commit;
     // Deletions first, then what is written: "rm -r d; mkdir d; echo > d/f" must end with d/f in the tree.
     const changes = new Map<string, Entry | null>();
@@ -149,7 +136,7 @@ export class Committer {
     // A directory's record (its times) changes with what is made or removed in it: the parents that have one
     // are looked at too. Directories without one (made by the daemon to hold a copied file) get none here:
     // they go on showing the view's owner.
-    const parents = [...new Set([...dirty, ...whiteouts].map(([p]) => parentOf(p)))].filter((p) => p !== '' && !this.dirty.has(p));
+    const parents = [...new Set([...dirty, ...whiteouts].map(([p]) => parentOf(p)))].filter((p) => p !== '' && !this.state.isDirty(p));
     const recorded = await mapLimit(parents, 16, async (p) => (await store.lookupPath(head.tree, dirMetaPath(p))) !== null);
     const paths = [...dirty.map(([p]) => p), ...parents.filter((_, i) => recorded[i])];
     // What .gitignore matches and git does not track stays on disk, uncommitted.
@@ -184,15 +171,14 @@ export class Committer {
     const started = process.hrtime.bigint();
     const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
     // Files the branch did not change keep showing the time they had: their times do not move with every commit.
-    if (commit) this.overlay.layer = new GitLayer(store, await store.readCommit(commit), this.overlay.layer.time);
+    if (commit) this.overlay.setHead(new GitLayer(store, await store.readCommit(commit), this.overlay.layer.time));
     // One line per commit, for an operator: what went in and how long it took.
     this.ctx.log.info({
       view: this.ctx.name, commit, written: written.length, deleted: deleted.length, bytes, ms: Number(process.hrtime.bigint() - started) / 1e6,
     }, 'commit');
     await this.ctx.trash.add(this.deletions.items(deletions));
     // Forget what is committed, unless it changed again while the commit was being made.
-    for (const [p, g] of dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
-    for (const [p, g] of whiteouts) if (this.overlay.whiteouts.get(p) === g) this.overlay.whiteouts.delete(p);
+    this.state.committed(taken);
     await this.deletions.settle(deletions);
   }
 

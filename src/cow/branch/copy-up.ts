@@ -7,7 +7,7 @@ import type { TrashKind } from '../../trash/trash.js';
 import { isDir, type Node, type Overlay } from './overlay.js';
 import { join, parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
-import type { Space } from './space.js';
+import type { BranchState } from './state.js';
 import { giveToOwner } from './ownership.js';
 import { chmodNoFollow } from '../../util/beneath.js';
 import { setTimes } from '../fsx.js';
@@ -26,7 +26,8 @@ export class CopyUp {
     private readonly store: Store,
     private readonly tmp: string,
     private readonly reads: () => ReadManifest,
-    private readonly space: Space,
+    /** Bytes brought up count against the quota; an unlink racing a copy-up hides git's copy. */
+    private readonly state: Pick<BranchState, 'space' | 'hidden'>,
     /** Who owns what the daemon brings up: the view's owner (git keeps no owners). */
     private readonly owner: () => Owner,
   ) {}
@@ -127,7 +128,7 @@ export class CopyUp {
     // A copy in the upper directory is read from there, unrecorded: count the copy as the read.
     await this.reads().record(rel, entry.oid);
     const data = await this.overlay.layer.content(entry);
-    const refusal = this.space.refusal(data.length);
+    const refusal = this.state.space.refusal(data.length);
     if (refusal) throw fsError(refusal);
     const tmp = this.tmpName();
     try {
@@ -144,7 +145,7 @@ export class CopyUp {
       try {
         await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => fs.link(tmp, p)));
         await this.atOrRoot(dir, async (p) => setTimes(p, 'omit', mtimeNs));
-        this.space.used += data.length;
+        this.state.space.add(data.length);
       } catch (e) {
         if (!hasCode(e, 'EEXIST')) throw e;
       }
@@ -154,9 +155,9 @@ export class CopyUp {
       });
     }
     // An unlink of rel that ran while this copy was made has hidden git's copy: the copy must not bring it back.
-    if (this.overlay.hidden(rel)) {
+    if (this.state.hidden(rel)) {
       await this.overlay.tree.at(rel, (p) => fs.unlink(p)).catch(() => undefined);
-      this.space.used -= data.length;
+      this.state.space.remove(data.length);
       throw fsError('ENOENT', `${rel} was deleted while it was being copied up`);
     }
   }
@@ -187,7 +188,7 @@ export class CopyUp {
     } finally {
       if (!replace) await fs.unlink(tmp).catch(() => undefined);
     }
-    this.space.used += content.length;
+    this.state.space.add(content.length);
   }
 
   /** A name in tmp/ (root's own): what is made there is only then moved into the upper directory. */

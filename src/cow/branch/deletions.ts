@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import type { TrashItem } from '../../trash/trash.js';
 import type { Overlay } from './overlay.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
+import type { BranchState } from './state.js';
 
 export type Deletion = Extract<PendingEntry, { type: 'delete' }>;
 
@@ -12,12 +13,28 @@ export type Deletion = Extract<PendingEntry, { type: 'delete' }>;
  */
 export class Deletions {
   /** Waiting to reach the recycle area, oldest first. */
-  readonly waiting: Deletion[] = [];
+  private readonly waiting: Deletion[] = [];
   private readonly log: PendingLog;
   private lock: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly overlay: Overlay, readonly parked: string, logFile: string, private readonly forget: (path: string) => void) {
+  /** Whiteouts are the state's: hidden here, kept in the log for as long as the state holds them. */
+  constructor(
+    private readonly overlay: Overlay,
+    private readonly state: Pick<BranchState, 'hide' | 'forget' | 'whiteoutPaths'>,
+    private readonly parked: string,
+    logFile: string,
+  ) {
     this.log = new PendingLog(logFile);
+  }
+
+  /** How many deletions wait to reach the recycle area. */
+  get count(): number {
+    return this.waiting.length;
+  }
+
+  /** What a commit takes to the recycle area: the deletions waiting now (settle them after). */
+  batch(): Deletion[] {
+    return this.waiting.slice();
   }
 
   /** Replay the log: whiteouts hide git's copies again; deletions whose parking never happened are dropped. */
@@ -25,7 +42,7 @@ export class Deletions {
     const referenced = new Set<string>();
     for (const e of await this.log.load()) {
       if (e.type === 'whiteout') {
-        this.overlay.hide(e.path);
+        this.state.hide(e.path);
         continue;
       }
       if (e.parked) {
@@ -34,15 +51,20 @@ export class Deletions {
         referenced.add(e.record.id);
       }
       this.waiting.push(e);
-      if (e.whiteout) this.overlay.hide(e.record.path);
+      if (e.whiteout) this.state.hide(e.record.path);
     }
     for (const name of await fs.readdir(this.parked)) {
       if (!referenced.has(name)) await fs.rm(`${this.parked}/${name}`, { force: true });
     }
   }
 
-  parkedFile(d: Deletion): string {
-    return `${this.parked}/${d.record.id}`;
+  private parkedFile(d: Deletion): string {
+    return this.parkedAt(d.record.id);
+  }
+
+  /** Where the content of deletion `id` is parked until the recycle area has it. */
+  parkedAt(id: string): string {
+    return `${this.parked}/${id}`;
   }
 
   /** Serialise changes to the log with its rewrite after a commit. */
@@ -63,9 +85,9 @@ export class Deletions {
       await this.log.append([entry]);
       await act();
       this.waiting.push(entry);
-      if (entry.whiteout) this.overlay.hide(entry.record.path);
+      if (entry.whiteout) this.state.hide(entry.record.path);
       this.overlay.ignore.changed(entry.record.path);
-      this.forget(entry.record.path);
+      this.state.forget(entry.record.path);
     });
   }
 
@@ -73,7 +95,7 @@ export class Deletions {
   async hide(paths: string[]): Promise<void> {
     await this.withLock(async () => {
       await this.log.append(paths.map((path) => ({ type: 'whiteout' as const, path })));
-      for (const p of paths) this.overlay.hide(p);
+      for (const p of paths) this.state.hide(p);
     });
   }
 
@@ -91,7 +113,7 @@ export class Deletions {
 
   private entries(): PendingEntry[] {
     const fromDeletions = new Set(this.waiting.filter((d) => d.whiteout).map((d) => d.record.path));
-    const rest: PendingEntry[] = [...this.overlay.whiteouts.keys()]
+    const rest: PendingEntry[] = this.state.whiteoutPaths()
       .filter((p) => !fromDeletions.has(p))
       .map((path) => ({ type: 'whiteout', path }));
     return [...rest, ...this.waiting];

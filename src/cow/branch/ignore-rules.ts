@@ -17,11 +17,11 @@ const MAX_ANSWERS = 100_000;
 export class IgnoreRules {
   private readonly rules = new Map<string, Promise<Ignore | null>>();
   private readonly answers = new Map<string, Promise<boolean>>();
-  /** Called when rules may have changed: what was left out as ignored deserves another look. */
-  onChange: () => void = () => undefined;
-
-  /** `read` gives a file's text as the view shows it, or null when there is none. */
-  constructor(private readonly read: (rel: string) => Promise<string | null>) {}
+  /**
+   * `read` gives a file's text as the view shows it, or null when there is none; `onChange` is called when
+   * rules may have changed: what was left out as ignored deserves another look.
+   */
+  constructor(private readonly read: (rel: string) => Promise<string | null>, private readonly onChange: () => void = () => undefined) {}
 
   /** Call when rel changed: if it is (or may hold) a `.gitignore`, the rules it made are forgotten. */
   changed(rel: string, directory = false): void {

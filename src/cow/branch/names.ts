@@ -3,13 +3,14 @@ import type { Stats } from 'node:fs';
 import { fsError } from '../../util/errors.js';
 import { MODE, type Store } from '../../store/store.js';
 import { kindOfMode, trashRecord, type TrashKind, type TrashRecord } from '../../trash/trash.js';
-import { checkDirectoryMove, hasUnstorableName, isAppendOnly, isGitmodulesName } from '../../policy/policy.js';
+import { checkDirectoryMove, hasUnstorableName, isGitmodulesName } from '../../policy/policy.js';
 import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
 import { isDir, type Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
-import type { Space } from './space.js';
+import type { BranchState } from './state.js';
+import type { DataPath } from './data-path.js';
 import { makeSpecial } from './special-files.js';
 import { exactMode, giveToCaller } from './ownership.js';
 import type { Caller } from '../../util/owner.js';
@@ -25,15 +26,13 @@ export class Names {
     private readonly copy: CopyUp,
     private readonly deletions: Deletions,
     private readonly committer: Committer,
-    private readonly space: Space,
+    private readonly state: Pick<BranchState, 'space' | 'forget' | 'isDirty'>,
+    /** Descriptors open for writing follow the names they write to. */
+    private readonly files: Pick<DataPath, 'moved' | 'hiddenAway'>,
   ) {}
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
     return trashRecord(rel, this.ctx.branch, kind, { run: this.ctx.runId });
-  }
-
-  private parkedAt(id: string): string {
-    return `${this.deletions.parked}/${id}`;
   }
 
   /** A versioned deletion: logged first, then done, then committed within the window. */
@@ -89,7 +88,7 @@ export class Names {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       await this.overlay.tree.at(rel, (p) => fs.unlink(p));
-      this.space.used -= node.stat?.size ?? 0;
+      this.state.space.remove(node.stat?.size ?? 0);
       this.overlay.ignore.changed(rel);
       return;
     }
@@ -112,8 +111,8 @@ export class Names {
             await this.overlay.tree.at(rel, (p) => fs.unlink(p)).catch(() => undefined);
             return;
           }
-          await this.overlay.tree.at(rel, (p) => fs.rename(p, this.parkedAt(record.id)));
-          this.space.used -= node.stat.size;
+          await this.overlay.tree.at(rel, (p) => fs.rename(p, this.deletions.parkedAt(record.id)));
+          this.state.space.remove(node.stat.size);
         },
       };
     });
@@ -138,13 +137,13 @@ export class Names {
         entry: { type: 'delete', record, whiteout: true, parked: true },
         act: async () => {
           await this.overlay.tree.at2(rel, hidden, async (p, h) => {
-            await fs.link(p, this.parkedAt(record.id));
+            await fs.link(p, this.deletions.parkedAt(record.id));
             await fs.rename(p, h);
           });
         },
       };
     });
-    for (const h of this.committer.writers) if (h.rel === rel) h.rel = hidden;
+    this.files.hiddenAway(rel, hidden);
   }
 
   async rmdir(rel: string): Promise<void> {
@@ -236,15 +235,8 @@ export class Names {
       await this.markMoved(from, srcDir, recorded);
       throw e;
     }
-    for (const h of this.committer.writers) {
-      if (h.rel === from || h.rel.startsWith(`${from}/`)) {
-        h.rel = to + h.rel.slice(from.length);
-        // Writes through an open descriptor now answer to the new path's rules, from its current end.
-        h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
-        if (h.appendOnly) h.floor = h.size;
-      }
-    }
-    for (const p of [...this.committer.dirty.keys()]) if (p === from || p.startsWith(`${from}/`)) this.committer.dirty.delete(p);
+    this.files.moved(from, to);
+    this.state.forget(from, true);
     this.overlay.ignore.changed(from, srcDir);
     this.overlay.ignore.changed(to, srcDir);
     if (toVersioned) await this.markMoved(to, srcDir, recorded);
@@ -255,7 +247,7 @@ export class Names {
   private async recordedDirs(rel: string): Promise<string[]> {
     const dirs = [rel];
     await this.overlay.walkUpper(rel, (p, st) => st.isDirectory() && dirs.push(p));
-    const has = await Promise.all(dirs.map(async (d) => this.committer.dirty.has(d) || (await this.overlay.layer.meta(d, MODE.tree)) !== null));
+    const has = await Promise.all(dirs.map(async (d) => this.state.isDirty(d) || (await this.overlay.layer.meta(d, MODE.tree)) !== null));
     return dirs.filter((_, i) => has[i]).map((d) => d.slice(rel.length + 1));
   }
 

@@ -6,7 +6,8 @@ import { checkMutation, isProtected, isScratch, type Mutation, type Rules } from
 import type { GitLayer } from '../git-layer.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { Beneath } from '../../util/beneath.js';
-import { join, parentOf } from './paths.js';
+import { join } from './paths.js';
+import type { BranchState } from './state.js';
 
 /** Linux's limit on a path given to a syscall, its final NUL included. */
 const PATH_MAX = 4096;
@@ -15,34 +16,49 @@ const PATH_MAX = 4096;
 export type Node = { stat: Stats; entry?: undefined } | { entry: Entry; stat?: undefined };
 
 export const isDir = (n: Node): boolean => (n.stat ? n.stat.isDirectory() : n.entry.mode === MODE.tree);
+
+/** What the overlay asks of the branch's state: which paths are hidden from git, and whether changes are still taken. */
+export type OverlayState = Pick<BranchState, 'hidden' | 'isWhiteout' | 'refuseIfExpired'>;
+
 /**
  * The layered namespace of a branch: the upper directory wins; git's tree shows through unless a whiteout
- * hides it; scratch paths exist only in the upper directory. Knows nothing of commits or the recycle area.
+ * hides it; scratch paths exist only in the upper directory. Knows nothing of commits or the recycle area:
+ * the whiteouts and the expiry are the branch state's (state.ts), asked here.
  */
 export class Overlay {
-  /** Paths hidden from git, with the generation that hid them (a commit forgets only what it saw). */
-  readonly whiteouts = new Map<string, number>();
-  private gen = 0;
-
   /** The branch's .gitignore files: what they match (and git does not track) is scratch too. */
-  readonly ignore = new IgnoreRules((rel) => this.text(rel));
+  readonly ignore: IgnoreRules;
 
   /**
    * `upper` is the upper directory; `short` names the same directory through a descriptor held open on it
    * (/proc/<pid>/fd/<n>), for paths that would pass PATH_MAX behind the Store's own location: the
    * daemon's prefix then costs a few bytes, so paths near PATH_MAX work as on the disk underneath.
    * Children (git, mknod) can use such a path too: it names this process, not themselves.
+   * `onIgnoreChange` is called when .gitignore rules may have changed.
    */
-  constructor(readonly upper: string, private readonly short: string, readonly rules: Rules, public layer: GitLayer) {
+  constructor(
+    readonly upper: string,
+    private readonly short: string,
+    readonly rules: Rules,
+    private head: GitLayer,
+    private readonly state: OverlayState,
+    onIgnoreChange: () => void,
+  ) {
     this.tree = new Beneath(upper);
+    this.ignore = new IgnoreRules((rel) => this.text(rel), onIgnoreChange);
   }
 
   /** The upper directory for changes by name that no kernel lookup resolved first (see Beneath). */
   readonly tree: Beneath;
 
-  /** A fresh generation number: changes are forgotten after a commit only if none came after. */
-  next(): number {
-    return ++this.gen;
+  /** The branch's head commit in git, what shows through the upper directory. */
+  get layer(): GitLayer {
+    return this.head;
+  }
+
+  /** Point the view at a new head commit (after a commit of the branch). */
+  setHead(layer: GitLayer): void {
+    this.head = layer;
   }
 
   up(rel: string): string {
@@ -66,27 +82,13 @@ export class Overlay {
     return (await this.layer.lookup(rel)) === null;
   }
 
-  /** Why the branch takes no more changes (its TTL passed), once it does not. */
-  closedBecause?: string;
-
-  /** Policy's answer for a mutation of rel, as an FsError. */
+  /** Policy's answer for a mutation of rel, as an FsError (EROFS first once the branch has expired). */
   async check(op: Mutation, rel: string, exists = false): Promise<void> {
-    if (this.closedBecause) throw fsError('EROFS', this.closedBecause);
+    this.state.refuseIfExpired();
     let code = checkMutation('branch', this.rules, op, rel, exists);
     // What git cannot hold (.git, hard links, special files) may live where git ignores: ask again only then.
     if (code === 'EPERM' && !this.scratch(rel) && (await this.scratchAt(rel))) code = checkMutation('branch', this.rules, op, rel, exists, true);
     if (code) throw fsError(code, `${op} ${rel}: refused by policy`);
-  }
-
-  hide(path: string): void {
-    this.whiteouts.set(path, this.next());
-  }
-
-  /** Whether git's version of rel is hidden: rel or one of its ancestors was deleted in this branch. */
-  hidden(rel: string): boolean {
-    if (this.whiteouts.size === 0) return false;
-    for (let p = rel; p !== ''; p = parentOf(p)) if (this.whiteouts.has(p)) return true;
-    return false;
   }
 
   /** The upper directory's entry for rel with nanosecond times, or null when rel is not there. */
@@ -109,7 +111,7 @@ export class Overlay {
   }
 
   async gitNode(rel: string): Promise<Node | null> {
-    if (this.scratch(rel) || this.hidden(rel)) return null;
+    if (this.scratch(rel) || this.state.hidden(rel)) return null;
     const entry = await this.layer.lookup(rel);
     return entry ? { entry } : null;
   }
@@ -129,7 +131,7 @@ export class Overlay {
     if (git && git.mode === MODE.tree) {
       for (const name of await this.layer.names(git)) {
         const child = join(rel, name);
-        if (!this.whiteouts.has(child) && !this.scratch(child)) names.add(name);
+        if (!this.state.isWhiteout(child) && !this.scratch(child)) names.add(name);
       }
     }
     return [...names];

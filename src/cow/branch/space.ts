@@ -14,10 +14,15 @@ export class Space {
     return this.bytes;
   }
 
-  /** Every change is passed on to the Home's pool, so the pool always holds the sum of its branches. */
-  set used(value: number) {
-    if (this.pool) this.pool.used += value - this.bytes;
-    this.bytes = value;
+  /** Bytes came into the upper directory (a negative count: bytes left it). Passed on to the Home's pool, so the pool always holds the sum of its branches. */
+  add(bytes: number): void {
+    this.bytes += bytes;
+    this.pool?.add(bytes);
+  }
+
+  /** Bytes left the upper directory (a file removed, truncated or replaced). */
+  remove(bytes: number): void {
+    this.add(-bytes);
   }
 
   /** EDQUOT when growing by `growth` bytes would pass the branch's quota or the Home's, else null. */
@@ -27,6 +32,6 @@ export class Space {
 
   /** A branch going away gives its bytes back to the pool. */
   release(): void {
-    this.used = 0;
+    this.remove(this.bytes);
   }
 }

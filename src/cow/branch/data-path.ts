@@ -1,0 +1,218 @@
+import { constants } from 'node:fs';
+import { fsError, hasCode } from '../../util/errors.js';
+import { checkAppend, checkOpenForWrite, isAppendOnly } from '../../policy/policy.js';
+import type { Caller } from '../../util/owner.js';
+import * as fsx from '../fsx.js';
+import { contentHandle, readContent, type Handle, type WriteHandle } from '../view.js';
+import type { Committer } from './committer.js';
+import type { CopyUp } from './copy-up.js';
+import { isDir, type Overlay } from './overlay.js';
+import { ownNewFile } from './ownership.js';
+import { parentOf } from './paths.js';
+import type { ReadManifest } from './read-manifest.js';
+import type { BranchState } from './state.js';
+
+const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
+
+/**
+ * The per-descriptor data path of a branch view: open and create give a handle of the open's mode (content
+ * from git, a read-only or a writing descriptor on the upper directory), and read, write, ftruncate, release
+ * and fsync work on it; truncate by name counts its bytes the same way. A writing descriptor writes while the
+ * lease it was opened under lasts and the branch has not expired; what it wrote is queued for the next commit
+ * at its release, fsync, or a sync.
+ */
+export class DataPath {
+  /** The write leases in force (setLeases): the newest owns the view; a descriptor writes while its own lasts. */
+  private leasesInForce = new Set<string>();
+  private newestLease?: string;
+
+  constructor(
+    private readonly overlay: Overlay,
+    private readonly copy: CopyUp,
+    private readonly committer: Committer,
+    private readonly state: Pick<BranchState, 'space' | 'refuseIfExpired' | 'opened' | 'closed' | 'openWriters' | 'writersAt'>,
+    /** What the run read from git through the view. */
+    private readonly reads: () => ReadManifest,
+  ) {}
+
+  /** The write leases in force, newest first. */
+  setLeases(ids: string[]): void {
+    this.leasesInForce = new Set(ids);
+    this.newestLease = ids[0];
+  }
+
+  async open(rel: string, flags: number): Promise<Handle> {
+    const writing = (flags & 3) !== constants.O_RDONLY || (flags & constants.O_TRUNC) !== 0;
+    const node = await this.overlay.need(rel);
+    if (isDir(node)) {
+      if (writing) throw fsError('EISDIR');
+      return contentHandle(rel, Buffer.alloc(0));
+    }
+    if (!writing) {
+      if (node.stat) {
+        const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, constants.O_RDONLY | constants.O_NOFOLLOW));
+        return { mode: 'read', rel, fd, size: node.stat.size };
+      }
+      await this.reads().record(rel, node.entry.oid);
+      return contentHandle(rel, await this.overlay.layer.content(node.entry));
+    }
+    await this.overlay.check('open-write', rel);
+    const truncating = (flags & constants.O_TRUNC) !== 0;
+    const refusal = checkOpenForWrite(this.overlay.rules, rel, (flags & constants.O_APPEND) !== 0, truncating);
+    if (refusal) throw fsError(refusal, `${rel} is append-only: open it with O_APPEND`);
+    let size = node.stat ? node.stat.size : 0;
+    if (node.entry) {
+      if (!truncating) await this.reads().record(rel, node.entry.oid);
+      if (truncating) await this.copy.createEmpty(rel);
+      else size = await this.copy.file(rel, node.entry);
+    }
+    const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW));
+    if (truncating) {
+      this.state.space.remove(size);
+      size = 0;
+    }
+    return this.writer(rel, fd, size, truncating);
+  }
+
+  async create(rel: string, mode: number, caller?: Caller | null): Promise<Handle> {
+    await this.overlay.check('create', rel);
+    // Made new in its parent held open, and given to the caller through its descriptor. A name made meanwhile
+    // (the kernel sends CREATE for a name it found free) is opened as open(2) would: truncated, its owner kept.
+    const fd = await this.copy.withParent(rel, () => this.overlay.tree.inDir(parentOf(rel), async (dir) => {
+      const name = `${dir}/${rel.slice(rel.lastIndexOf('/') + 1)}`;
+      let made: number;
+      try {
+        made = await fsx.open(name, constants.O_CREAT | constants.O_EXCL | constants.O_RDWR | constants.O_NOFOLLOW, mode & 0o7777);
+      } catch (e) {
+        if (!hasCode(e, 'EEXIST')) throw e;
+        return fsx.open(name, constants.O_RDWR | constants.O_TRUNC | constants.O_NOFOLLOW);
+      }
+      try {
+        await ownNewFile(made, dir, caller, mode);
+      } catch (e) {
+        await fsx.close(made);
+        throw e;
+      }
+      return made;
+    }));
+    return this.writer(rel, fd, 0, true);
+  }
+
+  /** A descriptor open for writing, under the newest lease in force and the rules of its path. */
+  private writer(rel: string, fd: number, size: number, dirty: boolean): WriteHandle {
+    const h: WriteHandle = { mode: 'write', rel, fd, size, dirty, floor: size, appendOnly: isAppendOnly(this.overlay.rules, rel), lease: this.newestLease };
+    this.state.opened(h);
+    return h;
+  }
+
+  /**
+   * A descriptor that may write now: one opened for writing (else EBADF), under a lease that has not been
+   * revoked or expired (else EACCES), in a branch that has not expired (else EROFS).
+   */
+  private writing(h: Handle): WriteHandle {
+    if (h.mode !== 'write') throw fsError('EBADF');
+    this.state.refuseIfExpired();
+    if (h.lease && !this.leasesInForce.has(h.lease)) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
+    return h;
+  }
+
+  async read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
+    if (h.mode === 'content') return readContent(h, buf, len, pos);
+    return fsx.read(h.fd, buf, len, pos);
+  }
+
+  async write(handle: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
+    const h = this.writing(handle);
+    const end = pos + len;
+    const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? this.state.space.refusal(end - h.size);
+    if (refusal) throw fsError(refusal, `write to ${h.rel} refused`);
+    const n = await fsx.write(h.fd, buf, len, pos);
+    // Append-only means every write appends (as with chattr +a), also in a file made without O_APPEND:
+    // what was written, and maybe committed, is not written over.
+    if (h.appendOnly) h.floor = Math.max(h.floor, pos + n);
+    if (end > h.size) {
+      this.state.space.add(end - h.size);
+      h.size = end;
+    }
+    h.dirty = true;
+    return n;
+  }
+
+  /** The last close of a file: what it wrote joins the next commit. */
+  async release(h: Handle): Promise<void> {
+    if (h.mode === 'write') {
+      this.state.closed(h);
+      this.queue(h);
+    }
+    if (h.mode !== 'content') await fsx.close(h.fd);
+  }
+
+  /** Returns once the file's content is on disk and every pending change of the branch is a commit. */
+  async fsync(h: Handle | null): Promise<void> {
+    if (h?.mode === 'write') {
+      await fsx.fsync(h.fd);
+      this.queue(h);
+    }
+    await this.committer.flushNow();
+  }
+
+  /** What every file open for writing wrote so far joins the next commit (a sync: the kernel sends releases late). */
+  queueOpen(): void {
+    for (const h of this.state.openWriters()) this.queue(h);
+  }
+
+  /** What a handle wrote is queued for the next commit. */
+  private queue(h: WriteHandle): void {
+    if (!h.dirty) return;
+    h.dirty = false;
+    this.committer.markDirty(h.rel);
+  }
+
+  async truncate(rel: string, size: number): Promise<void> {
+    await this.overlay.check('truncate', rel);
+    const node = await this.overlay.need(rel);
+    if (isDir(node)) throw fsError('EISDIR');
+    let old = node.stat?.size ?? 0;
+    if (node.entry) {
+      if (size === 0) await this.copy.createEmpty(rel);
+      else old = await this.copy.file(rel, node.entry);
+    }
+    const refusal = this.state.space.refusal(size - old);
+    if (refusal) throw fsError(refusal);
+    await this.overlay.tree.at(rel, async (p) => {
+      const fd = await fsx.open(p, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+      try {
+        await fsx.ftruncate(fd, size);
+      } finally {
+        await fsx.close(fd);
+      }
+    });
+    this.state.space.add(size - old);
+    this.committer.markDirty(rel);
+  }
+
+  async ftruncate(handle: Handle, size: number): Promise<void> {
+    await this.overlay.check('truncate', handle.rel);
+    const h = this.writing(handle);
+    const refusal = this.state.space.refusal(size - h.size);
+    if (refusal) throw fsError(refusal);
+    await fsx.ftruncate(h.fd, size);
+    this.state.space.add(size - h.size);
+    h.size = size;
+    h.dirty = true;
+  }
+
+  /** A rename moved what descriptors write to: they follow it, and answer to the new path's rules from their current end. */
+  moved(from: string, to: string): void {
+    for (const h of this.state.writersAt(from, true)) {
+      h.rel = to + h.rel.slice(from.length);
+      h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
+      if (h.appendOnly) h.floor = h.size;
+    }
+  }
+
+  /** The unlink of an open file moved it to a hidden name: its descriptors write there until they close. */
+  hiddenAway(rel: string, hidden: string): void {
+    for (const h of this.state.writersAt(rel)) h.rel = hidden;
+  }
+}
