@@ -4,6 +4,7 @@ import type { TrashRecord } from '../trash/trash.js';
 import type { Lease } from '../lease/lease.js';
 import type { Owner } from '../util/owner.js';
 import type { PullRequest } from '../merge/pr-store.js';
+import type { MetaChange, ShownFolder } from '../merge/shown-diff.js';
 import type { CheckReport, Finding } from '../memory/check.js';
 import type { Briefing, ContextLists, measure } from '../memory/context.js';
 import type { RunRecord } from '../run/run-store.js';
@@ -154,9 +155,16 @@ export interface PrFile {
   /** Full modes in octal, setuid, setgid and sticky bits included (`104755`). */
   beforeMode?: string;
   afterMode?: string;
+  /**
+   * What of its metadata changed, before -> after (a file on both sides): mode, owner and group by name, and its
+   * times where its content did not change; a side without a metadata record has no value.
+   */
+  meta?: MetaChange[];
   /** The caller could not read it through the mount: the diff names it but shows none of its content. */
   withheld?: boolean;
 }
+
+export type { MetaChange, ShownFolder } from '../merge/shown-diff.js';
 
 /** `nas web open`: a one-time login link for the web page. */
 export interface WebLogin {
@@ -167,6 +175,8 @@ export interface WebLogin {
 export interface PrDetail extends PullRequest {
   diff: string;
   files: PrFile[];
+  /** Folders the PR adds, or whose own mode, owner or times it changes (with what changed). */
+  folders: ShownFolder[];
   /** Paths whose content the caller could not read through the mount: the diff does not show it. */
   withheld: string[];
   /** The read manifest: `<oid> <path>` lines. */
@@ -304,7 +314,10 @@ export interface DiffReport {
   view: string;
   from: string;
   to: string;
-  changes: { path: string; status: string }[];
+  /** `meta`: what of the file's metadata changed (as PrFile's). */
+  changes: { path: string; status: string; meta?: MetaChange[] }[];
+  /** Folders added, or whose own mode, owner or times changed. */
+  folders: ShownFolder[];
   patch: string;
   /** Paths whose content the caller could not read through the mount: the patch does not show it. */
   withheld: string[];

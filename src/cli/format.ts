@@ -1,5 +1,7 @@
 import type { PullRequest } from '../merge/pr-store.js';
 import type { Finding } from '../memory/check.js';
+import type { ShownFolder } from '../merge/shown-diff.js';
+import { metaText } from '../util/display.js';
 
 /** Text shared by several commands' output: tables, indented blocks, check findings, a PR's state. */
 
@@ -38,3 +40,7 @@ export const prState = (r: PullRequest): string =>
   (r.conflicts ?? []).map((c) => `  conflict ${c.kind} ${c.path}${c.keys ? `: ${c.keys.join(', ')}` : ''}\n` + (c.hunks ?? []).map((h) =>
     `    at line ${h.line}:\n${indent(h.base.map((l) => `base   | ${l}`).join('\n'), 6)}\n` +
     `${indent(h.main.map((l) => `main   | ${l}`).join('\n'), 6)}\n${indent(h.branch.map((l) => `branch | ${l}`).join('\n'), 6)}\n`).join('')).join('');
+
+/** The folders a diff or PR adds or changes, a line each: `folder outbox/new/ added`, `folder d/ modified: mode 040755 -> 040700`. */
+export const folderLines = (folders: ShownFolder[] | undefined): string =>
+  (folders ?? []).map((f) => `folder ${f.path}/ ${f.status}${f.meta ? `: ${f.meta.map(metaText).join(', ')}` : ''}\n`).join('');

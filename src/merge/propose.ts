@@ -102,7 +102,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     return e ? textOf(e.oid) : null;
   }));
   const startSet = await autoLoadedChanges(changes, textOf, linkedFromAgents(agents));
-  const modeRisks = await findModeRisks(store, baseTree, headTree, changes, folders);
+  const modeRisks = await findModeRisks(store, baseTree, headTree, changes, folders.map((f) => f.path));
   const trustOf = (path: string) => memory.docs.get(path)?.note?.trust;
   const claims = changes.filter((c) => c.after && c.path.startsWith('memory/') && trustOf(c.path) === 'reviewed').map((c) => c.path);
   const decision = decide({
@@ -127,10 +127,11 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
       principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
       ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}), ...(writers.length ? { writers } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
     },
-    // A folder whose mode, owner or times changed is listed as modified, `M dir/`.
+    // A new folder is listed as added, `A dir/`; one whose mode, owner or times changed as modified, `M dir/`.
     changes: {
-      added: count('added'), modified: count('modified') + folders.length, deleted: count('deleted'),
-      paths: [...changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`), ...folders.map((f) => `M ${f}/`)],
+      added: count('added') + folders.filter((f) => f.status === 'added').length,
+      modified: count('modified') + folders.filter((f) => f.status === 'modified').length, deleted: count('deleted'),
+      paths: [...changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`), ...folders.map((f) => `${f.status[0].toUpperCase()} ${f.path}/`)],
     },
     checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
     trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims, start_set: startSet, ...(modeRisks.length ? { mode_risk: modeRisks } : {}) },

@@ -33,7 +33,7 @@ export interface RunRecord {
   /** The command's exit status, or 128 + the signal's number when a signal ended it. */
   exit?: number;
   signal?: string;
-  /** The PR the run's work became, and that PR's state when the run ended. */
+  /** The PR the run's work became, and that PR's state when the run ended (`nas run list` shows its state now). */
   pr?: number;
   pr_state?: string;
   /** Why the run was not proposed, or what went wrong at its end. */

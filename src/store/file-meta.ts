@@ -13,7 +13,7 @@ import { MODE } from './types.js';
  *
  * One small blob per path, so a commit touches the records of what it changes and nothing else, a merge
  * carries them like any file, and `git clone` or an export takes them along. Views never show `.nas-meta/`;
- * PRs list a record's change as a change of its file (a directory's own record is not listed).
+ * PRs list a record's change as a change of its file (a directory's own record as a change of the folder).
  */
 
 export const META_ROOT = '.nas-meta';

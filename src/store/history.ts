@@ -1,6 +1,6 @@
 import NodeGit from 'nodegit';
 import { isMetaPath, META_ROOT, metaSubject } from './file-meta.js';
-import { MODE, type Change, type Entry, type MergeConflict, type Tree } from './types.js';
+import { MODE, type Change, type Entry, type FolderChange, type MergeConflict, type Tree } from './types.js';
 
 /**
  * History: how two trees or commits relate. What changed between them (as stored, and as a person sees it),
@@ -64,14 +64,33 @@ export async function fileChanges(trees: TreeReader, before: string | null, afte
 }
 
 /**
- * The directories whose own record (mode, owner, times) the second tree changed, where it holds them: what
- * fileChanges leaves out, for a PR to list as folders.
+ * The folders a person reviews as such, between two trees: those the second tree has and the first did not
+ * (added, a record or not), and those whose own record (mode, owner, times) the second tree changed (modified,
+ * or added where the first tree had no folder there). What fileChanges leaves out.
  */
-export async function folderChanges(trees: TreeReader, before: string | null, after: string | null): Promise<string[]> {
-  const out: string[] = [];
+export async function folderChanges(trees: TreeReader, before: string | null, after: string | null): Promise<FolderChange[]> {
+  const out = new Map<string, FolderChange>();
+  for (const path of await newFolders(trees, before, after)) out.set(path, { path, status: 'added' });
   for (const c of await changes(trees, await trees.recordsOf(before), await trees.recordsOf(after), `${META_ROOT}/`)) {
     const { path, dir } = metaSubject(c.path);
-    if (dir && c.after && after && (await trees.lookupPath(after, path))?.mode === MODE.tree) out.push(path);
+    if (!dir || !c.after || !after || out.has(path) || (await trees.lookupPath(after, path))?.mode !== MODE.tree) continue;
+    const was = before ? await trees.lookupPath(before, path) : null;
+    out.set(path, { path, status: was?.mode === MODE.tree ? 'modified' : 'added' });
+  }
+  return [...out.values()].sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
+}
+
+/** The folders of the second tree that the first does not have (records left out): only subtrees that differ are read. */
+async function newFolders(trees: TreeReader, before: string | null, after: string | null, prefix = ''): Promise<string[]> {
+  if (!after || before === after) return [];
+  const a = before ? await trees.readTree(before) : new Map<string, Entry>();
+  const out: string[] = [];
+  for (const [name, y] of await trees.readTree(after)) {
+    const x = a.get(name);
+    if (y.mode !== MODE.tree || (prefix === '' && name === META_ROOT) || (x?.oid === y.oid && x.mode === y.mode)) continue;
+    const was = x?.mode === MODE.tree ? x.oid : null;
+    if (!was) out.push(prefix + name);
+    out.push(...(await newFolders(trees, was, y.oid, `${prefix}${name}/`)));
   }
   return out;
 }

@@ -6,7 +6,7 @@ import { applyEdits, applySimpleEdits, editTrie, isSimpleEdit, type Edits } from
 import { fullMode, META_ROOT, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
 import * as history from './history.js';
 import { GitCommands } from './git-commands.js';
-import { MODE, type Change, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
+import { MODE, type Change, type FolderChange, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
  * The Store: one bare git repository per Home. The only module that talks to git, and the one entry point
@@ -361,8 +361,8 @@ export class Store {
     return history.fileChanges(this, before, after);
   }
 
-  /** The directories whose own record (mode, owner, times) the second tree changed. */
-  folderChanges(before: string | null, after: string | null): Promise<string[]> {
+  /** The folders the second tree adds, or whose own record (mode, owner, times) it changed. */
+  folderChanges(before: string | null, after: string | null): Promise<FolderChange[]> {
     return history.folderChanges(this, before, after);
   }
 

@@ -38,6 +38,12 @@ export interface Change {
   after?: Entry;
 }
 
+/** A folder whose own record changed, or that is new: as a PR lists it, `A dir/` or `M dir/`. */
+export interface FolderChange {
+  path: string;
+  status: 'added' | 'modified';
+}
+
 /** A path a three-way merge could not resolve: the entry on each side (absent where it was deleted or never existed). */
 export interface MergeConflict {
   path: string;

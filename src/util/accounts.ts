@@ -34,6 +34,17 @@ export async function describeUids(uids: Iterable<number>): Promise<string[]> {
   return list.sort((a, b) => a - b).map((uid) => (names.has(uid) ? `${names.get(uid)} (uid ${uid})` : `uid ${uid}`));
 }
 
+/** How a person reads an owner and a group: the account's and group's names where /etc/passwd and /etc/group know them, else the number. */
+export async function idNames(): Promise<{ user(uid: number): string; group(gid: number): string }> {
+  const users = new Map((await accounts()).reverse().map((a) => [a.uid, a.name]));
+  const groups = new Map<number, string>();
+  for (const line of (await fs.readFile('/etc/group', 'utf8').catch(() => '')).split('\n').reverse()) {
+    const [name, , gid] = line.split(':');
+    if (name && /^\d+$/.test(gid ?? '')) groups.set(Number(gid), name);
+  }
+  return { user: (uid) => users.get(uid) ?? String(uid), group: (gid) => groups.get(gid) ?? String(gid) };
+}
+
 /** The groups a process of this account is in, as `--init-groups` sets them: its primary group and each /etc/group line that lists it. */
 export async function groupsOf(account: { name: string; gid: number }): Promise<number[]> {
   const text = await fs.readFile('/etc/group', 'utf8').catch(() => '');

@@ -179,8 +179,8 @@ function renderPr(role, pr) {
     section(`What the run read (${reads.length})`, reads.length === 0 ? h('p', { class: 'muted' }, 'nothing recorded') :
       h('ul', { class: 'reads' }, reads.map((r) => h('li', { class: inboxReads.has(r) ? 'inbox' : '' }, h('code', {}, r), inboxReads.has(r) ? h('span', { class: 'flag' }, 'untrusted input') : null)))),
     section('Provenance', provenance(pr)),
-    section(`Files (${pr.files.length})`, filesTable(pr.files)),
-    section('Changes', diffView(pr.diff)),
+    section(`Files (${pr.files.length})${pr.folders?.length ? ` and folders (${pr.folders.length})` : ''}`, filesTable(pr.files, pr.folders ?? [])),
+    section('Changes', diffView(pr.diff, pr.files)),
   );
   return { decision, state };
 }
@@ -203,25 +203,28 @@ function trustList(t) {
     row('modes a person must see (setuid, setgid, world-writable)', t.mode_risk ?? [], 'warn'));
 }
 
-/** A file's mode when it says more than git's usual ones: changed, or new with setuid, setgid or sticky bits or odd permissions. */
-function modeFlag(f) {
+/** A change of metadata as a person reads it: `owner root → alice` (a side without a metadata record: unrecorded). */
+const metaText = (m) => `${m.field} ${m.before ?? 'unrecorded'} → ${m.after ?? 'unrecorded'}`;
+
+/** What of a file's or folder's metadata changed; a new file's mode when it says more than git's usual ones (setuid, odd permissions). */
+function metaFlags(f) {
   const usual = ['100644', '100755', '120000'];
-  const text = f.beforeMode && f.afterMode ? (f.beforeMode !== f.afterMode ? `mode ${f.beforeMode} → ${f.afterMode}` : null)
-    : f.afterMode && !usual.includes(f.afterMode) ? `mode ${f.afterMode}` : null;
-  return text ? h('span', { class: 'flag' }, text) : null;
+  if (f.meta) return f.meta.map((m) => h('span', { class: 'flag' }, metaText(m)));
+  return !f.beforeMode && f.afterMode && !usual.includes(f.afterMode) ? h('span', { class: 'flag' }, `mode ${f.afterMode}`) : null;
 }
 
-/** The files a PR changes: the first 100, and the rest on request (a 1,000-file PR stays quick to open). */
-function filesTable(files) {
+/** The files and folders a PR changes, by path: the first 100, and the rest on request (a 1,000-file PR stays quick to open). */
+function filesTable(files, folders) {
   const SHOWN = 100;
-  const row = (f) => h('tr', {},
+  const all = [...folders.map((f) => ({ ...f, path: `${f.path}/`, folder: true })), ...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  const row = (f) => h('tr', f.folder ? { 'data-folder': '' } : {},
     h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null,
-      modeFlag(f),
+      metaFlags(f),
       f.withheld ? h('span', { class: 'flag' }, 'content withheld') : null),
-    h('td', { class: 'num' }, f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`));
-  const body = h('tbody', {}, files.slice(0, SHOWN).map(row));
-  const more = files.length > SHOWN
-    ? h('button', { class: 'more', onclick: () => { body.append(...files.slice(SHOWN).map(row)); more.remove(); } }, `show all ${files.length} files`)
+    h('td', { class: 'num' }, f.folder ? '–' : f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`));
+  const body = h('tbody', {}, all.slice(0, SHOWN).map(row));
+  const more = all.length > SHOWN
+    ? h('button', { class: 'more', onclick: () => { body.append(...all.slice(SHOWN).map(row)); more.remove(); } }, `show all ${all.length} rows`)
     : null;
   return h('div', {}, h('table', { class: 'files' },
     h('thead', {}, h('tr', {}, h('th', {}, 'status'), h('th', {}, 'path'), h('th', {}, 'size'))), body), more);
@@ -271,8 +274,9 @@ async function decide(button, call, done) {
   }
 }
 
-/** The patch, one page of files at a time (a 1,000-file diff stays responsive), side by side or unified. */
-function diffView(patch) {
+/** The patch, one page of files at a time (a 1,000-file diff stays responsive), side by side or unified; each file's metadata changes over its diff. */
+function diffView(patch, files) {
+  const metas = new Map(files.filter((f) => f.meta).map((f) => [f.path, f.meta]));
   const blocks = patch.split(/(?=^diff --git )/m).filter((b) => b.startsWith('diff --git '));
   if (blocks.length === 0) return h('p', { class: 'muted' }, 'no textual changes');
   const PER_PAGE = 25;
@@ -288,6 +292,10 @@ function diffView(patch) {
     const chunk = blocks.slice(page * PER_PAGE, (page + 1) * PER_PAGE).join('');
     // diff2html escapes every line and file name it renders; this is the page's only HTML from data.
     out.innerHTML = window.Diff2Html.html(chunk, { outputFormat: format, drawFileList: false, matching: 'lines' });
+    for (const file of out.querySelectorAll('.d2h-file-wrapper')) {
+      const meta = metas.get(file.querySelector('.d2h-file-name')?.textContent.trim());
+      if (meta) file.querySelector('.d2h-file-header')?.after(h('div', { class: 'meta-change' }, meta.map((m, i) => [i ? ' · ' : '', metaText(m)])));
+    }
     const pages = Math.ceil(blocks.length / PER_PAGE);
     pager.replaceChildren(...(pages <= 1 ? [] : [
       h('button', { disabled: page === 0, onclick: () => { page--; draw(); } }, '← previous'),

@@ -122,9 +122,14 @@ export class HistoryService {
     const [a, z] = await Promise.all([from, to].map(async (c) => (await store.readCommit(c)).tree));
     // What the caller could not read through the mount is named, not shown; what it is shown, it has read.
     const who = await this.readers.of(role, creds);
-    const shown = await shownDiff(store, a, z, { under: path, mayRead: this.readers.mayRead(who, store, this.homes.viewOwner(role, b.branch)) });
+    const shown = await shownDiff(store, a, z, {
+      under: path, mayRead: this.readers.mayRead(who, store, this.homes.viewOwner(role, b.branch)), owner: this.homes.viewOwner(role),
+    });
     await this.readers.record(who, shown.shown);
-    return { view: snap.name, from, to, changes: shown.files.map((c) => ({ path: c.path, status: c.status })), patch: shown.patch, withheld: shown.withheld };
+    return {
+      view: snap.name, from, to, changes: shown.files.map((c) => ({ path: c.path, status: c.status, ...(c.meta ? { meta: c.meta } : {}) })),
+      folders: shown.folders, patch: shown.patch, withheld: shown.withheld,
+    };
   }
 
   /**

@@ -85,7 +85,9 @@ export class PrService {
     const pr = await findPr(home, id);
     const [baseTree, headTree] = await Promise.all([pr.base, pr.head].map(async (c) => (await home.store.readCommit(c)).tree));
     const who = await this.readers.of(role, creds);
-    const shown = await shownDiff(home.store, baseTree, headTree, { mayRead: this.readers.mayRead(who, home.store, this.homes.viewOwner(role, pr.branch)) });
+    const shown = await shownDiff(home.store, baseTree, headTree, {
+      mayRead: this.readers.mayRead(who, home.store, this.homes.viewOwner(role, pr.branch)), owner: this.homes.viewOwner(role),
+    });
     await this.readers.record(who, shown.shown);
     const files = await mapLimit(shown.files, 8, async (c): Promise<PrFile> => {
       const [before, after] = await Promise.all([c.before, c.after].map(async (e) => (e && e.mode !== MODE.link ? home.store.readBlob(e.oid) : null)));
@@ -94,10 +96,10 @@ export class PrService {
       return {
         path: c.path, status: c.status, binary, ...(before ? { before: before.length } : {}), ...(after ? { after: after.length } : {}),
         ...(c.beforeMode !== undefined ? { beforeMode: octal(c.beforeMode) } : {}), ...(c.afterMode !== undefined ? { afterMode: octal(c.afterMode) } : {}),
-        ...(c.withheld ? { withheld: true } : {}),
+        ...(c.meta ? { meta: c.meta } : {}), ...(c.withheld ? { withheld: true } : {}),
       };
     });
-    return { ...pr, diff: shown.patch, files, withheld: shown.withheld, reads: await home.prs.reads(id) };
+    return { ...pr, diff: shown.patch, files, folders: shown.folders, withheld: shown.withheld, reads: await home.prs.reads(id) };
   }
 
   async approve(role: string, id: number): Promise<PullRequest> {

@@ -273,8 +273,12 @@ export class RunService {
     return run;
   }
 
+  /** The runs, each with its PR's state now (the record keeps the state it had when the run ended). */
   async list(role: string): Promise<RunView[]> {
-    return this.store(role).list();
+    const runs = await this.store(role).list();
+    if (!runs.some((r) => r.pr !== undefined)) return runs;
+    const states = new Map((await this.prs.list(role)).map((p) => [p.id, p.state]));
+    return runs.map((r) => (r.pr !== undefined && states.has(r.pr) ? { ...r, pr_state: states.get(r.pr) } : r));
   }
 
   /**

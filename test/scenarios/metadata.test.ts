@@ -287,7 +287,8 @@ describe('metadata that lasts', () => {
     await fs.writeFile(b('outbox/shape/inside'), 'now a folder\n');
     await fs.chmod(b('outbox/shape/inside'), 0o640);
     await fs.chmod(b('outbox/shape'), 0o700);
-    await propose('shape2');
+    // The file gone, a folder new in its place: added, not modified.
+    expect(await propose('shape2')).toEqual(['A outbox/shape/inside', 'D outbox/shape', 'A outbox/shape/']);
     expect(await statOf(d.path('demo', 'outbox/shape'), '%F %a')).toBe('directory 700');
     expect(await statOf(d.path('demo', 'outbox/shape/inside'), '%a')).toBe('640');
 

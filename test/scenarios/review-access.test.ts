@@ -214,4 +214,57 @@ describe('review shows what the mount would', () => {
     expect(detail.files.find((f: { path: string }) => f.path === 'outbox/shared-10.txt')).toMatchObject({ beforeMode: '100644', afterMode: '100666' });
     expect(detail.diff).toContain('old mode 100644\nnew mode 100666\n');
   });
+
+  it('shows owner-, mode- and time-only changes as such in nas diff and nas pr show (owners by name), and a new folder as added', async () => {
+    // Files made through the mount, merged: main holds their metadata records.
+    await branch('meta0');
+    for (const f of ['a', 'b', 'c']) await fs.writeFile(p('meta0', `outbox/meta-${f}.txt`), `${f}${f}${f}\n`);
+    const first = await d.nasJson('propose', 'demo/meta0', '--into', 'main', '--intent', 'three files');
+    expect(first.state).toBe('merged');
+    await branch('meta');
+    await fs.chmod(p('meta', 'outbox/meta-a.txt'), 0o755);
+    await fs.chown(p('meta', 'outbox/meta-b.txt'), 65534, 65534);
+    const then = new Date('2020-01-02T03:04:05Z');
+    await fs.utimes(p('meta', 'outbox/meta-c.txt'), then, then);
+    await fs.mkdir(p('meta', 'outbox/meta-new'));
+    await fs.writeFile(p('meta', 'outbox/meta-new/x.md'), 'x\n');
+    await d.sync('demo/meta');
+
+    const expected = {
+      a: 'diff --git a/outbox/meta-a.txt b/outbox/meta-a.txt\nold mode 100644\nnew mode 100755\n',
+      b: 'diff --git a/outbox/meta-b.txt b/outbox/meta-b.txt\nowner root -> nobody\ngroup root -> nogroup\n',
+      c: /diff --git a\/outbox\/meta-c\.txt b\/outbox\/meta-c\.txt\nmtime 20\d\d-\d\d-\d\dT[\d:.]+Z -> 2020-01-02T03:04:05Z\natime 20\d\d-\d\d-\d\dT[\d:.]+Z -> 2020-01-02T03:04:05Z\n/,
+    };
+    const diff = await d.nas('diff', 'demo@meta');
+    expect(diff.code, diff.stderr).toBe(0);
+    expect(diff.stdout).toContain(', 4 file(s) and 1 folder(s) changed\nfolder outbox/meta-new/ added\n');
+    expect(diff.stdout).toContain(expected.a);
+    expect(diff.stdout).toContain(expected.b);
+    expect(diff.stdout).toMatch(expected.c);
+    // Every file counted has its piece of the patch.
+    expect(diff.stdout.match(/^diff --git /gm)).toHaveLength(4);
+    const report = await d.nasJson('diff', 'demo@meta');
+    expect(report.changes.find((c: { path: string }) => c.path === 'outbox/meta-b.txt')).toEqual({
+      path: 'outbox/meta-b.txt', status: 'modified',
+      meta: [{ field: 'owner', before: 'root', after: 'nobody' }, { field: 'group', before: 'root', after: 'nogroup' }],
+    });
+    expect(report.changes.find((c: { path: string }) => c.path === 'outbox/meta-a.txt').meta).toEqual([{ field: 'mode', before: '100644', after: '100755' }]);
+    expect(report.folders).toEqual([{ path: 'outbox/meta-new', status: 'added' }]);
+
+    const pr = await d.nasJson('propose', 'demo/meta', '--into', 'main', '--intent', 'metadata');
+    expect(pr.changes).toMatchObject({ added: 2, modified: 3, deleted: 0 });
+    expect(pr.changes.paths).toContain('A outbox/meta-new/');
+    expect(pr.changes.paths).not.toContain('M outbox/meta-new/');
+    const text = await d.nas('pr', 'show', 'demo', String(pr.id));
+    expect(text.stdout).toContain('changes: 2 added, 3 modified, 0 deleted\nfolder outbox/meta-new/ added\n');
+    expect(text.stdout).toContain(expected.a);
+    expect(text.stdout).toContain(expected.b);
+    expect(text.stdout).toMatch(expected.c);
+    const detail = await d.nasJson('pr', 'show', 'demo', String(pr.id));
+    expect(detail.files.find((f: { path: string }) => f.path === 'outbox/meta-b.txt')).toMatchObject({
+      beforeMode: '100644', afterMode: '100644', meta: [{ field: 'owner', before: 'root', after: 'nobody' }, { field: 'group', before: 'root', after: 'nogroup' }],
+    });
+    expect(detail.files.find((f: { path: string }) => f.path === 'outbox/meta-c.txt').meta.map((m: { field: string }) => m.field)).toEqual(['mtime', 'atime']);
+    expect(detail.folders).toEqual([{ path: 'outbox/meta-new', status: 'added' }]);
+  });
 });

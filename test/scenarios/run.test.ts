@@ -109,6 +109,20 @@ describe('nas run', () => {
     expect(human.stderr).toMatch(/run r[0-9a-f]{8} exited 0; PR \d+ merged by policy/);
   });
 
+  it("lists a run with its PR's state now: waiting when the run ended, merged once approved", async () => {
+    // The run reads untrusted input: its PR waits for the owner.
+    const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--intent', 'answer the inbox', '--', 'sh', '-c',
+      'cat inbox/README.md > /dev/null && echo answer > outbox/answer.md');
+    expect(code, stderr).toBe(0);
+    expect(out.pr).toMatchObject({ state: 'waiting' });
+    const listed = async () => (await d.nasJson<{ id: string; pr?: number; pr_state?: string }[]>('run', 'list', 'demo')).find((r) => r.id === out.run);
+    expect(await listed()).toMatchObject({ pr: out.pr.id, pr_state: 'waiting' });
+    expect((await d.nas('pr', 'approve', 'demo', String(out.pr.id))).code).toBe(0);
+    expect(await listed()).toMatchObject({ pr: out.pr.id, pr_state: 'merged' });
+    const text = await d.nas('run', 'list', 'demo');
+    expect(text.stdout.split('\n').find((line) => line.startsWith(out.run))).toContain(`${out.pr.id} merged`);
+  });
+
   it('keeps a run from reaching outside its branch: no writes elsewhere, no approval, no other run\'s branch', async () => {
     const first = startRun('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
       `echo secret > outbox/secret.md && echo scratch > workspace/secret.txt && echo $NAS_BRANCH > ${shared}/first && while [ ! -e ${shared}/first-done ]; do sleep 0.05; done`);

@@ -204,6 +204,33 @@ describe('the web page', () => {
     expect(dialogs).toEqual([]);
   });
 
+  it('shows owner-, mode- and time-only changes with before and after, and a new folder as added', async () => {
+    // PR A, merged above, made outbox/many/*: main holds their metadata records.
+    expect((await d.nas('branch', 'create', 'demo/meta')).code).toBe(0);
+    await fs.chown(p('meta', 'outbox/many/f0.md'), 65534, 65534);
+    await fs.chmod(p('meta', 'outbox/many/f1.md'), 0o600);
+    const then = new Date('2020-01-02T03:04:05Z');
+    await fs.utimes(p('meta', 'outbox/many/f2.md'), then, then);
+    await fs.mkdir(p('meta', 'outbox/fresh'));
+    await fs.writeFile(p('meta', 'outbox/fresh/new.md'), 'new\n');
+    const pr = await d.nasJson('propose', 'demo/meta', '--into', 'main', '--intent', 'owners, modes and times');
+    await page.goto(`${base}/pr/demo/${pr.id}`);
+    await page.waitForSelector('table.files');
+    const row = (path: string) => page.locator('table.files tr', { hasText: path });
+    expect(await row('outbox/many/f0.md').textContent()).toMatch(/owner root → nobody/);
+    expect(await row('outbox/many/f0.md').textContent()).toMatch(/group root → nogroup/);
+    expect(await row('outbox/many/f1.md').textContent()).toMatch(/mode 100644 → 100600/);
+    expect(await row('outbox/many/f2.md').textContent()).toMatch(/mtime .+ → 2020-01-02T03:04:05Z/);
+    expect(await page.locator('table.files tr[data-folder]', { hasText: 'outbox/fresh/' }).locator('.badge').textContent()).toBe('added');
+    expect(await page.locator('.pr-head + .meta').textContent()).toMatch(/2 added, 3 modified, 0 deleted/);
+    // In the diff too: the file whose owner alone changed says so where its patch would be.
+    await page.waitForSelector('.d2h-file-wrapper');
+    const f0 = page.locator('.d2h-file-wrapper', { hasText: 'outbox/many/f0.md' });
+    expect(await f0.locator('.meta-change').textContent()).toMatch(/owner root → nobody/);
+    await page.screenshot({ path: `${SHOTS}/web-pr-metadata.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
   it('logs out: the session is gone, and the page asks for a new link', async () => {
     const old = (await page.context().cookies()).find((c) => c.name === 'nas_session')!.value;
     await page.locator('#logout').click();

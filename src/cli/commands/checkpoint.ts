@@ -1,6 +1,6 @@
 import { Usage, splitTarget, wholeNumber } from '../args.js';
 import { command } from '../command.js';
-import { short, table } from '../format.js';
+import { folderLines, short, table } from '../format.js';
 
 export const help = {
   checkpoint:
@@ -50,8 +50,8 @@ export const commands = [
       if (paths.length > 1) throw new Usage('diff takes one --path');
       return { params: { role }, body: { branch, from: args.positional[2], to: args.positional[3], path: paths[0] } };
     },
-    print: (r) => `${r.view}: ${short(r.from)}..${short(r.to)}, ${r.changes.length} file(s) changed\n` +
-      `${r.withheld.length ? `withheld (you could not read them through the mount): ${r.withheld.join(', ')}\n` : ''}${r.patch}`,
+    print: (r) => `${r.view}: ${short(r.from)}..${short(r.to)}, ${r.changes.length} file(s)${r.folders?.length ? ` and ${r.folders.length} folder(s)` : ''} changed\n` +
+      folderLines(r.folders) + `${r.withheld.length ? `withheld (you could not read them through the mount): ${r.withheld.join(', ')}\n` : ''}${r.patch}`,
   }),
   command({
     name: 'checkpoint create',

@@ -1,6 +1,6 @@
 import { Usage, branchSpec, type Args } from '../args.js';
 import { command } from '../command.js';
-import { prState, table } from '../format.js';
+import { folderLines, prState, table } from '../format.js';
 
 export const help = {
   propose:
@@ -59,7 +59,7 @@ export const commands = [
       `${r.trust.reviewed_claims.length ? ` (${r.trust.reviewed_claims.join(', ')})` : ''}` +
       `${r.trust.start_set?.length ? `; session-start context changed: ${r.trust.start_set.join(', ')}` : ''}` +
       `${r.trust.mode_risk?.length ? `; modes a person must see (mode-risk): ${r.trust.mode_risk.join(', ')}` : ''}\n` +
-      `changes: ${r.changes.added} added, ${r.changes.modified} modified, ${r.changes.deleted} deleted\n` +
+      `changes: ${r.changes.added} added, ${r.changes.modified} modified, ${r.changes.deleted} deleted\n` + folderLines(r.folders) +
       `${r.withheld.length ? `withheld (you could not read them through the mount): ${r.withheld.join(', ')}\n` : ''}\n${r.diff}`,
   }),
   command({
