@@ -13,6 +13,7 @@ import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
+import { advance, type MakeCommit } from './advance.js';
 import { CopyUp } from './copy-up.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
@@ -550,6 +551,11 @@ export class BranchView implements WritableView {
   private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true): Promise<void> {
     await this.copy.place(rel, kind, content, replace);
     this.committer.markDirty(rel);
+  }
+
+  /** Move the view to a commit made from its head (main merged into it): advance.ts. */
+  advance(make: MakeCommit): Promise<string | null> {
+    return advance({ ...this.ctx, name: this.name, overlay: this.overlay, committer: this.committer, space: this.space }, make);
   }
 
   /** Commit what is pending and stop the batching timer. */
