@@ -3,7 +3,7 @@ import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
-  BranchCreated, BranchExtended, BranchListing, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
+  BranchCreated, BranchExtended, BranchListing, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
   SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView, Decision, WebLogin,
 } from './types.js';
@@ -76,6 +76,7 @@ export const ROUTES = {
   },
   discardBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/discard', body: none, who: writer('path', 'discarding {branch}') },
   extendBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/extend', body: { ttl: 'string' }, who: owner('extending a branch') },
+  updateBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/update', body: none, who: writer('path', 'updating {branch} from main') },
   sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' }, who: anyone },
 
   listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none, who: anyone, web: true },
@@ -190,6 +191,7 @@ export interface Results {
   createBranch: BranchCreated;
   discardBranch: Discarded;
   extendBranch: BranchExtended;
+  updateBranch: BranchUpdated;
   sync: SyncResult;
   listTrash: TrashRecord[];
   restoreTrash: TrashRestored;

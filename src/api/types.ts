@@ -5,6 +5,7 @@ import type { Lease } from '../lease/lease.js';
 import type { Owner } from '../util/owner.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { MetaChange, ShownFolder } from '../merge/shown-diff.js';
+import type { UpdateConflict } from '../merge/update.js';
 import type { CheckReport, Finding } from '../memory/check.js';
 import type { Briefing, ContextLists, measure } from '../memory/context.js';
 import type { RunRecord } from '../run/run-store.js';
@@ -64,6 +65,17 @@ export interface BranchListing extends BranchRecord {
   quota?: { used: number; limit: number };
   /** Bytes in the branch's upper directory by class: scratch (workspace/, ignored paths) and versioned. */
   bytes?: { scratch: number; versioned: number };
+}
+
+export interface BranchUpdated {
+  view: string;
+  /** The branch's head now (the merge commit, or as it was when up to date) and main's head that was merged. */
+  head: string;
+  main: string;
+  /** The branch held everything on main already: nothing was done. */
+  upToDate: boolean;
+  /** Paths both sides changed, and what each holds now (`markers`: edit it before proposing). */
+  conflicts: UpdateConflict[];
 }
 
 /** View name -> its head commit after the sync. */

@@ -27,6 +27,7 @@ commands:
                                             create a writable branch view <mount>/<role>@<branch>
   branch list <role>                        list a Home's branches
   branch extend <role>/<branch> --ttl 24h   owner: expire that long from now (an expired branch: writable again)
+  branch update <role>/<branch>             merge main into the branch (conflicts: markers in the file, listed)
   sync <role>[/<branch>]                    commit everything pending now, and wait for it
   trash list <role>                         the recycle area: what was deleted, where, when
   trash restore <role> <path> [--branch B] [--to P] [--id ID]

@@ -13,6 +13,13 @@ const require = createRequire(import.meta.url);
 /** How long the kernel may cache names and attributes: short, because merges and restores change views underneath. */
 const CACHE_SECONDS = 1;
 
+/**
+ * After this long, nothing the kernel cached of a view before nasd changed it on its own is used any more (the
+ * binding cannot invalidate): a stale size would cut a read of a file that grew. A change a caller waits for
+ * (nas branch update) answers no sooner.
+ */
+export const KERNEL_CACHE_MS = CACHE_SECONDS * 1000;
+
 export interface FuseMount {
   unmount(): Promise<void>;
   /** Who made the request being handled (valid synchronously at the start of a handler only). */

@@ -1,7 +1,8 @@
 /**
  * The conflicting hunks of a text file changed on both sides, for the PR report (libgit2 decides whether a
  * merge conflicts; this shows a person where). Line-based: each side's changes against the base, found by a
- * longest-common-subsequence match, and the regions where both sides changed the same or adjacent lines.
+ * longest-common-subsequence match, and the regions where both sides changed the same or adjacent lines. The
+ * same regions make the merge with conflict markers that `nas branch update` leaves in a branch.
  */
 
 export interface Hunk {
@@ -60,13 +61,12 @@ function region(base: string[], from: number, to: number, es: Edit[]): string[] 
   return [...out, ...base.slice(at, to)];
 }
 
-export function conflictHunks(baseText: string, oursText: string, theirsText: string): Hunk[] | null {
-  const [base, ours, theirs] = [baseText, oursText, theirsText].map((t) => t.split('\n'));
-  if ((base.length + 1) * (Math.max(ours.length, theirs.length) + 1) > MAX_CELLS) return null;
+/** Each region of the base that either side changed, with the edits of each side in it (adjacent edits join one region). */
+function regions(base: string[], ours: string[], theirs: string[]): { from: number; to: number; mine: Edit[]; yours: Edit[] }[] {
   const o = edits(base, ours).map((e) => ({ ...e, side: 'ours' as const }));
   const t = edits(base, theirs).map((e) => ({ ...e, side: 'theirs' as const }));
   const all = [...o, ...t].sort((a, b) => a.from - b.from || a.to - b.to);
-  const hunks: Hunk[] = [];
+  const out: { from: number; to: number; mine: Edit[]; yours: Edit[] }[] = [];
   for (let k = 0; k < all.length; ) {
     const group = [all[k]];
     let to = all[k].to;
@@ -74,12 +74,44 @@ export function conflictHunks(baseText: string, oursText: string, theirsText: st
       group.push(all[k]);
       to = Math.max(to, all[k].to);
     }
-    const from = group[0].from;
-    const mine = group.filter((e) => e.side === 'ours');
-    const yours = group.filter((e) => e.side === 'theirs');
+    out.push({ from: group[0].from, to, mine: group.filter((e) => e.side === 'ours'), yours: group.filter((e) => e.side === 'theirs') });
+  }
+  return out;
+}
+
+const tooLarge = (base: string[], ours: string[], theirs: string[]) => (base.length + 1) * (Math.max(ours.length, theirs.length) + 1) > MAX_CELLS;
+
+export function conflictHunks(baseText: string, oursText: string, theirsText: string): Hunk[] | null {
+  const [base, ours, theirs] = [baseText, oursText, theirsText].map((t) => t.split('\n'));
+  if (tooLarge(base, ours, theirs)) return null;
+  const hunks: Hunk[] = [];
+  for (const { from, to, mine, yours } of regions(base, ours, theirs)) {
     if (mine.length === 0 || yours.length === 0) continue;
     const h = { line: from + 1, base: base.slice(from, to), ours: region(base, from, to, mine), theirs: region(base, from, to, yours) };
     if (h.ours.join('\n') !== h.theirs.join('\n')) hunks.push(h);
   }
   return hunks;
+}
+
+/**
+ * A three-way line merge that keeps both versions where both sides changed the same (or adjacent) lines, as git
+ * writes them: `<<<<<<< ours` (its lines), `=======`, (theirs) `>>>>>>> theirs`. A region one side alone changed
+ * takes that side's lines. Files too large to match line by line hold both whole versions so.
+ */
+export function mergeWithMarkers(baseText: string, oursText: string, theirsText: string, labels: { ours: string; theirs: string }): string {
+  const [base, ours, theirs] = [baseText, oursText, theirsText].map((t) => t.split('\n'));
+  const both = (a: string[], b: string[]) => [`<<<<<<< ${labels.ours}`, ...a, '=======', ...b, `>>>>>>> ${labels.theirs}`];
+  if (tooLarge(base, ours, theirs)) return [...both(oursText.replace(/\n$/, '').split('\n'), theirsText.replace(/\n$/, '').split('\n')), ''].join('\n');
+  const out: string[] = [];
+  let at = 0;
+  for (const { from, to, mine, yours } of regions(base, ours, theirs)) {
+    out.push(...base.slice(at, from));
+    const a = region(base, from, to, mine);
+    const b = region(base, from, to, yours);
+    if (yours.length === 0 || a.join('\n') === b.join('\n')) out.push(...a);
+    else if (mine.length === 0) out.push(...b);
+    else out.push(...both(a, b));
+    at = to;
+  }
+  return [...out, ...base.slice(at)].join('\n');
 }

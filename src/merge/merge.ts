@@ -66,7 +66,7 @@ export async function mergeIntoMain(
  * too) path by path: the branch's record wins where the branch changed it, main's stays elsewhere, so records
  * never conflict on their own.
  */
-async function mergeContent(
+export async function mergeContent(
   store: Store, baseTree: string | null, mainTree: string, headTree: string,
 ): Promise<{ tree: string } | { conflicts: MergeConflict[]; structured: Conflict[] }> {
   const empty = await store.writeTree(new Map());

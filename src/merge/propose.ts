@@ -10,6 +10,7 @@ import { branchMemory } from '../memory/branch-memory.js';
 import { autoLoadedChanges, linkedFromAgents } from '../memory/start-set.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
 import { changedOnBothSides, mergeIntoMain, type MergeOutcome } from './merge.js';
+import { markedFiles } from './update.js';
 import { needsPerson } from './structured.js';
 import { decide } from './merge-policy.js';
 import { modeRisks as findModeRisks } from './mode-risk.js';
@@ -89,6 +90,11 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
   ];
   const [changes, folders] = await Promise.all([store.fileChanges(baseTree, headTree), store.folderChanges(baseTree, headTree)]);
   if (changes.length === 0 && folders.length === 0) throw new UserError(`nothing to propose: ${name} has no changes against main (no PR was created)`, 409);
+  const marked = await markedFiles(store, changes, p.branch);
+  if (marked.length > 0) {
+    throw new UserError(`${name} still holds the conflict markers nas branch update left (<<<<<<< ${p.branch} ... >>>>>>> main) in ` +
+      `${marked.join(', ')}: edit each file to what it should say, then propose again (no PR was created)`, 409);
+  }
 
   const writers = await writersSince(store, p.head, base);
   const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);
@@ -146,8 +152,12 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
  */
 async function writersSince(store: Store, head: string, base: string): Promise<string[]> {
   const writers = new Set<string>();
+  // Past a merge of main into the branch (nas branch update), first parents lead into main's history: stop there.
+  let pastMerge = false;
   for (let c: string | undefined = head, seen = 0; c && c !== base && seen < 10_000; seen++) {
+    if (pastMerge && (await store.mergeBase(c, base)) === c) break;
     const commit = await store.readCommit(c);
+    pastMerge ||= commit.parents.length > 1;
     for (const w of nasTrailers(commit.message)['Nas-Writers']?.split(', ') ?? []) writers.add(w);
     c = commit.parents[0];
   }

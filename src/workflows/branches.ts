@@ -3,12 +3,14 @@ import { parseDuration } from '../util/duration.js';
 import type { BranchRecord } from '../home/home.js';
 import { itemsFromGit } from '../trash/trash.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
-import type { BranchCreated, BranchExtended, BranchListing, Discarded, SyncResult } from '../api/types.js';
+import { mergeMainInto, type BranchUpdate } from '../merge/update.js';
+import { KERNEL_CACHE_MS } from '../fuse-ops/mount.js';
+import type { BranchCreated, BranchExtended, BranchListing, BranchUpdated, Discarded, SyncResult } from '../api/types.js';
 
 /**
  * Branches through the control API: create (O(1): a ref, a record, an empty directory), list, extend, sync,
- * discard (its work to the recycle area), and the periodic expiry pass (read-only at the TTL, removed after
- * the grace period, never both in one pass).
+ * update (main merged into it), discard (its work to the recycle area), and the periodic expiry pass (read-only
+ * at the TTL, removed after the grace period, never both in one pass).
  */
 export class Branches {
   constructor(private readonly homes: HomeSet) {}
@@ -67,6 +69,31 @@ export class Branches {
     const views = branch ? [this.homes.branch(role, branch)] : [...m.branches.values()];
     for (const v of views) await v.sync();
     return Object.fromEntries(views.map((v) => [v.name, v.head]));
+  }
+
+  /**
+   * Bring main into a branch (`nas branch update`): what is pending is committed, then main is merged into the
+   * branch as a commit on it with two parents (the branch's head, main's), and the view shows it at once. Files
+   * both changed in the same lines hold both versions between conflict markers and are listed; the branch cannot
+   * be proposed while they do (merge/update.ts). An expired branch takes no update.
+   */
+  async updateBranch(role: string, branch: string): Promise<BranchUpdated> {
+    const m = this.homes.mounted(role);
+    const view = this.homes.branch(role, branch);
+    if (view.expired) throw new UserError(`${view.name} expired (its TTL passed): it takes no changes, main included; the owner can extend it (nas branch extend)`, 409);
+    const main = await m.home.mainHead();
+    let outcome = { kind: 'up-to-date' } as BranchUpdate;
+    const commit = await view.advance(async (head) => {
+      outcome = await mergeMainInto(m.home.store, { head, main, branch, rules: view.rules, author: m.home.identity });
+      return outcome.kind === 'merged' ? outcome.commit : null;
+    });
+    const conflicts = outcome.kind === 'merged' ? outcome.conflicts : [];
+    if (outcome.kind === 'merged') {
+      this.homes.opts.log.info({ view: view.name, main, commit, conflicts: conflicts.length }, 'main merged into the branch');
+      // Once answered, every read through the mount sees the update: what the kernel kept from before has expired.
+      await new Promise((resolve) => setTimeout(resolve, KERNEL_CACHE_MS));
+    }
+    return { view: view.name, head: commit ?? view.head, main, upToDate: outcome.kind === 'up-to-date', conflicts };
   }
 
   /**

@@ -107,6 +107,7 @@ describe('coverage of the contract', () => {
     'branch list': ['branch', 'list', 'demo'],
     'branch discard': ['branch', 'discard', 'demo/draft'],
     'branch extend': ['branch', 'extend', 'demo/draft', '--ttl', '24h'],
+    'branch update': ['branch', 'update', 'demo/draft'],
     'maintenance run': ['maintenance', 'run', 'demo'],
     'export': ['export', 'demo', '/tmp/demo.bundle'],
     'home archive': ['home', 'archive', 'demo'],
@@ -210,7 +211,7 @@ describe('who may call', () => {
       leases: { authorize: record('authorize', { principal: 'p' }), revokeBranch: record('revokeBranch', []) },
       trash: { trashTarget: async (_role: string, b: { branch?: string }) => b.branch ?? 'deleted-in', trashRestore: record('trashRestore') },
       homes: { createHome: record('createHome') },
-      branches: { discardBranch: record('discardBranch', {}) },
+      branches: { discardBranch: record('discardBranch', {}), updateBranch: record('updateBranch') },
       memory: { import: record('import'), index: record('index') },
       prs: { propose: record('propose') },
     } as unknown as Workflows;
@@ -231,11 +232,13 @@ describe('who may call', () => {
   it('asks the leases about the branch the request names, and only then runs the handler', async () => {
     const { asked, call } = table();
     await call.discardBranch({ params: { role: 'demo', branch: 'b' }, body: {}, creds: lease });
+    await call.updateBranch({ params: { role: 'demo', branch: 'b' }, body: {}, creds: lease });
     await call.memoryImport({ params: { role: 'demo' }, body: { branch: 'b', files: [] }, creds: lease });
     await call.memoryIndex({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
     await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x' }, creds: lease });
     expect(asked.map(([what, ...args]) => (what === 'authorize' ? [what, ...args] : what))).toEqual([
       ['authorize', 'demo', 'b', 'write', lease, 'discarding demo/b'], 'discardBranch', 'revokeBranch',
+      ['authorize', 'demo', 'b', 'write', lease, 'updating demo/b from main'], 'updateBranch',
       ['authorize', 'demo', 'b', 'write', lease, 'importing notes in demo/b'], 'import',
       ['authorize', 'demo', 'b', 'write', lease, 'regenerating indexes in demo/b'], 'index',
       ['authorize', 'demo', 'deleted-in', 'write', lease, 'restoring from the recycle area in demo/deleted-in'], 'trashRestore',

@@ -6,13 +6,22 @@ export const help = {
   branch:
     'usage: nas branch create <role>/<branch> [--from <branch>|main] [--ttl 48h] [--run ID]\n' +
     '       nas branch list <role>\n       nas branch discard <role>/<branch>\n' +
-    '       nas branch extend <role>/<branch> --ttl 24h\n\n' +
+    '       nas branch extend <role>/<branch> --ttl 24h\n       nas branch update <role>/<branch>\n\n' +
     'When a branch\'s TTL passes, what is pending is committed, its leases end, its view turns read-only\n' +
     '(EROFS) and its waiting PR is marked expired; after the Home\'s branch_grace (7d) its work goes to the\n' +
     'recycle area and it is removed. extend (owner) makes it expire TTL from now, and makes an expired branch\n' +
     'writable again. A Home holds at most max_branches (.nas/limits.yaml) at once. discard (owner, or a lease with write on\n' +
-    'the branch) moves the branch\'s work since it forked from main to the recycle area, then removes it.\n',
+    'the branch) moves the branch\'s work since it forked from main to the recycle area, then removes it.\n' +
+    'update (owner, or a lease with write on the branch) merges main into the branch as a commit on it: a file both\n' +
+    'changed in the same lines holds both versions between <<<<<<< <branch>, ======= and >>>>>>> main (listed; exit 1),\n' +
+    'and the branch cannot be proposed until they are edited away; a file that cannot hold them keeps one side\'s version.\n',
 };
+
+/** What an update left in a file both sides changed. */
+const RESOLVED = {
+  markers: 'conflict markers', appended: 'main\'s version, then the branch\'s additions',
+  'kept-branch': 'the branch\'s version kept', 'kept-main': 'main\'s version kept',
+} as const;
 
 export const commands = [
   command({
@@ -45,6 +54,23 @@ export const commands = [
       return { params: { role, branch }, body: { ttl } };
     },
     print: (r) => `${r.view} now expires ${r.expires} (ttl ${r.ttl})${r.reopened ? '; it had expired and takes writes again' : ''}\n`,
+  }),
+  command({
+    name: 'branch update',
+    route: 'updateBranch',
+    request: (args) => {
+      const [role, branch] = branchSpec(args, 2);
+      return { params: { role, branch }, body: {} };
+    },
+    print: (r) => {
+      if (r.upToDate) return `${r.view} already has everything on main (${short(r.main)})\n`;
+      const lines = r.conflicts.map((c) => `  ${RESOLVED[c.resolution]}: ${c.path}${c.why ? ` (${c.why})` : ''}\n`);
+      const marked = r.conflicts.some((c) => c.resolution === 'markers');
+      return `merged main (${short(r.main)}) into ${r.view}: ${short(r.head)}` +
+        (lines.length ? `, ${lines.length} file(s) changed on both sides:\n${lines.join('')}` : '\n') +
+        (marked ? 'edit the conflict markers away (keep what each file should say), then propose\n' : '');
+    },
+    failed: (r) => r.conflicts.some((c) => c.resolution === 'markers'),
   }),
   command({
     name: 'branch discard',

@@ -13,6 +13,7 @@ import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
 import { ControlWrites } from './control-writes.js';
+import { advance, type MakeCommit } from './advance.js';
 import { CopyUp } from './copy-up.js';
 import { DataPath } from './data-path.js';
 import { Deletions } from './deletions.js';
@@ -398,6 +399,11 @@ export class BranchView implements WritableView {
   /** A regular file with generated content, committed (see control-writes.ts). */
   writeFile(rel: string, content: Buffer, expected?: string | null): Promise<void> {
     return this.control.writeFile(rel, content, expected);
+  }
+
+  /** Move the view to a commit made from its head (main merged into it): advance.ts. */
+  advance(make: MakeCommit): Promise<string | null> {
+    return advance({ ...this.ctx, name: this.name, overlay: this.overlay, state: this.state, sync: () => this.sync() }, make);
   }
 
   /** Commit what is pending and stop the batching timer. */
