@@ -5,7 +5,9 @@ import { attrFromGit, type Attr, type Owner } from './attr.js';
 
 /**
  * Read access to one commit's tree: the lower layer of every view. Nothing is materialised on disk.
- * `time` is what unchanged files show as their times: by default the commit's.
+ * A path without a metadata record shows the time of its last change as of this commit (the Store's
+ * last-change lookup), never the commit's own: an unrelated merge leaves it alone. `time` is the view's own
+ * time, for what git does not hold (a scratch root main shows empty).
  */
 export class GitLayer {
   constructor(readonly store: Store, readonly commit: CommitInfo, readonly time = new Date(commit.time * 1000)) {}
@@ -19,14 +21,20 @@ export class GitLayer {
   /** A path's attributes: git's mode, the view's owner and time, unless the path's metadata record says more. */
   async attr(rel: string, entry: Entry, owner: Owner, ino?: number): Promise<Attr> {
     const size = entry.mode === MODE.tree ? 0 : await this.store.blobSize(entry.oid);
-    const attr = attrFromGit(entry.mode, size, this.time, owner, ino);
-    const meta = await this.meta(rel, entry.mode);
+    const [meta, time] = await Promise.all([this.meta(rel, entry.mode), this.timeOf(rel)]);
+    const attr = attrFromGit(entry.mode, size, time, owner, ino);
     if (meta) {
       // The record's permissions (a symlink's are always 0777), owner and times; the type stays git's.
       if (entry.mode !== MODE.link) attr.mode = (attr.mode & ~0o7777) | (entry.mode === MODE.tree ? meta.mode & 0o7777 : permsOf(meta, entry.mode === MODE.exec));
       Object.assign(attr, { uid: meta.uid, gid: meta.gid, atimeNs: meta.atimeNs, mtimeNs: meta.mtimeNs, ctimeNs: meta.mtimeNs });
     }
     return attr;
+  }
+
+  /** When rel last changed as of this commit (what a path without a record shows as its times). */
+  async timeOf(rel: string): Promise<Date> {
+    const seconds = await this.store.lastChange.timeOf(this.commit.oid, rel);
+    return seconds === null ? this.time : new Date(seconds * 1000);
   }
 
   /** The metadata record kept in this commit for rel, which git holds with gitMode, if any. */

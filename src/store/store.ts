@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import { constants as fsConstants } from 'node:fs';
 import NodeGit from 'nodegit';
 import { TreeCache, parseTree } from './tree-cache.js';
+import { LastChange } from './last-change.js';
 import { applyEdits, applySimpleEdits, editTrie, isSimpleEdit, type Edits } from './tree-edit.js';
 import { fullMode, META_ROOT, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
 import * as history from './history.js';
@@ -36,6 +37,8 @@ export class Store {
   private readonly sizes = new Map<string, number>();
   private readonly metas = new Map<string, FileMeta | null>();
   private readonly refLocks = new Map<string, Promise<unknown>>();
+  /** When each path last changed, per commit (last-change.ts). */
+  readonly lastChange = new LastChange(this);
   private readonly git: GitCommands;
 
   private constructor(readonly path: string, private readonly repo: any, private readonly odb: any) {

@@ -86,9 +86,11 @@ export class CopyUp {
     const meta = gitMode === null ? null : await this.overlay.layer.meta(rel, gitMode);
     if (!meta) {
       await giveToOwner(file, this.owner());
-      // What git has without a record shows the commit view's time: the copy keeps showing it.
-      const shown = BigInt(this.overlay.layer.time.getTime()) * 1_000_000n;
-      if (gitMode !== null) setTimes(file, shown, shown);
+      // What git has without a record shows the time it last changed (git-layer.ts): the copy keeps showing it.
+      if (gitMode !== null) {
+        const shown = BigInt((await this.overlay.layer.timeOf(rel)).getTime()) * 1_000_000n;
+        setTimes(file, shown, shown);
+      }
       return;
     }
     // Owner first: a chown clears setuid and setgid bits.
