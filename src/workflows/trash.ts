@@ -1,7 +1,7 @@
 import { UserError } from '../util/errors.js';
 import { parseDuration } from '../util/duration.js';
 import { validateRelPath } from '../util/names.js';
-import type { TrashRecord } from '../trash/trash.js';
+import { newestFirst, type TrashRecord } from '../trash/trash.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { TrashListed, TrashPurged, TrashRestored } from '../api/types.js';
 
@@ -32,7 +32,7 @@ export class TrashWorkflow {
     const filed: TrashListed[] = await this.homes.mounted(role).home.trash.list();
     const ids = new Set(filed.map((r) => r.id));
     const all = [...filed, ...pending.filter((r) => !ids.has(r.id)).map((r): TrashListed => ({ ...r, pending: true }))];
-    return all.sort((a, b) => (a.deletedAt < b.deletedAt ? 1 : a.deletedAt > b.deletedAt ? -1 : b.id.localeCompare(a.id)));
+    return all.sort(newestFirst);
   }
 
   /** The branch a restore would write into (for the caller's authorization): --branch, else where the file was deleted. */
