@@ -1,11 +1,10 @@
-import type { TrashRecord } from '../trash/trash.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView, Decision, WebLogin,
+  SyncResult, TrashListed, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView, Decision, WebLogin,
 } from './types.js';
 
 /**
@@ -193,7 +192,7 @@ export interface Results {
   extendBranch: BranchExtended;
   updateBranch: BranchUpdated;
   sync: SyncResult;
-  listTrash: TrashRecord[];
+  listTrash: TrashListed[];
   restoreTrash: TrashRestored;
   purgeTrash: TrashPurged;
   listLeases: LeaseView[];

@@ -92,6 +92,9 @@ export interface Discarded {
 
 // ---- recycle area -----------------------------------------------------------------------------
 
+/** A row of `nas trash list`: a record of the recycle area, or a deletion a branch has not filed there yet (`pending`). */
+export type TrashListed = TrashRecord & { pending?: true };
+
 export interface TrashRestored {
   restored: TrashRecord;
   /** The path it was restored to. */

@@ -25,6 +25,20 @@ export interface Rules {
 const BUILT_IN_READ_ONLY = ['.nas/**'];
 const BUILT_IN_APPEND_ONLY = ['memory/journal/**'];
 
+/**
+ * What is scratch by default in every Home, in `.gitignore` syntax, below whatever the Home's own `.gitignore` files
+ * say (as git's core.excludesFile: a Home's rule, `!` included, wins): editors' temporary files, which would
+ * otherwise fill the recycle area with every save. Homes made before the template named them get them too. As with
+ * any ignore rule, a tracked file stays versioned and a protected path (isProtected) is never scratch.
+ */
+export const BUILT_IN_IGNORE = [
+  // vim: swap files (.x.swp, .x.swo, ...), the .swx probe it makes before a swap file, the 4913 probe it writes
+  // beside a file to test ownership before a save, and `~` backups (also emacs, nano, gedit)
+  '*.swp', '*.swo', '*.swx', '[._]*.sw[a-px]', '4913', '*~',
+  // emacs: lock links (.#x) and auto-save files (#x#)
+  '.#*', '\\#*#',
+].join('\n');
+
 export function compileRules(policy: PolicyConfig = DEFAULT_POLICY, maintenance: MaintenanceConfig = DEFAULT_MAINTENANCE): Rules {
   const compile = (list: string[]) => [...new Set(list)].map(globToRegExp);
   return {
@@ -58,7 +72,10 @@ export function classify(rules: Rules, path: string): PathClass {
   let c = kept.get(path);
   if (!c) {
     if (kept.size >= CLASSES_KEPT) kept.clear();
-    c = { readOnly: matchesAny(path, rules.readOnly), appendOnly: matchesAny(path, rules.appendOnly), scratch: path !== '' && matchesAny(path, rules.scratch) };
+    const readOnly = matchesAny(path, rules.readOnly);
+    const appendOnly = matchesAny(path, rules.appendOnly);
+    // A protected path is never scratch, whatever maintenance.yaml says: scratch is hidden from git and never committed.
+    c = { readOnly, appendOnly, scratch: path !== '' && !readOnly && !appendOnly && matchesAny(path, rules.scratch) };
     kept.set(path, c);
   }
   return c;

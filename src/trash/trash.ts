@@ -60,6 +60,11 @@ export async function itemsFromGit(store: Store, files: { path: string; entry: E
   })));
 }
 
+/** The recycle area's order: newest deletion first. */
+export function newestFirst(a: TrashRecord, b: TrashRecord): number {
+  return a.deletedAt < b.deletedAt ? 1 : a.deletedAt > b.deletedAt ? -1 : b.id.localeCompare(a.id);
+}
+
 function recordDir(r: TrashRecord): string {
   return `${r.deletedAt.slice(0, 10)}/${r.id}`;
 }
@@ -137,7 +142,7 @@ export class Trash {
         out.push(parsed as TrashRecord);
       }
     }
-    return out.sort((a, b) => (a.deletedAt < b.deletedAt ? 1 : a.deletedAt > b.deletedAt ? -1 : b.id.localeCompare(a.id)));
+    return out.sort(newestFirst);
   }
 
   async content(record: TrashRecord): Promise<Buffer> {

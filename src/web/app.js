@@ -358,7 +358,7 @@ function trashRow(role, t, branches) {
       }
     },
   }, 'Restore');
-  return h('tr', { 'data-trash': t.id, 'data-branch': t.branch }, h('td', {}, ago(t.deletedAt)), h('td', {}, h('code', {}, t.path)), h('td', {}, t.branch),
+  return h('tr', { 'data-trash': t.id, 'data-branch': t.branch }, h('td', {}, ago(t.deletedAt), t.pending ? h('span', { class: 'muted' }, ' (pending)') : ''), h('td', {}, h('code', {}, t.path)), h('td', {}, t.branch),
     h('td', { class: 'num' }, size(t.size)), h('td', {}, usable.length ? [select, ' ', button] : h('span', { class: 'muted' }, 'create a branch first')));
 }
 

@@ -1,28 +1,38 @@
 import { UserError } from '../util/errors.js';
 import { parseDuration } from '../util/duration.js';
 import { validateRelPath } from '../util/names.js';
-import type { TrashRecord } from '../trash/trash.js';
+import { newestFirst, type TrashRecord } from '../trash/trash.js';
 import type { HomeSet } from '../homes/home-set.js';
-import type { TrashPurged, TrashRestored } from '../api/types.js';
+import type { TrashListed, TrashPurged, TrashRestored } from '../api/types.js';
 
 /** The recycle area through the control API: list, restore into a branch, purge what is older than asked. */
 export class TrashWorkflow {
   constructor(private readonly homes: HomeSet) {}
 
   /**
-   * Empty the recycle area of what was deleted before the cutoff (default: the Home's trash_keep_days ago).
+   * Empty the recycle area of what was deleted before the cutoff (default: the Home's trash_keep_days ago);
+   * `--older-than 0d` means everything deleted until now.
    */
   async trashPurge(role: string, olderThan?: string): Promise<TrashPurged> {
     const m = this.homes.mounted(role);
-    const seconds = olderThan !== undefined ? parseDuration(olderThan) : m.config.maintenance.trash_keep_days * 86400;
+    const seconds = olderThan !== undefined ? parseDuration(olderThan, { allowZero: true }) : m.config.maintenance.trash_keep_days * 86400;
     const cutoff = new Date(Date.now() - seconds * 1000);
     const purged = await m.home.trash.purge(cutoff);
     if (purged.length > 0) this.homes.opts.log.info({ role, purged: purged.length, cutoff: cutoff.toISOString() }, 'recycle area purged');
     return { cutoff: cutoff.toISOString(), purged };
   }
 
-  async trashList(role: string): Promise<TrashRecord[]> {
-    return this.homes.mounted(role).home.trash.list();
+  /**
+   * The recycle area, newest first, with the deletions branches have logged but not filed yet (their commit
+   * has not landed), marked `pending`: a list right after `rm` shows the file. Pending ones are read first,
+   * so one whose commit lands meanwhile is found filed (and shown once), never lost between the two.
+   */
+  async trashList(role: string): Promise<TrashListed[]> {
+    const pending = this.homes.branchViews(role).flatMap((v) => v.pendingDeletions());
+    const filed: TrashListed[] = await this.homes.mounted(role).home.trash.list();
+    const ids = new Set(filed.map((r) => r.id));
+    const all = [...filed, ...pending.filter((r) => !ids.has(r.id)).map((r): TrashListed => ({ ...r, pending: true }))];
+    return all.sort(newestFirst);
   }
 
   /** The branch a restore would write into (for the caller's authorization): --branch, else where the file was deleted. */
@@ -36,8 +46,11 @@ export class TrashWorkflow {
     const m = this.homes.mounted(role);
     const path = opts.path ? validateRelPath(opts.path) : undefined;
     if (!path && !opts.id) throw new UserError('name the path to restore (or --id from nas trash list)');
-    const records = await m.home.trash.list();
-    const record = records.find((r) => (opts.id ? r.id === opts.id : r.path === path && (!opts.branch || r.branch === opts.branch)));
+    const matches = (r: TrashRecord) => (opts.id ? r.id === opts.id : r.path === path && (!opts.branch || r.branch === opts.branch));
+    // A deletion still pending is filed first (its branch commits now), so what `nas trash list` shows can be restored.
+    const pending = this.homes.branchViews(role).filter((v) => v.pendingDeletions().some(matches));
+    for (const view of pending) await view.sync();
+    const record = (await m.home.trash.list()).find(matches);
     if (!record) {
       const what = opts.id ? `id ${opts.id}` : `${path}${opts.branch ? ` deleted from ${opts.branch}` : ''}`;
       throw new UserError(`nothing in the recycle area of ${role} matches ${what}; see nas trash list ${role}`, 404);

@@ -66,6 +66,14 @@ describe('policy', () => {
     expect(isScratch(custom, 'workspace/x')).toBe(false);
   });
 
+  it('never makes a protected path scratch, whatever maintenance.yaml says', () => {
+    const wide = compileRules(DEFAULT_POLICY, { ...DEFAULT_MAINTENANCE, retention: [{ path: 'memory/', class: 'scratch' }, { path: '.nas/', class: 'scratch' }] });
+    expect(isScratch(wide, 'memory/notes/a.md')).toBe(true);
+    expect(isScratch(wide, 'memory/journal/day.md')).toBe(false);
+    expect(isScratch(wide, '.nas/policy.yaml')).toBe(false);
+    expect(checkMutation('branch', wide, 'link', 'memory/journal/day.md')).toBe('EPERM');
+  });
+
   it('keeps the built-in rules whatever policy.yaml says', () => {
     const loose = compileRules({ ...DEFAULT_POLICY, read_only: [], append_only: [] });
     expect(checkMutation('branch', loose, 'open-write', '.nas/policy.yaml')).toBe('EPERM');

@@ -4,9 +4,10 @@ import { table } from '../format.js';
 export const help = {
   trash:
     'usage: nas trash list <role>\n       nas trash restore <role> <path> [--branch B] [--to P] [--id ID]\n\n' +
+    'list shows deletions whose commit has not landed yet too, marked pending (a restore files them first).\n' +
     'restore puts the newest deleted copy of <path> back into branch B (default: the branch it was deleted from).\n' +
     'It refuses to overwrite a path that exists; --to restores it under another path.\n' +
-    '       nas trash purge <role> [--older-than 7d]\n\nowner: remove for good what was deleted longer ago than that (default: the Home\'s\n' +
+    '       nas trash purge <role> [--older-than 7d]\n\nowner: remove for good what was deleted longer ago than that (0d: everything; default: the Home\'s\n' +
     'maintenance.yaml trash_keep_days, which nasd also applies once an hour), then let git pack (gc --auto).\n',
 };
 
@@ -18,7 +19,8 @@ export const commands = [
     print: (r) =>
       r.length === 0
         ? 'the recycle area is empty\n'
-        : table([['DELETED', 'BRANCH', 'KIND', 'SIZE', 'PATH', 'ID'], ...r.map((t) => [t.deletedAt, t.branch, t.kind, String(t.size), t.path, t.id])]),
+        : table([['DELETED', 'BRANCH', 'KIND', 'SIZE', 'PATH', 'ID', 'STATE'],
+          ...r.map((t) => [t.deletedAt, t.branch, t.kind, String(t.size), t.path, t.id, t.pending ? 'pending' : 'filed'])]),
   }),
   command({
     name: 'trash restore',

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { fsError } from '../../util/errors.js';
 import { MODE, type Identity, type Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
-import type { Trash, TrashKind } from '../../trash/trash.js';
+import type { Trash, TrashKind, TrashRecord } from '../../trash/trash.js';
 import { visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
 import type { Caller } from '../../util/owner.js';
@@ -202,6 +202,11 @@ export class BranchView implements WritableView {
 
   get pendingChanges(): number {
     return this.committer.pendingChanges;
+  }
+
+  /** Deletions logged but not yet filed in the recycle area (their commit has not landed). */
+  pendingDeletions(): TrashRecord[] {
+    return this.deletions.batch().map((d) => ({ ...d.record }));
   }
 
   private async recover(): Promise<void> {

@@ -5,6 +5,7 @@ import { PendingLog, type PendingEntry } from './pending-log.js';
 import type { BranchState } from './state.js';
 
 export type Deletion = Extract<PendingEntry, { type: 'delete' }>;
+type Whiteout = Extract<PendingEntry, { type: 'whiteout' }>;
 
 /**
  * Deletions and whiteouts of a branch, logged before they happen: after a crash the log says what may have
@@ -77,17 +78,18 @@ export class Deletions {
   /**
    * Log first, then act. `prepare` runs under the log lock, so what it looked up cannot change before the
    * deletion is logged. A versioned deletion always hides git's copy: a commit already under way may be
-   * adding the path.
+   * adding the path. A whiteout entry instead of a deletion removes without a recycle record (nothing to restore).
    */
-  async record(prepare: () => Promise<{ entry: Deletion; act: () => Promise<void> }>): Promise<void> {
+  async record(prepare: () => Promise<{ entry: Deletion | Whiteout; act: () => Promise<void> }>): Promise<void> {
     await this.withLock(async () => {
       const { entry, act } = await prepare();
       await this.log.append([entry]);
       await act();
-      this.waiting.push(entry);
-      if (entry.whiteout) this.state.hide(entry.record.path);
-      this.overlay.ignore.changed(entry.record.path);
-      this.state.forget(entry.record.path);
+      const path = entry.type === 'delete' ? entry.record.path : entry.path;
+      if (entry.type === 'delete') this.waiting.push(entry);
+      if (entry.type === 'whiteout' || entry.whiteout) this.state.hide(path);
+      this.overlay.ignore.changed(path);
+      this.state.forget(path);
     });
   }
 

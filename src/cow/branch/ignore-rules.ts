@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type { Ignore, Options } from 'ignore';
+import { BUILT_IN_IGNORE } from '../../policy/policy.js';
 import { join, parentOf } from './paths.js';
 
 // The package is CommonJS whose typings declare an ES default export: load it as what it is.
@@ -7,12 +8,15 @@ const ignore = createRequire(import.meta.url)('ignore') as (options?: Options) =
 
 const GITIGNORE = '.gitignore';
 const MAX_ANSWERS = 100_000;
+/** Policy's built-in rules (editor temp files), compiled once: below every `.gitignore`, as git's core.excludesFile. */
+const BUILT_IN = ignore().add(BUILT_IN_IGNORE);
 
 /**
  * The `.gitignore` files of a branch, with git's semantics: each file's patterns apply below its directory,
  * deeper files and later lines win, `!` re-includes, and nothing below an ignored directory can be
  * re-included. Rules are read lazily through the view (upper directory or git) and forgotten when a
- * `.gitignore` changes; answers are cached until then.
+ * `.gitignore` changes; answers are cached until then. Policy's built-in list (BUILT_IN_IGNORE) applies first,
+ * at the root, so a Home's own rules (a `!` re-include too) override it, and Homes made before it get it.
  */
 export class IgnoreRules {
   private readonly rules = new Map<string, Promise<Ignore | null>>();
@@ -50,7 +54,7 @@ export class IgnoreRules {
   private async decide(parts: string[], directory: boolean): Promise<boolean> {
     // Git does not descend into an ignored directory, so nothing below it can be re-included.
     if (parts.length > 1 && (await this.ignored(parts.slice(0, -1).join('/'), true))) return true;
-    let ignored = false;
+    let ignored = BUILT_IN.test(parts.join('/') + (directory ? '/' : '')).ignored;
     for (let depth = 0; depth < parts.length; depth++) {
       const rules = await this.rulesOf(parts.slice(0, depth).join('/'));
       if (!rules) continue;

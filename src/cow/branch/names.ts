@@ -162,8 +162,11 @@ export class Names {
     }
     await this.deleteLogged(async () => {
       const node = await remove();
+      // An empty directory git never had (a `git clone` that stopped at .git, a tool's temporary directory) holds
+      // nothing to restore: hidden from git as any deletion (a commit under way may be adding it), not recycled.
+      const never = node.stat && !(await this.overlay.layer.lookup(rel));
       return {
-        entry: { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },
+        entry: never ? { type: 'whiteout', path: rel } : { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },
         act: async () => {
           if (node.stat) await this.overlay.tree.at(rel, (p) => fs.rmdir(p));
         },

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import { TestDaemon } from '../helpers.js';
+
+/** The recycle area as `nas trash list` and `nas trash purge` show it, whatever the commit window. */
+describe('recycle area: pending deletions and purge', () => {
+  let d: TestDaemon;
+  const p = (rel: string) => d.path('demo@bin', rel);
+  type Row = { path: string; id: string; pending?: boolean };
+
+  beforeAll(async () => {
+    // A long commit window: a deletion stays pending until nas sync, so "right after rm" is not a race.
+    d = await TestDaemon.withBranch('bin', { windowMs: 60_000 });
+  });
+  afterAll(async () => {
+    await d?.cleanup();
+  });
+
+  it('lists a deletion right after rm, marked pending, before its commit lands', async () => {
+    await fs.writeFile(p('outbox/soon-gone.md'), 'bytes\n');
+    await d.sync('demo/bin');
+    await fs.unlink(p('outbox/soon-gone.md'));
+    const rows = await d.nasJson<Row[]>('trash', 'list', 'demo');
+    expect(rows).toContainEqual(expect.objectContaining({ path: 'outbox/soon-gone.md', branch: 'bin', kind: 'file', size: 6, pending: true }));
+    expect((await d.nas('trash', 'list', 'demo')).stdout).toMatch(/outbox\/soon-gone\.md\s+\S+\s+pending/);
+    // Once the commit lands it is filed, shown once, with the same id.
+    const id = rows.find((r) => r.path === 'outbox/soon-gone.md')!.id;
+    await d.sync('demo/bin');
+    const filed = (await d.nasJson<Row[]>('trash', 'list', 'demo')).filter((r) => r.path === 'outbox/soon-gone.md');
+    expect(filed).toEqual([expect.objectContaining({ id })]);
+    expect(filed[0].pending).toBeUndefined();
+  });
+
+  it('restores a deletion still pending (filing it first)', async () => {
+    await fs.writeFile(p('outbox/back.md'), 'keep me\n');
+    await d.sync('demo/bin');
+    await fs.unlink(p('outbox/back.md'));
+    const restored = await d.nas('trash', 'restore', 'demo', 'outbox/back.md');
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(await fs.readFile(p('outbox/back.md'), 'utf8')).toBe('keep me\n');
+  });
+
+  it('purges everything with --older-than 0d', async () => {
+    expect((await d.nasJson<Row[]>('trash', 'list', 'demo')).length).toBeGreaterThan(0);
+    const r = await d.nas('trash', 'purge', 'demo', '--older-than', '0d');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/purged [1-9]\d* item/);
+    expect(await d.nasJson<Row[]>('trash', 'list', 'demo')).toEqual([]);
+    // A TTL of zero still means nothing useful.
+    const ttl = await d.nas('branch', 'create', 'demo/zero', '--ttl', '0h');
+    expect(ttl.code).toBe(1);
+    expect(ttl.stderr).toMatch(/must be positive/);
+  });
+});
