@@ -28,8 +28,11 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   echo "nasd is already running (pid $(cat "$pidfile")); stop it with: scripts/mount.sh --stop"
   exit 0
 fi
-mkdir -p /var/log/agent-nas /run/agent-nas
+mkdir -p /run/agent-nas
+mkdir -p -m 0750 /var/log/agent-nas
 log=/var/log/agent-nas/nasd.log
+# The log names Homes, branches, principals and paths: root's and its group's only.
+touch "$log" && chmod 0640 "$log"
 setsid bin/nasd "$@" >>"$log" 2>&1 < /dev/null &
 echo $! > "$pidfile"
 for _ in $(seq 150); do

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-import { ApiError, DEFAULT_SOCKET, client, type Call } from '../api/client.js';
+import { DEFAULT_SOCKET, client, type Call } from '../api/client.js';
 import { printable } from '../util/display.js';
 import { Usage, parse, type Args } from './args.js';
 import { helpFor, lookup } from './commands/index.js';
-import { credentialHeaders, ownerTokenFile, ownerTokenNamed, readToken } from './credentials.js';
+import { credentialHeaders, ownerTokenFile, ownerTokenNamed, ownerWouldDo, readToken } from './credentials.js';
 import { version } from '../util/version.js';
 
 /**
@@ -12,9 +12,10 @@ import { version } from '../util/version.js';
  */
 
 /**
- * The client, with the owner's token of the daemon it talks to: when an owner action is refused and the caller
- * did not name a token, nas asks the daemon for its state directory, reads the token there, and tries once more
- * (a refused owner action changed nothing). The error names the files read.
+ * The client, with the owner's token of the daemon it talks to, found the same way for every command: when a
+ * request the owner credential would let through is refused (ownerWouldDo) and the caller did not name a token,
+ * nas asks the daemon for its state directory, reads the token there, and tries once more (such a refusal
+ * changed nothing). The error names the files read.
  */
 function ownerAware(socket: string): Call {
   const headers = credentialHeaders();
@@ -24,10 +25,10 @@ function ownerAware(socket: string): Call {
     try {
       return await base(route, params, body, { ...(owner ? { 'x-nas-owner': owner } : {}), ...extra });
     } catch (e) {
-      if (!(e instanceof ApiError) || e.status !== 403 || !/owner action/.test(e.message) || ownerTokenNamed()) throw e;
+      if (!ownerWouldDo(e) || ownerTokenNamed()) throw e;
       const file = `${(await base('status', {}, {})).state_dir}/owner.token`;
       owner = file === ownerTokenFile() ? undefined : readToken(file);
-      if (!owner) throw new Error(`${e.message} (nas read ${ownerTokenFile()}${file === ownerTokenFile() ? '' : ` and ${file}`})`);
+      if (!owner) throw new Error(`${(e as Error).message} (nas read ${ownerTokenFile()}${file === ownerTokenFile() ? '' : ` and ${file}`})`);
       return base(route, params, body, { 'x-nas-owner': owner, ...extra });
     }
   };

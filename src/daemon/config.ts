@@ -63,7 +63,7 @@ const FLAGS: Record<string, keyof DaemonConfig> = {
 
 export const USAGE = `usage: nasd [--config FILE] [--state-dir DIR] [--mount DIR] [--socket PATH]
             [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--templates-dir DIR]
-            [--web-listen HOST:PORT|off] [--demo] [--version]
+            [--web-listen HOST:PORT|off] [--demo] [--version] [--print-config KEY]
 
 Serves every Home in the state directory through one FUSE mount:
   <mount>/<role>            main, read-only (EROFS)
@@ -81,10 +81,29 @@ Serves every Home in the state directory through one FUSE mount:
   --demo                 create a Home named "demo" if it does not exist
 
 As a mount helper (mount -t fuse.nasd, /etc/fstab, a systemd .mount unit):
-  nasd <source> <mountpoint> [-o state_dir=DIR,socket=PATH,socket_group=G,log_level=L,config=FILE,log=FILE,demo]
+  nasd <source> <mountpoint> [-o state_dir=DIR,socket=PATH,socket_group=G,web_listen=ADDR,templates_dir=DIR,
+                               log_level=L,config=FILE,log=FILE,demo]
   starts nasd in the background (log in /var/log/agent-nas/nasd.log unless log=) and returns once it serves;
   umount <mountpoint> (umount -R when branches have workspace/ binds) stops it.
+  A second instance needs its own state_dir, socket and web_listen (e.g. 127.0.0.1:0 for any free port, or off).
+
+nasd --print-config KEY [flags]: print one setting as nasd would use it (the file and the same flags), e.g.
+  nasd --print-config mount; the systemd unit asks it for the socket and the mount point.
 `;
+
+/**
+ * `--print-config KEY` among the flags: that setting as loadConfig settles it (the file, then the other flags),
+ * or null when the flag is absent.
+ */
+export async function printedConfig(argv: string[]): Promise<string | null> {
+  const at = argv.indexOf('--print-config');
+  if (at < 0) return null;
+  const key = argv[at + 1];
+  if (!key || !(key in DEFAULTS)) throw new UserError(`--print-config needs a setting: one of ${Object.keys(DEFAULTS).join(', ')}`);
+  const config = await loadConfig([...argv.slice(0, at), ...argv.slice(at + 2)]);
+  const value = config[key as keyof DaemonConfig];
+  return typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
+}
 
 export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
   let file: string | undefined;

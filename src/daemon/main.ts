@@ -4,4 +4,13 @@
 process.env.UV_THREADPOOL_SIZE ??= '16';
 // The log is JSON lines: Node's deprecation warnings (a dependency calls Buffer()) would break them.
 process.noDeprecation = true;
-await import('./nasd.js');
+if (process.argv.includes('--print-config')) {
+  // Asked by the systemd unit (its socket and mount point): the settings alone, without loading the daemon.
+  const { printedConfig } = await import('./config.js');
+  try {
+    process.stdout.write(`${await printedConfig(process.argv.slice(2))}\n`);
+  } catch (err) {
+    process.stderr.write(`nasd: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+  }
+} else await import('./nasd.js');

@@ -11,11 +11,12 @@ import { UserError } from '../util/errors.js';
 
 const KEYS: Record<string, string> = {
   state_dir: '--state-dir', socket: '--socket', socket_group: '--socket-group', commit_window_ms: '--commit-window-ms',
-  log_level: '--log-level', config: '--config',
+  log_level: '--log-level', config: '--config', web_listen: '--web-listen', templates_dir: '--templates-dir',
 };
 /** Options mount(8) and systemd pass to every filesystem, which mean nothing more to nasd. */
 const GENERIC = new Set(['rw', 'defaults', 'auto', 'noauto', 'user', 'nouser', 'users', 'nofail', '_netdev', 'suid', 'nosuid', 'dev', 'nodev', 'exec', 'noexec', 'atime', 'noatime', 'relatime', 'allow_other']);
 const DEFAULT_LOG = '/var/log/agent-nas/nasd.log';
+const LOG_MODE = 0o640;
 
 export interface MountCall {
   flags: string[];
@@ -52,8 +53,10 @@ export function mountCall(argv: string[]): MountCall | null {
 
 /** Start nasd in the background with these flags; resolve once it serves, or throw what it said when it could not. */
 export async function startInBackground(entry: string, call: MountCall): Promise<number> {
-  await fs.mkdir(call.log.slice(0, call.log.lastIndexOf('/')) || '/', { recursive: true });
-  const out = await fs.open(call.log, 'a');
+  await fs.mkdir(call.log.slice(0, call.log.lastIndexOf('/')) || '/', { recursive: true, mode: 0o750 });
+  // The log names Homes, branches, principals and paths: root's and its group's (adm reads logs), no one else's.
+  const out = await fs.open(call.log, 'a', LOG_MODE);
+  await out.chmod(LOG_MODE);
   const from = (await out.stat()).size;
   const child = spawn(process.execPath, [entry, ...call.flags], { detached: true, stdio: ['ignore', out.fd, out.fd] });
   await out.close();

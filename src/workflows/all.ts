@@ -40,7 +40,7 @@ export function openWorkflows(homes: HomeSet, o: { stateDir: string; runsDir: st
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
   const memory = new MemoryService(homes, readers);
-  const prs = new PrService(homes, leases, readers);
+  const prs = new PrService(homes, leases, readers, o.log);
   return {
     branches, trash, homes: homeFlows, leases, memory, prs,
     runs: new RunService(homes, branches, leases, prs, memory, o.runSockets, o.runsDir, o.stateDir, o.log),

@@ -61,6 +61,7 @@ export class LeaseService {
         { home: role, branch, principal, scopes, expires, budgetBytes: opts.budget ?? parent?.budget_bytes },
         parent,
       );
+      this.log.info({ role, lease: lease.id, branch, principal, scopes, expires: lease.expires, parent: parent?.id ?? null }, 'lease issued');
       const access = await this.apply(role);
       return { lease: publicView(lease), token, access: access[branch] };
     } catch (e) {
@@ -81,6 +82,7 @@ export class LeaseService {
   async revoke(role: string, id: string): Promise<LeaseView> {
     try {
       const lease = await this.leasesOf(role).revoke(id);
+      this.log.info({ role, lease: id, branch: lease.branch }, 'lease revoked');
       await this.apply(role);
       return publicView(lease);
     } catch (e) {
@@ -93,7 +95,10 @@ export class LeaseService {
   async revokeBranch(role: string, branch: string): Promise<string[]> {
     const leases = this.leasesOf(role);
     const ids = (await leases.list()).filter((l) => l.branch === branch && !l.revoked).map((l) => l.id);
-    for (const id of ids) await leases.revoke(id);
+    for (const id of ids) {
+      await leases.revoke(id);
+      this.log.info({ role, lease: id, branch }, 'lease revoked');
+    }
     return ids;
   }
 

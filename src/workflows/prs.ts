@@ -3,6 +3,7 @@ import { UserError } from '../util/errors.js';
 import { approvePr, cleanIntent, findPr, judgeProposal, mergePr, prStats, prsOf, rejectPr, type PrHome } from '../merge/propose.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
+import type { Logger } from 'pino';
 import type { Decision, PrDetail, PrFile, PrSummary } from '../api/types.js';
 import { MODE } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
@@ -17,7 +18,15 @@ import { octal, shownDiff } from '../merge/shown-diff.js';
  * contract's (the owner); who may propose is checked here, twice (see propose).
  */
 export class PrService {
-  constructor(private readonly homes: HomeSet, private readonly leases: LeaseService, private readonly readers: Readers) {}
+  constructor(
+    private readonly homes: HomeSet, private readonly leases: LeaseService, private readonly readers: Readers, private readonly log: Logger,
+  ) {}
+
+  /** Every decision on a PR is one line of the log (info), with its ids. */
+  private logged(pr: PullRequest, role: string, msg: string, extra: Record<string, unknown> = {}): PullRequest {
+    this.log.info({ role, pr: pr.id, branch: pr.branch, state: pr.state, ...extra }, msg);
+    return pr;
+  }
 
   private home(role: string): PrHome {
     const home = this.homes.homeOf(role);
@@ -43,8 +52,9 @@ export class PrService {
     await this.leases.authorize(role, branch, 'propose:main', creds, action);
     const home = this.home(role);
     const pr = await home.prs.create(judged.pr, judged.reads);
+    this.logged(pr, role, 'pr proposed', { principal: who.principal, lease: who.lease?.id ?? null, run: snap.view!.run ?? null });
     if (!judged.merge) return pr;
-    return this.merged(mergePr(home, pr, 'policy'));
+    return this.logged(await this.merged(mergePr(home, pr, 'policy')), role, 'pr decided by policy', { by: 'policy' });
   }
 
   async list(role: string): Promise<PrSummary[]> {
@@ -103,11 +113,13 @@ export class PrService {
   }
 
   async approve(role: string, id: number): Promise<PullRequest> {
-    return this.merged(approvePr(this.home(role), id, await this.owner(role)));
+    const by = await this.owner(role);
+    return this.logged(await this.merged(approvePr(this.home(role), id, by)), role, 'pr approved', { by });
   }
 
   async reject(role: string, id: number, why: string | undefined): Promise<PullRequest> {
-    return rejectPr(this.home(role), id, await this.owner(role), why);
+    const by = await this.owner(role);
+    return this.logged(await rejectPr(this.home(role), id, by, why), role, 'pr rejected', { by, why: why ?? null });
   }
 
   /** A branch expired (or is gone): its PRs still waiting can no longer be decided. */
@@ -115,10 +127,11 @@ export class PrService {
     const prs = this.home(role).prs;
     const waiting = (await prs.list()).filter((p) => p.branch === branch && p.state === 'waiting');
     for (const p of waiting) {
-      await prs.transition(p.id, ['waiting'], (pr) => {
+      const expired = await prs.transition(p.id, ['waiting'], (pr) => {
         pr.state = 'expired';
         pr.reasons = [...pr.reasons, why];
       }).catch(() => undefined); // decided meanwhile: that decision stands
+      if (expired) this.logged(expired, role, 'pr expired', { why });
     }
     return waiting.map((p) => p.id);
   }

@@ -156,6 +156,7 @@ export class RunService {
         started: new Date().toISOString(), state: 'running',
       };
       await this.store(role).write(record, `run ${id}: ${account.name} on ${branch}`);
+      this.log.info({ role, run: id, branch, lease: issued.lease.id, user: account.name, ...(r.task ? { task: r.task } : {}) }, 'run started');
       const pid = r.launcher ?? 0;
       if (pid > 0) this.launchers.set(id, { role, pid, start: startTimeOf(pid) ?? '' });
       const root = this.homes.mountRoot;
@@ -174,7 +175,7 @@ export class RunService {
     try {
       await this.dropBranch(role, runBranch(id));
       const run = await this.store(role).get(id);
-      if (run) await this.record(role, { ...run, state: 'failed-to-start', ended: new Date().toISOString(), note: 'taken back: its start (or another attempt of its task) failed' });
+      if (run) await this.ended(role, { ...run, state: 'failed-to-start', ended: new Date().toISOString(), note: 'taken back: its start (or another attempt of its task) failed' });
     } finally {
       await this.cleanUp(id);
     }
@@ -232,7 +233,7 @@ export class RunService {
     run.ended = new Date().toISOString();
     if (end.started === false) {
       await this.dropBranch(role, run.branch);
-      const failed = await this.record(role, { ...run, state: 'failed-to-start', note: 'the command could not be executed; its branch was removed' });
+      const failed = await this.ended(role, { ...run, state: 'failed-to-start', note: 'the command could not be executed; its branch was removed' });
       await this.cleanUp(id);
       return failed;
     }
@@ -263,13 +264,20 @@ export class RunService {
       await this.leases.revokeBranch(role, run.branch);
       await this.leases.apply(role);
     }
-    const view = await this.record(role, { ...run, ...(pr ? { pr: pr.id, pr_state: pr.state } : {}) });
+    const view = await this.ended(role, { ...run, ...(pr ? { pr: pr.id, pr_state: pr.state } : {}) });
     await this.cleanUp(id);
     return pr?.reasons.length ? { ...view, pr_reasons: pr.reasons } : view;
   }
 
   private async record(role: string, run: RunRecord): Promise<RunRecord> {
     await this.store(role).write(run, `run ${run.id}: ${run.state}${run.exit !== undefined ? ` (exit ${run.exit})` : ''}`);
+    return run;
+  }
+
+  /** A run's end, recorded and logged (one line, info, with its ids). */
+  private async ended(role: string, run: RunRecord): Promise<RunRecord> {
+    await this.record(role, run);
+    this.log.info({ role, run: run.id, branch: run.branch, lease: run.lease, state: run.state, exit: run.exit ?? null, signal: run.signal ?? null, pr: run.pr ?? null }, 'run ended');
     return run;
   }
 
