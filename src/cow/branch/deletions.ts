@@ -3,6 +3,7 @@ import type { TrashItem } from '../../trash/trash.js';
 import type { Overlay } from './overlay.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
 import type { BranchState } from './state.js';
+import { parentOf } from './paths.js';
 
 export type Deletion = Extract<PendingEntry, { type: 'delete' }>;
 
@@ -16,6 +17,13 @@ export class Deletions {
   private readonly waiting: Deletion[] = [];
   private readonly log: PendingLog;
   private lock: Promise<unknown> = Promise.resolve();
+  /**
+   * Folders being emptied: when the first deletion below each happened since anything below it was last
+   * written. An rmdir stamps it on the folder's record (`since`): what `rm -r` deleted below the folder on the
+   * way to removing it is then recognised in the recycle area as deleted with it (trash.ts contentsOf). Kept in
+   * memory: a restart in the middle of an `rm -r` leaves the folder's record with its own time only.
+   */
+  private readonly emptying = new Map<string, string>();
 
   /** Whiteouts are the state's: hidden here, kept in the log for as long as the state holds them. */
   constructor(
@@ -84,11 +92,30 @@ export class Deletions {
       const { entry, act } = await prepare();
       await this.log.append([entry]);
       await act();
+      const began = entry.record.since ?? entry.record.deletedAt;
+      for (let dir = parentOf(entry.record.path); dir !== ''; dir = parentOf(dir)) if (!this.emptying.has(dir)) this.emptying.set(dir, began);
       this.waiting.push(entry);
       if (entry.whiteout) this.state.hide(entry.record.path);
       this.overlay.ignore.changed(entry.record.path);
       this.state.forget(entry.record.path);
     });
+  }
+
+  /**
+   * When the pass that is emptying folder rel began (its own deletion's time when nothing below it was
+   * deleted); the pass ends with the folder. Call under the log lock (in a deletion's prepare).
+   */
+  emptiedSince(rel: string, now: string): string {
+    const since = this.emptying.get(rel) ?? now;
+    for (const dir of this.emptying.keys()) if (dir === rel || dir.startsWith(`${rel}/`)) this.emptying.delete(dir);
+    return since;
+  }
+
+  /** Something was written at rel: a deletion below its folders from now on starts a new pass. */
+  written(rel: string): void {
+    if (this.emptying.size === 0) return;
+    for (let dir = parentOf(rel); dir !== ''; dir = parentOf(dir)) this.emptying.delete(dir);
+    this.emptying.delete(rel);
   }
 
   /** Hide git's copies of paths (a rename's source, a replaced directory), logged first. */

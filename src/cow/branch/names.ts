@@ -14,6 +14,7 @@ import type { DataPath } from './data-path.js';
 import { makeSpecial } from './special-files.js';
 import { exactMode, giveToCaller } from './ownership.js';
 import type { Caller } from '../../util/owner.js';
+import { formatMeta, type FileMeta } from '../../store/file-meta.js';
 
 /**
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
@@ -33,6 +34,20 @@ export class Names {
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
     return trashRecord(rel, this.ctx.branch, kind, { run: this.ctx.runId });
+  }
+
+  /**
+   * Keep in the record what git does not keep of rel (mode, owner, times), for a restore to give back: from the
+   * upper directory, or the record git holds when the view shows git's copy (gitMode), if it has one.
+   */
+  private async keepMeta(record: TrashRecord, rel: string, gitMode?: number): Promise<void> {
+    let meta: FileMeta | null;
+    if (gitMode !== undefined) meta = await this.overlay.layer.meta(rel, gitMode);
+    else {
+      const st = await this.overlay.statNs(rel);
+      meta = st && { mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs };
+    }
+    if (meta) record.meta = formatMeta(meta).trim();
   }
 
   /** A versioned deletion: logged first, then done, then committed within the window. */
@@ -97,6 +112,7 @@ export class Names {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
+      await this.keepMeta(record, rel, node.entry?.mode);
       if (node.stat) record.size = node.stat.size;
       else {
         record.oid = node.entry.oid;
@@ -132,6 +148,7 @@ export class Names {
       }
       const st = node.stat!;
       const record = this.trashRecord(rel, kindOfStats(st));
+      await this.keepMeta(record, rel);
       record.size = st.size;
       return {
         entry: { type: 'delete', record, whiteout: true, parked: true },
@@ -162,8 +179,11 @@ export class Names {
     }
     await this.deleteLogged(async () => {
       const node = await remove();
+      const record = this.trashRecord(rel, 'dir');
+      await this.keepMeta(record, rel, node.entry?.mode);
+      record.since = this.deletions.emptiedSince(rel, record.deletedAt);
       return {
-        entry: { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },
+        entry: { type: 'delete', record, whiteout: true, parked: false },
         act: async () => {
           if (node.stat) await this.overlay.tree.at(rel, (p) => fs.rmdir(p));
         },
