@@ -19,11 +19,13 @@ export class Deletions {
   private lock: Promise<unknown> = Promise.resolve();
   /**
    * Folders being emptied: when the first deletion below each happened since anything below it was last
-   * written. An rmdir stamps it on the folder's record (`since`): what `rm -r` deleted below the folder on the
-   * way to removing it is then recognised in the recycle area as deleted with it (trash.ts contentsOf). Kept in
-   * memory: a restart in the middle of an `rm -r` leaves the folder's record with its own time only.
+   * written, and the folder's metadata record as it was then (deleting in it moves its times). An rmdir stamps
+   * both on the folder's record: what `rm -r` deleted below the folder on the way to removing it is then
+   * recognised in the recycle area as deleted with it (trash.ts contentsOf), and the folder comes back as it
+   * was before. Kept in memory: a restart in the middle of an `rm -r` leaves the folder's record with its own
+   * time only.
    */
-  private readonly emptying = new Map<string, string>();
+  private readonly emptying = new Map<string, Pass>();
 
   /** Whiteouts are the state's: hidden here, kept in the log for as long as the state holds them. */
   constructor(
@@ -92,8 +94,6 @@ export class Deletions {
       const { entry, act } = await prepare();
       await this.log.append([entry]);
       await act();
-      const began = entry.record.since ?? entry.record.deletedAt;
-      for (let dir = parentOf(entry.record.path); dir !== ''; dir = parentOf(dir)) if (!this.emptying.has(dir)) this.emptying.set(dir, began);
       this.waiting.push(entry);
       if (entry.whiteout) this.state.hide(entry.record.path);
       this.overlay.ignore.changed(entry.record.path);
@@ -102,13 +102,23 @@ export class Deletions {
   }
 
   /**
-   * When the pass that is emptying folder rel began (its own deletion's time when nothing below it was
-   * deleted); the pass ends with the folder. Call under the log lock (in a deletion's prepare).
+   * A deletion at rel (of a folder emptied since `since`) is about to happen: each folder above it that no
+   * pass is emptying yet starts one, with its record as it is now (`metaOf`). Call in a deletion's prepare.
    */
-  emptiedSince(rel: string, now: string): string {
-    const since = this.emptying.get(rel) ?? now;
+  async passBegins(rel: string, since: string, metaOf: (dir: string) => Promise<string | undefined>): Promise<void> {
+    for (let dir = parentOf(rel); dir !== ''; dir = parentOf(dir)) {
+      if (!this.emptying.has(dir)) this.emptying.set(dir, { since, meta: await metaOf(dir) });
+    }
+  }
+
+  /**
+   * The pass that emptied folder rel, which its removal ends: when it began and the folder's record then (its
+   * own deletion's time and nothing when nothing below it was deleted). Call in the rmdir's prepare.
+   */
+  passEnds(rel: string, now: string): Pass {
+    const pass = this.emptying.get(rel) ?? { since: now };
     for (const dir of this.emptying.keys()) if (dir === rel || dir.startsWith(`${rel}/`)) this.emptying.delete(dir);
-    return since;
+    return pass;
   }
 
   /** Something was written at rel: a deletion below its folders from now on starts a new pass. */
@@ -149,6 +159,11 @@ export class Deletions {
   close(): Promise<void> {
     return this.log.close();
   }
+}
+
+interface Pass {
+  since: string;
+  meta?: string;
 }
 
 async function exists(path: string): Promise<boolean> {

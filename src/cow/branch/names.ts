@@ -41,13 +41,17 @@ export class Names {
    * upper directory, or the record git holds when the view shows git's copy (gitMode), if it has one.
    */
   private async keepMeta(record: TrashRecord, rel: string, gitMode?: number): Promise<void> {
+    const meta = await this.metaOf(rel, gitMode);
+    if (meta) record.meta = meta;
+  }
+
+  /** The metadata record's line for what the view shows at rel (gitMode: git's copy; undefined: look). */
+  private async metaOf(rel: string, gitMode?: number): Promise<string | undefined> {
     let meta: FileMeta | null;
-    if (gitMode !== undefined) meta = await this.overlay.layer.meta(rel, gitMode);
-    else {
-      const st = await this.overlay.statNs(rel);
-      meta = st && { mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs };
-    }
-    if (meta) record.meta = formatMeta(meta).trim();
+    const st = gitMode === undefined ? await this.overlay.statNs(rel) : null;
+    if (st) meta = { mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs };
+    else meta = await this.overlay.layer.meta(rel, gitMode ?? MODE.tree);
+    return meta ? formatMeta(meta).trim() : undefined;
   }
 
   /** A versioned deletion: logged first, then done, then committed within the window. */
@@ -113,6 +117,7 @@ export class Names {
       if (isDir(node)) throw fsError('EISDIR');
       const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
       await this.keepMeta(record, rel, node.entry?.mode);
+      await this.deletions.passBegins(rel, record.deletedAt, (dir) => this.metaOf(dir));
       if (node.stat) record.size = node.stat.size;
       else {
         record.oid = node.entry.oid;
@@ -149,6 +154,7 @@ export class Names {
       const st = node.stat!;
       const record = this.trashRecord(rel, kindOfStats(st));
       await this.keepMeta(record, rel);
+      await this.deletions.passBegins(rel, record.deletedAt, (dir) => this.metaOf(dir));
       record.size = st.size;
       return {
         entry: { type: 'delete', record, whiteout: true, parked: true },
@@ -180,8 +186,12 @@ export class Names {
     await this.deleteLogged(async () => {
       const node = await remove();
       const record = this.trashRecord(rel, 'dir');
-      await this.keepMeta(record, rel, node.entry?.mode);
-      record.since = this.deletions.emptiedSince(rel, record.deletedAt);
+      // As the folder was before the pass that emptied it began: deleting in it moved its times.
+      const pass = this.deletions.passEnds(rel, record.deletedAt);
+      record.since = pass.since;
+      if (pass.meta) record.meta = pass.meta;
+      else await this.keepMeta(record, rel, node.entry?.mode);
+      await this.deletions.passBegins(rel, pass.since, (dir) => this.metaOf(dir));
       return {
         entry: { type: 'delete', record, whiteout: true, parked: false },
         act: async () => {
