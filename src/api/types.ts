@@ -101,6 +101,8 @@ export interface TrashRestored {
   to: string;
   view: string;
   head: string;
+  /** A folder's: the paths restored with it (what was deleted with it in one operation), where they went. */
+  contents?: string[];
 }
 
 // ---- leases -------------------------------------------------------------------------------------

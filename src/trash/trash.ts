@@ -22,6 +22,16 @@ export interface TrashRecord {
   oid?: string;
   /** The run that deleted it, when the branch was created for one (--run). */
   run?: string;
+  /**
+   * What git does not keep of it as it was when deleted (mode, owner, times): its metadata record's line
+   * (file-meta.ts formatMeta). A restore gives it back; without one the restored path is the view owner's.
+   */
+  meta?: string;
+  /**
+   * A folder's: when the pass that emptied it began (the first deletion below it since anything below it was
+   * last written). What was deleted below it from then until its own deletion went with it (see contentsOf).
+   */
+  since?: string;
 }
 
 /** A deletion to record: its content is in `oid` already (it was in git) or in `contentFile` (it was only on disk). */
@@ -63,6 +73,29 @@ export async function itemsFromGit(store: Store, files: { path: string; entry: E
 /** The recycle area's order: newest deletion first. */
 export function newestFirst(a: TrashRecord, b: TrashRecord): number {
   return a.deletedAt < b.deletedAt ? 1 : a.deletedAt > b.deletedAt ? -1 : b.id.localeCompare(a.id);
+}
+
+/**
+ * What was deleted with a folder in one operation: `rm -r` (rm -rf, find -delete, shutil.rmtree) unlinks
+ * everything below the folder and then removes the folder, so the folder's record is the last of the pass.
+ * The records of that pass are those of the same branch, below the folder, deleted from the time the pass
+ * began (the folder record's `since`, stamped by the branch view) up to the folder's own deletion; the newest
+ * per path (a file deleted twice in the pass comes back as it was last). A file deleted below the folder
+ * before the pass, with writes below the folder since, is not part of it; records without `since` (made all
+ * at once, as a discarded branch's) take what was deleted at the same instant. Newest first, as `all` is.
+ */
+export function contentsOf(folder: TrashRecord, all: TrashRecord[]): TrashRecord[] {
+  if (folder.kind !== 'dir') return [];
+  const from = folder.since && folder.since < folder.deletedAt ? folder.since : folder.deletedAt;
+  const seen = new Set<string>();
+  const out: TrashRecord[] = [];
+  for (const r of all) {
+    if (r.id === folder.id || r.branch !== folder.branch || !r.path.startsWith(`${folder.path}/`)) continue;
+    if (r.deletedAt < from || r.deletedAt > folder.deletedAt || seen.has(r.path)) continue;
+    seen.add(r.path);
+    out.push(r);
+  }
+  return out;
 }
 
 function recordDir(r: TrashRecord): string {

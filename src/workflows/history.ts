@@ -198,7 +198,9 @@ export class HistoryService {
         if (growth) throw new Error(growth);
         const inPlace = regular(c.before?.mode) && regular(c.after?.mode);
         if (c.before && !inPlace) await view.unlink(c.path);
-        if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), { commit: false, replace: true });
+        // With the mode, owner and times its record kept at that commit.
+        const meta = c.after && (await store.meta(then, c.path, c.after.mode));
+        if (c.after) await view.restore(c.path, kindOfMode(c.after.mode), await store.readBlob(c.after.oid), { commit: false, replace: true, meta });
         if (inPlace) replaced.push({ path: c.path, entry: c.before! });
         if (c.after && regular(c.after.mode)) await this.readers.record(who, [{ path: c.path, oid: c.after.oid }]);
         (c.after ? out.restored : out.removed).push(c.path);
@@ -206,6 +208,17 @@ export class HistoryService {
         out.refused.push({ path: c.path, reason: (err as Error).message });
       }
     });
+    // Folders get back their records last, deepest first: putting files in them moved their times.
+    const folders = (await store.folderChanges(now, then)).filter((f) => under(f.path)).reverse();
+    for (const f of folders) {
+      const meta = await store.meta(then, f.path, MODE.tree);
+      if (!meta || !(await view.exists(f.path))) continue;
+      try {
+        await view.dirMeta(f.path, meta);
+      } catch (err) {
+        out.refused.push({ path: `${f.path}/`, reason: (err as Error).message });
+      }
+    }
     for (const list of [out.restored, out.removed]) list.sort();
     const home = this.homes.homeOf(role);
     if (replaced.length > 0) await home.trash.add(await itemsFromGit(store, replaced, branch, view.run));

@@ -1,7 +1,8 @@
 import { UserError } from '../util/errors.js';
 import { parseDuration } from '../util/duration.js';
 import { validateRelPath } from '../util/names.js';
-import { newestFirst, type TrashRecord } from '../trash/trash.js';
+import { contentsOf, newestFirst, type TrashRecord } from '../trash/trash.js';
+import { parseMeta } from '../store/file-meta.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { TrashListed, TrashPurged, TrashRestored } from '../api/types.js';
 
@@ -60,7 +61,9 @@ export class TrashWorkflow {
 
   /**
    * Restore a deleted path into a branch: the newest record for the path (from the given branch when named),
-   * or the record with the given id. Refuses to overwrite anything that exists unless told where to put it.
+   * or the record with the given id. A folder comes back whole: with everything deleted with it in one
+   * operation (trash.ts contentsOf). Each path gets back its recorded mode, owner and times; a folder's are set
+   * last, once its contents are in. Refuses to overwrite anything that exists unless told where to put it.
    */
   async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }): Promise<TrashRestored> {
     const m = this.homes.mounted(role);
@@ -72,7 +75,22 @@ export class TrashWorkflow {
     if (await view.exists(target)) {
       throw new UserError(`${target} exists in ${role}@${branch}; nothing was changed. Pass --to <path> to restore it elsewhere`, 409);
     }
-    await view.restore(target, record.kind, await m.home.trash.content(record));
-    return { restored: record, to: target, view: view.name, head: view.head };
+    const trash = m.home.trash;
+    // Shallow first, so each directory is there before what goes in it.
+    const all = [record, ...contentsOf(record, await trash.list())].sort((a, b) => depth(a.path) - depth(b.path));
+    const to = (r: TrashRecord) => target + r.path.slice(record.path.length);
+    for (const r of all) {
+      const meta = r.meta ? parseMeta(r.meta) : null;
+      await view.restore(to(r), r.kind, await trash.content(r), { commit: false, meta: r.kind === 'dir' ? null : meta });
+    }
+    // Directories last, deepest first: putting a file in moves its folder's times.
+    for (const r of all.filter((x) => x.kind === 'dir').reverse()) {
+      const meta = r.meta ? parseMeta(r.meta) : null;
+      if (meta) await view.dirMeta(to(r), meta);
+    }
+    await view.sync();
+    return { restored: record, to: target, view: view.name, head: view.head, contents: all.slice(1).map(to).sort() };
   }
 }
+
+const depth = (p: string): number => p.split('/').length;

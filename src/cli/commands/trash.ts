@@ -31,7 +31,8 @@ export const commands = [
       params: { role: args.need(2, '<role>') },
       body: { path: args.positional[3], id: args.value('id'), branch: args.value('branch'), to: args.value('to') },
     }),
-    print: (r) => `restored ${r.restored.path} (deleted ${r.restored.deletedAt} from ${r.restored.branch}) to ${r.view}/${r.to}\n`,
+    print: (r) => `restored ${r.restored.path} (deleted ${r.restored.deletedAt} from ${r.restored.branch}) to ${r.view}/${r.to}` +
+      (r.contents?.length ? ` with ${r.contents.length} path(s) deleted with it` : '') + '\n',
   }),
   command({
     name: 'trash purge',

@@ -12,7 +12,8 @@ import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
 import type { Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
-import { ControlWrites } from './control-writes.js';
+import { ControlWrites, type RestoreOptions } from './control-writes.js';
+import type { FileMeta } from '../../store/file-meta.js';
 import { advance, type MakeCommit } from './advance.js';
 import { CopyUp } from './copy-up.js';
 import { DataPath } from './data-path.js';
@@ -397,8 +398,13 @@ export class BranchView implements WritableView {
   }
 
   /** Put content back at rel, from the recycle area or an older commit (see control-writes.ts). */
-  restore(rel: string, kind: TrashKind, content: Buffer, options: { commit?: boolean; replace?: boolean } = {}): Promise<void> {
+  restore(rel: string, kind: TrashKind, content: Buffer, options: RestoreOptions = {}): Promise<void> {
     return this.control.restore(rel, kind, content, options);
+  }
+
+  /** Give a directory back its recorded mode, owner and times once a restore has filled it (see control-writes.ts). */
+  dirMeta(rel: string, meta: FileMeta): Promise<void> {
+    return this.control.dirMeta(rel, meta);
   }
 
   /** A regular file with generated content, committed (see control-writes.ts). */

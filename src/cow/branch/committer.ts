@@ -85,6 +85,7 @@ export class Committer {
   markDirty(rel: string): void {
     if (this.closed || this.overlay.scratch(rel) || isFuseHidden(rel)) return;
     this.overlay.ignore.changed(rel);
+    this.deletions.written(rel);
     this.state.markDirty(rel);
     this.flusher.schedule();
   }

@@ -5,6 +5,16 @@ import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import { isDir, type Overlay } from './overlay.js';
 import type { BranchState } from './state.js';
+import type { FileMeta } from '../../store/file-meta.js';
+
+export interface RestoreOptions {
+  /** Leave the commit to the caller's sync (many files at once: one commit). */
+  commit?: boolean;
+  /** Write over a file at the path (a restore to an older commit). */
+  replace?: boolean;
+  /** The mode, owner and times to give it back (its metadata record); else it is the view owner's. */
+  meta?: FileMeta | null;
+}
 
 /**
  * What the control API writes into a branch, by path rather than through the kernel: content restored from
@@ -26,20 +36,35 @@ export class ControlWrites {
   /**
    * Put content back at rel (from the recycle area, or a restore to an older commit, which may write over a
    * file: `replace`) and commit it; `commit: false` leaves the commit to the caller's sync (many files at once:
-   * one commit). Without `replace` a file made at rel meanwhile stays and the restore fails with EEXIST.
+   * one commit). Without `replace` a file made at rel meanwhile stays and the restore fails with EEXIST. `meta`:
+   * the mode, owner and times to give it back (a directory's are set once what goes in it is in: dirMeta).
    */
-  async restore(rel: string, kind: TrashKind, content: Buffer, { commit = true, replace = false } = {}): Promise<void> {
+  async restore(rel: string, kind: TrashKind, content: Buffer, { commit = true, replace = false, meta }: RestoreOptions = {}): Promise<void> {
     await this.overlay.check('create', rel);
     await this.realParents(rel);
-    if (kind === 'dir') await this.copy.directory(rel);
-    else {
+    if (kind === 'dir') {
+      await this.copy.directory(rel);
+      if (meta) await this.dirMeta(rel, meta);
+    } else {
       this.refuseIfOpen(rel);
       // A file restored over one in the upper directory replaces its bytes in the quota.
       const node = await this.overlay.resolve(rel);
       if (replace && node?.stat && !isDir(node)) this.state.space.remove(node.stat.size);
-      await this.place(rel, kind, content, replace);
+      await this.place(rel, kind, content, replace, meta);
     }
     if (commit) await this.sync();
+  }
+
+  /**
+   * Give a directory of the branch a record's mode, owner and times (after a restore put its contents in:
+   * each placed file moved its times), to be committed with the rest.
+   */
+  async dirMeta(rel: string, meta: FileMeta): Promise<void> {
+    const node = await this.overlay.resolve(rel);
+    if (!node || !isDir(node)) throw fsError('ENOTDIR', `${rel} is not a directory in ${this.name}`);
+    await this.copy.directory(rel);
+    await this.copy.dirMeta(rel, meta);
+    this.committer.markDirty(rel);
   }
 
   /**
@@ -82,8 +107,8 @@ export class ControlWrites {
     }
   }
 
-  private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true): Promise<void> {
-    await this.copy.place(rel, kind, content, replace);
+  private async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true, meta?: FileMeta | null): Promise<void> {
+    await this.copy.place(rel, kind, content, replace, meta);
     this.committer.markDirty(rel);
   }
 }

@@ -11,7 +11,7 @@ import type { BranchState } from './state.js';
 import { giveToOwner } from './ownership.js';
 import { chmodNoFollow } from '../../util/beneath.js';
 import { setTimes } from '../fsx.js';
-import { permsOf } from '../../store/file-meta.js';
+import { permsOf, type FileMeta } from '../../store/file-meta.js';
 import type { Owner } from '../../util/owner.js';
 
 /**
@@ -84,7 +84,7 @@ export class CopyUp {
    */
   private async applyRecord(rel: string, file: string, gitMode: number | null): Promise<void> {
     const meta = gitMode === null ? null : await this.overlay.layer.meta(rel, gitMode);
-    if (!meta) {
+    if (!meta || gitMode === null) {
       await giveToOwner(file, this.owner());
       // What git has without a record shows the time it last changed (git-layer.ts): the copy keeps showing it.
       if (gitMode !== null) {
@@ -93,11 +93,7 @@ export class CopyUp {
       }
       return;
     }
-    // Owner first: a chown clears setuid and setgid bits.
-    await fs.lchown(file, meta.uid, meta.gid);
-    if (gitMode === MODE.tree) await chmodNoFollow(file, meta.mode & 0o7777);
-    else if (gitMode !== MODE.link) await chmodNoFollow(file, permsOf(meta, gitMode === MODE.exec));
-    setTimes(file, meta.atimeNs, meta.mtimeNs);
+    await applyMeta(file, meta, gitMode);
   }
 
   /** An empty upper file where git has one (a truncation to nothing needs no copy). */
@@ -180,12 +176,14 @@ export class CopyUp {
    * Write content to a temporary file, then move it into the upper directory: readers never see half of it.
    * `replace`: over whatever file is there (rename); else only where nothing is (link: EEXIST otherwise).
    */
-  async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true): Promise<void> {
+  async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true, meta?: FileMeta | null): Promise<void> {
     const tmp = this.tmpName();
     if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
     else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
     try {
-      await giveToOwner(tmp, this.owner());
+      // A restored file gets back its recorded mode, owner and times; what has no record is the view owner's.
+      if (meta) await applyMeta(tmp, meta, gitModeOfKind(kind));
+      else await giveToOwner(tmp, this.owner());
       await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => (replace ? fs.rename(tmp, p) : fs.link(tmp, p))));
     } finally {
       if (!replace) await fs.unlink(tmp).catch(() => undefined);
@@ -193,8 +191,26 @@ export class CopyUp {
     this.state.space.add(content.length);
   }
 
+  /** Give directory rel of the upper directory a record's mode, owner and times (by name in its parent held open). */
+  async dirMeta(rel: string, meta: FileMeta): Promise<void> {
+    await this.overlay.tree.at(rel, (p) => applyMeta(p, meta, MODE.tree));
+  }
+
   /** A name in tmp/ (root's own): what is made there is only then moved into the upper directory. */
   private tmpName(): string {
     return `${this.tmp}/${randomBytes(6).toString('hex')}`;
   }
+}
+
+const gitModeOfKind = (kind: Exclude<TrashKind, 'dir'>): number => (kind === 'symlink' ? MODE.link : kind === 'exec' ? MODE.exec : MODE.file);
+
+/**
+ * Give `file` (in tmp/, or a name in a directory held open: nothing here follows a link) a record's owner, mode
+ * and times, as what git holds with gitMode. Owner first: a chown clears setuid and setgid bits.
+ */
+async function applyMeta(file: string, meta: FileMeta, gitMode: number): Promise<void> {
+  await fs.lchown(file, meta.uid, meta.gid);
+  if (gitMode === MODE.tree) await chmodNoFollow(file, meta.mode & 0o7777);
+  else if (gitMode !== MODE.link) await chmodNoFollow(file, permsOf(meta, gitMode === MODE.exec));
+  setTimes(file, meta.atimeNs, meta.mtimeNs);
 }

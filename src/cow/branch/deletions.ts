@@ -3,6 +3,7 @@ import type { TrashItem } from '../../trash/trash.js';
 import type { Overlay } from './overlay.js';
 import { PendingLog, type PendingEntry } from './pending-log.js';
 import type { BranchState } from './state.js';
+import { parentOf } from './paths.js';
 
 export type Deletion = Extract<PendingEntry, { type: 'delete' }>;
 type Whiteout = Extract<PendingEntry, { type: 'whiteout' }>;
@@ -17,6 +18,15 @@ export class Deletions {
   private readonly waiting: Deletion[] = [];
   private readonly log: PendingLog;
   private lock: Promise<unknown> = Promise.resolve();
+  /**
+   * Folders being emptied: when the first deletion below each happened since anything below it was last
+   * written, and the folder's metadata record as it was then (deleting in it moves its times). An rmdir stamps
+   * both on the folder's record: what `rm -r` deleted below the folder on the way to removing it is then
+   * recognised in the recycle area as deleted with it (trash.ts contentsOf), and the folder comes back as it
+   * was before. Kept in memory: a restart in the middle of an `rm -r` leaves the folder's record with its own
+   * time only.
+   */
+  private readonly emptying = new Map<string, Pass>();
 
   /** Whiteouts are the state's: hidden here, kept in the log for as long as the state holds them. */
   constructor(
@@ -93,6 +103,33 @@ export class Deletions {
     });
   }
 
+  /**
+   * A deletion at rel (of a folder emptied since `since`) is about to happen: each folder above it that no
+   * pass is emptying yet starts one, with its record as it is now (`metaOf`). Call in a deletion's prepare.
+   */
+  async passBegins(rel: string, since: string, metaOf: (dir: string) => Promise<string | undefined>): Promise<void> {
+    for (let dir = parentOf(rel); dir !== ''; dir = parentOf(dir)) {
+      if (!this.emptying.has(dir)) this.emptying.set(dir, { since, meta: await metaOf(dir) });
+    }
+  }
+
+  /**
+   * The pass that emptied folder rel, which its removal ends: when it began and the folder's record then (its
+   * own deletion's time and nothing when nothing below it was deleted). Call in the rmdir's prepare.
+   */
+  passEnds(rel: string, now: string): Pass {
+    const pass = this.emptying.get(rel) ?? { since: now };
+    for (const dir of this.emptying.keys()) if (dir === rel || dir.startsWith(`${rel}/`)) this.emptying.delete(dir);
+    return pass;
+  }
+
+  /** Something was written at rel: a deletion below its folders from now on starts a new pass. */
+  written(rel: string): void {
+    if (this.emptying.size === 0) return;
+    for (let dir = parentOf(rel); dir !== ''; dir = parentOf(dir)) this.emptying.delete(dir);
+    this.emptying.delete(rel);
+  }
+
   /** Hide git's copies of paths (a rename's source, a replaced directory), logged first. */
   async hide(paths: string[]): Promise<void> {
     await this.withLock(async () => {
@@ -124,6 +161,11 @@ export class Deletions {
   close(): Promise<void> {
     return this.log.close();
   }
+}
+
+interface Pass {
+  since: string;
+  meta?: string;
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -14,6 +14,7 @@ import type { DataPath } from './data-path.js';
 import { makeSpecial } from './special-files.js';
 import { exactMode, giveToCaller } from './ownership.js';
 import type { Caller } from '../../util/owner.js';
+import { formatMeta, type FileMeta } from '../../store/file-meta.js';
 
 /**
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
@@ -33,6 +34,24 @@ export class Names {
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
     return trashRecord(rel, this.ctx.branch, kind, { run: this.ctx.runId });
+  }
+
+  /**
+   * Keep in the record what git does not keep of rel (mode, owner, times), for a restore to give back: from the
+   * upper directory, or the record git holds when the view shows git's copy (gitMode), if it has one.
+   */
+  private async keepMeta(record: TrashRecord, rel: string, gitMode?: number): Promise<void> {
+    const meta = await this.metaOf(rel, gitMode);
+    if (meta) record.meta = meta;
+  }
+
+  /** The metadata record's line for what the view shows at rel (gitMode: git's copy; undefined: look). */
+  private async metaOf(rel: string, gitMode?: number): Promise<string | undefined> {
+    let meta: FileMeta | null;
+    const st = gitMode === undefined ? await this.overlay.statNs(rel) : null;
+    if (st) meta = { mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs };
+    else meta = await this.overlay.layer.meta(rel, gitMode ?? MODE.tree);
+    return meta ? formatMeta(meta).trim() : undefined;
   }
 
   /** A versioned deletion: logged first, then done, then committed within the window. */
@@ -97,6 +116,8 @@ export class Names {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
+      await this.keepMeta(record, rel, node.entry?.mode);
+      await this.deletions.passBegins(rel, record.deletedAt, (dir) => this.metaOf(dir));
       if (node.stat) record.size = node.stat.size;
       else {
         record.oid = node.entry.oid;
@@ -132,6 +153,8 @@ export class Names {
       }
       const st = node.stat!;
       const record = this.trashRecord(rel, kindOfStats(st));
+      await this.keepMeta(record, rel);
+      await this.deletions.passBegins(rel, record.deletedAt, (dir) => this.metaOf(dir));
       record.size = st.size;
       return {
         entry: { type: 'delete', record, whiteout: true, parked: true },
@@ -162,11 +185,18 @@ export class Names {
     }
     await this.deleteLogged(async () => {
       const node = await remove();
+      const record = this.trashRecord(rel, 'dir');
+      // As the folder was before the pass that emptied it began: deleting in it moved its times.
+      const pass = this.deletions.passEnds(rel, record.deletedAt);
+      record.since = pass.since;
+      if (pass.meta) record.meta = pass.meta;
+      else await this.keepMeta(record, rel, node.entry?.mode);
+      await this.deletions.passBegins(rel, pass.since, (dir) => this.metaOf(dir));
       // An empty directory git never had (a `git clone` that stopped at .git, a tool's temporary directory) holds
       // nothing to restore: hidden from git as any deletion (a commit under way may be adding it), not recycled.
       const never = node.stat && !(await this.overlay.layer.lookup(rel));
       return {
-        entry: never ? { type: 'whiteout', path: rel } : { type: 'delete', record: this.trashRecord(rel, 'dir'), whiteout: true, parked: false },
+        entry: never ? { type: 'whiteout', path: rel } : { type: 'delete', record, whiteout: true, parked: false },
         act: async () => {
           if (node.stat) await this.overlay.tree.at(rel, (p) => fs.rmdir(p));
         },
