@@ -4,7 +4,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, TrashListed, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView, Decision, WebLogin,
+  SyncResult, WhyReport, TrashListed, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView, Decision, WebLogin,
 } from './types.js';
 
 /**
@@ -177,6 +177,10 @@ export const ROUTES = {
     method: 'POST', path: '/v1/homes/:role/diff', body: { branch: 'string?', from: 'string?', to: 'string?', path: 'string?' },
     who: anyone, web: true,
   },
+  // Anyone asks; each sees only the refusals of the uid its credential speaks for (workflows/why.ts): the owner
+  // every user's, a run its user's, a lease holder its principal's. Names and times of another user's attempts
+  // tell what they are doing; nasd cannot tell a bare socket peer's uid, so it is shown none.
+  why: { method: 'POST', path: '/v1/why', body: { path: 'string?', limit: 'number?' }, who: anyone },
 } as const satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof ROUTES;
@@ -234,6 +238,7 @@ export interface Results {
   archiveHome: HomeSummary;
   unarchiveHome: HomeSummary;
   retireHome: Retired;
+  why: WhyReport;
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

@@ -318,6 +318,16 @@ export interface Restored {
   head: string;
 }
 
+/** `nas why`: the newest refusals the mount answered for a path (or anywhere), each with its reason. */
+export interface WhyReport {
+  mount: string;
+  /** The path asked about, under the mount (absent: every path). */
+  path?: string;
+  /** Whose refusals are shown: every user's (the owner), one uid's (a run's user, a lease's principal), or none. */
+  shown: 'all' | { uid: number } | 'none';
+  refusals: { path: string; other?: string; op: string; code: string; why: string; uid?: number; pid?: number; at: string }[];
+}
+
 export interface LogEntry {
   commit: string;
   parents: string[];

@@ -29,6 +29,7 @@ commands:
   branch extend <role>/<branch> --ttl 24h   owner: expire that long from now (an expired branch: writable again)
   branch update <role>/<branch>             merge main into the branch (conflicts: markers in the file, listed)
   sync <role>[/<branch>]                    commit everything pending now, and wait for it
+  why [<path>] [--limit N]                  why the mount refused something there: reasons, what to do instead
   trash list <role>                         the recycle area: what was deleted, where, when
   trash restore <role> <path> [--branch B] [--to P] [--id ID]
                                             bring a deleted path back into a branch

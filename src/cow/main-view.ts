@@ -97,5 +97,5 @@ export function mainRefusal(view: { name: string }, op: Mutation, rel: string): 
   const code = checkMutation('main', DEFAULT_RULES, op, rel) ?? 'EROFS';
   const colon = view.name.indexOf(':');
   if (colon > 0) return fsError(code, `${view.name} is history (a checkpoint or a commit), read-only; to work from it: nas restore ${view.name.slice(0, colon)}@<branch> ${view.name.slice(colon + 1)}`);
-  return fsError(code, `${view.name} is the protected main line; write in a branch view (${view.name}@<branch>)`);
+  return fsError(code, `${view.name} is main, the protected main line, read-only: write in a branch, e.g. ${view.name}@<branch> under the mount (nas branch create ${view.name}/<branch> makes one)`);
 }

@@ -124,5 +124,6 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     unarchiveHome: ({ params }) => lifecycle.unarchive(params.role),
     retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),
     importHome: ({ body }) => homes.importHome(body.file, body.as),
+    why: ({ body, creds }) => flows.why.why(body, creds),
   };
 }

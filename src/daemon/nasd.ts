@@ -22,6 +22,7 @@ import { mountCall, startInBackground } from './mount-helper.js';
 import { openFileLimits } from './file-limit.js';
 import { OpenFiles } from '../fuse-ops/open-files.js';
 import { WallClock } from '../util/clock.js';
+import { Refusals } from '../homes/refusals.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -64,14 +65,15 @@ async function main(): Promise<void> {
   await homes.load();
   const ownerToken = await loadOwnerToken(config.state_dir);
   const runSockets = new RunSockets();
-  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), runSockets, log });
+  const refusals = new Refusals();
+  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), runSockets, log, refusals });
   const { leases, runs, maintenance, remotes } = flows;
   await leases.applyAll();
   await runs.recover();
   const web = new WebLogins();
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
-  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(new MountTable(homes), log, () => fuse?.context() ?? null, openFiles), log));
+  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(new MountTable(homes), log, () => fuse?.context() ?? null, openFiles, refusals), log));
   await binds.start(homes.allScratchBinds());
   const table = handlers(flows, web, config.state_dir);
   const server = await serveControl(config.socket, table, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {

@@ -7,6 +7,7 @@ import type { Caller } from '../util/owner.js';
 import { mainRefusal } from '../cow/main-view.js';
 import type { Mutation } from '../policy/policy.js';
 import type { OpenFiles } from './open-files.js';
+import type { Refusals } from '../homes/refusals.js';
 
 /** What the adapter needs from the daemon: the names under the mount root, the view each stands for, space. */
 export interface Router {
@@ -30,6 +31,9 @@ const opensForWriting = (flags: number) => (flags & 3) !== constants.O_RDONLY ||
 /** Codes a caller provokes in normal use: not worth more than a debug line (OpenFiles logs its own caps once). */
 const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL', 'EMFILE', 'ENFILE']);
 
+/** Codes that are a rule saying no (policy, main, leases, quota, limits): kept with their reason for `nas why`. */
+const REFUSING = new Set(['EROFS', 'EPERM', 'EACCES', 'EDQUOT', 'EXDEV', 'EMFILE', 'ENFILE', 'ENOSPC', 'EBUSY', 'ENOTSUP']);
+
 /**
  * The thin FUSE adapter: route each path to a view, call it, answer exactly once. Errors become errnos
  * in one place (toErrno); anything unexpected becomes EIO and a log line, never a hung caller.
@@ -37,9 +41,10 @@ const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EI
  * less per file); written files join a commit at release.
  * `callerOf` says who made the request being handled; it is valid only synchronously at the start of a
  * handler, so handlers that need it take it as a default parameter of the function `answer` calls at once.
- * `openFiles` caps the files held open per user, per view and in all (absent: no cap).
+ * `openFiles` caps the files held open per user, per view and in all (absent: no cap). `refusals` keeps each
+ * refusal with its reason and who met it (`nas why`).
  */
-export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null, openFiles?: OpenFiles) {
+export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null, openFiles?: OpenFiles, refusals?: Refusals) {
   const handles = new Map<number, { view: View; h: Handle; close?: () => void }>();
   let nextHandle = 1;
   const started = new Date();
@@ -138,9 +143,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     }
   }
 
-  function fail(op: string, path: string, err: unknown): number {
+  /** `caller`: who made the request, read at its start. `other`: a rename's or link's other name. */
+  function fail(op: string, path: string, err: unknown, caller: Caller | null, other?: string): number {
     const errno = toErrno(err);
     const code = (err as { code?: string }).code ?? (isDiskFull(err) ? 'ENOSPC' : 'EIO');
+    if (refusals && err instanceof FsError && REFUSING.has(code)) {
+      refusals.note({ path, other, op, code, why: err.message === code ? `refused (${code})` : err.message, uid: caller?.uid, pid: caller?.pid });
+    }
     if (code === 'ENOSPC') log.warn({ op, path, code }, 'the disk that holds the state directory is full: free space there (deletes keep their content in the recycle area, so they need some too)');
     else if (err instanceof FsError && !QUIET.has(code)) log.info({ op, path, code, why: err.message }, 'refused');
     else if (!(err instanceof FsError) && errno === -osConstants.errno.EIO) log.error({ op, path, err }, 'operation failed');
@@ -148,17 +157,20 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return errno;
   }
 
-  /** Run an op and answer the callback once, with a value. */
-  function answer<T>(op: string, path: string, cb: Cb, fn: () => Promise<T>): void {
+  /** Run an op and answer the callback once, with a value. `other`: a rename's or link's other name. */
+  function answer<T>(op: string, path: string, cb: Cb, fn: () => Promise<T>, other?: string): void {
+    const caller = refusals ? callerOf() : null;
     settle(fn()).then(
       (value) => (value === undefined ? cb(0) : cb(0, value)),
-      (err) => cb(fail(op, path, err)),
+      (err) => cb(fail(op, path, err, caller, other)),
     );
   }
 
   /** read and write answer with a byte count or a negative errno. */
   function answerCount(op: string, path: string, cb: (n: number) => void, fn: () => Promise<number>): void {
-    settle(fn()).then(cb, (err) => cb(fail(op, path, err)));
+    // Reads are refused by nothing kept here: who reads is not asked (the hottest path).
+    const caller = refusals && op !== 'read' ? callerOf() : null;
+    settle(fn()).then(cb, (err) => cb(fail(op, path, err, caller)));
   }
 
   const rootAttr = () => ({
@@ -247,14 +259,14 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
       answer('rename', from, cb, async () => {
         const p = pair(from, to, 'rename-from');
         await p.view.rename(p.a, p.b);
-      }),
+      }, to),
     symlink: (target: string, path: string, cb: Cb) =>
       answer('symlink', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'symlink'); await r.view.symlink(target, r.rel, caller); }),
     link: (from: string, to: string, cb: Cb) =>
       answer('link', to, cb, async () => {
         const p = pair(from, to, 'link');
         await p.view.link(p.a, p.b);
-      }),
+      }, from),
     mknod: (path: string, mode: number, dev: number, cb: Cb) =>
       answer('mknod', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'mknod'); await r.view.mknod(r.rel, mode, dev, caller); }),
     chmod: (path: string, mode: number, cb: Cb) =>

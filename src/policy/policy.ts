@@ -160,21 +160,50 @@ const APPEND_ALLOWED: ReadonlySet<Mutation> = new Set(['create', 'mkdir', 'open-
  * Byte-level checks (append offsets, quota) are `checkAppend` and `checkQuota`.
  */
 export function checkMutation(view: ViewKind, rules: Rules, op: Mutation, path: string, exists = false, ignored = false): ErrnoCode | null {
-  if (view === 'main') return 'EROFS';
-  if (path === '') return 'EPERM';
+  return decideMutation(view, rules, op, path, exists, ignored)?.code ?? null;
+}
+
+/** A refusal with its reason for a person: what the rule is and what to do instead (`nas why` shows it). */
+export interface Refusal {
+  code: ErrnoCode;
+  why: string;
+}
+
+/** checkMutation with the reason of each refusal. */
+export function decideMutation(view: ViewKind, rules: Rules, op: Mutation, path: string, exists = false, ignored = false): Refusal | null {
+  const no = (code: ErrnoCode, why: string): Refusal => ({ code, why });
+  if (view === 'main') return no('EROFS', 'main is read-only: write in a branch view (<role>@<branch>)');
+  if (path === '') return no('EPERM', "a view's root itself cannot be changed");
   // The Store's metadata records live under this name at the root: no view may make or change it.
-  if (isMetaPath(path)) return 'EPERM';
-  if (classify(rules, path).readOnly) return 'EPERM';
+  if (isMetaPath(path)) return no('EPERM', `${path} is the Store's metadata records: no view may change it`);
+  if (classify(rules, path).readOnly) {
+    const how = path === '.nas' || path.startsWith('.nas/') ? '.nas/ changes only through nas home config, a reviewed PR' : 'read_only in .nas/policy.yaml';
+    return no('EPERM', `${path} is read-only by the Home's policy (${how})`);
+  }
   const scratch = ignored || isScratch(rules, path);
-  if (!scratch && !REMOVING.has(op) && hasUnstorableName(path)) return 'EPERM';
-  if (!scratch && (op === 'mkdir' || op === 'symlink') && isGitmodulesName(path.slice(path.lastIndexOf('/') + 1))) return 'EPERM';
+  if (!scratch && !REMOVING.has(op) && hasUnstorableName(path)) return no('EPERM', unstorableReason(path));
+  if (!scratch && (op === 'mkdir' || op === 'symlink') && isGitmodulesName(path.slice(path.lastIndexOf('/') + 1))) {
+    return no('EPERM', `${path} must be a file: git refuses a .gitmodules that is a directory or a link`);
+  }
   // Git trees hold neither hard links nor special files.
-  if ((op === 'link' || op === 'mknod') && !scratch) return 'EPERM';
+  if ((op === 'link' || op === 'mknod') && !scratch) {
+    return no('EPERM', `a versioned folder holds no ${op === 'link' ? 'hard links' : 'device nodes, FIFOs or sockets'} (git cannot store them): make them under workspace/`);
+  }
   if (isAppendOnly(rules, path)) {
     if (op === 'rename-to' && !exists) return null;
-    if (!APPEND_ALLOWED.has(op)) return 'EPERM';
+    if (!APPEND_ALLOWED.has(op)) return no('EPERM', `${path} is append-only (like chattr +a): add with O_APPEND (>>); no rewrite, truncate, rename or delete`);
   }
   return null;
+}
+
+/** Why a path with a name no versioned tree may hold is refused, and where such a thing goes instead. */
+function unstorableReason(path: string): string {
+  const names = path.split('/');
+  const bad = names.find((n) => n === DIR_RECORD || gitRefusesName(n)) ?? path;
+  if (bad === DIR_RECORD) return `${DIR_RECORD} is the name of the Store's metadata records: choose another name`;
+  const at = names.slice(0, names.indexOf(bad)).join('/');
+  return `${path}: a versioned folder cannot hold ${bad} (git refuses it in a tree; a nested repository cannot be versioned): ` +
+    `clone or init repositories under workspace/ (e.g. git clone <url> workspace/${at ? at.split('/').pop() : 'repo'})`;
 }
 
 /**

@@ -12,6 +12,8 @@ import { Readers } from './readers.js';
 import { Replicator } from './remotes.js';
 import { RunService, type RunSockets } from './runs.js';
 import { TrashWorkflow } from './trash.js';
+import { WhyService } from './why.js';
+import { Refusals } from '../homes/refusals.js';
 
 /**
  * Every workflow of the control API, one per route family, over the open Homes. Who may call a route is the
@@ -30,10 +32,14 @@ export interface Workflows {
   maintenance: MaintenanceService;
   lifecycle: LifecycleService;
   remotes: Replicator;
+  why: WhyService;
 }
 
 /** Wire the workflows to each other (each is given what it calls, nothing more). */
-export function openWorkflows(homes: HomeSet, o: { stateDir: string; runsDir: string; runSockets: RunSockets; log: Logger }): Workflows {
+/** `refusals`: what the mount refused, as fuse-ops keeps it (nas why). */
+export function openWorkflows(
+  homes: HomeSet, o: { stateDir: string; runsDir: string; runSockets: RunSockets; log: Logger; refusals?: Refusals },
+): Workflows {
   const branches = new Branches(homes);
   const trash = new TrashWorkflow(homes);
   const homeFlows = new Homes(homes, branches);
@@ -48,5 +54,6 @@ export function openWorkflows(homes: HomeSet, o: { stateDir: string; runsDir: st
     maintenance: new MaintenanceService(homes, branches, trash, leases, prs, o.log),
     lifecycle: new LifecycleService(homes, homeFlows, branches, leases, prs),
     remotes: new Replicator(homes, o.log),
+    why: new WhyService(o.refusals ?? new Refusals(), homes, leases),
   };
 }

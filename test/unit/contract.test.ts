@@ -150,6 +150,7 @@ describe('coverage of the contract', () => {
     'restore': ['restore', 'demo@draft', 'before-refactor', '--path', 'outbox', '--path', 'memory/notes'],
     'log': ['log', 'demo@draft', 'outbox', '--limit', '20'],
     'diff': ['diff', 'demo@draft', 'before-refactor', 'abc1234', '--path', 'outbox'],
+    'why': ['why', '/agents/demo/AGENTS.md', '--limit', '5'],
   };
 
   it("builds, for every command, a request the daemon's validation accepts", async () => {

@@ -15,10 +15,11 @@ import * as checkpoint from './checkpoint.js';
 import * as maintenance from './maintenance.js';
 import * as remote from './remote.js';
 import * as web from './web.js';
+import * as why from './why.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote, web];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote, web, why];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 

@@ -248,7 +248,7 @@ export class Names {
       if (refusal) throw fsError(refusal, `moving ${from} to ${to} would move protected paths`);
       const unstorable = toVersioned ? below.find(hasUnstorableName) : undefined;
       if (unstorable !== undefined) {
-        throw fsError('EPERM', `${from} contains ${unstorable}, a name git (or the Store's metadata) cannot hold in a versioned area`);
+        throw fsError('EPERM', `${from} contains ${unstorable}, a name git (or the Store's metadata) cannot hold in a versioned area: keep repositories under workspace/`);
       }
     }
     // A hard-linked file is one file under two names, which git cannot keep: into a versioned area it moves as

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import type { BigIntStats, Stats } from 'node:fs';
 import { fsError, hasCode } from '../../util/errors.js';
 import { MODE, type Entry } from '../../store/store.js';
-import { checkMutation, isProtected, isScratch, type Mutation, type Rules } from '../../policy/policy.js';
+import { decideMutation, isProtected, isScratch, type Mutation, type Rules } from '../../policy/policy.js';
 import type { GitLayer } from '../git-layer.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { Beneath } from '../../util/beneath.js';
@@ -85,10 +85,10 @@ export class Overlay {
   /** Policy's answer for a mutation of rel, as an FsError (EROFS first once the branch has expired). */
   async check(op: Mutation, rel: string, exists = false): Promise<void> {
     this.state.refuseIfExpired();
-    let code = checkMutation('branch', this.rules, op, rel, exists);
+    let no = decideMutation('branch', this.rules, op, rel, exists);
     // What git cannot hold (.git, hard links, special files) may live where git ignores: ask again only then.
-    if (code === 'EPERM' && !this.scratch(rel) && (await this.scratchAt(rel))) code = checkMutation('branch', this.rules, op, rel, exists, true);
-    if (code) throw fsError(code, `${op} ${rel}: refused by policy`);
+    if (no?.code === 'EPERM' && !this.scratch(rel) && (await this.scratchAt(rel))) no = decideMutation('branch', this.rules, op, rel, exists, true);
+    if (no) throw fsError(no.code, `${op} ${rel} refused: ${no.why}`);
   }
 
   /** The upper directory's entry for rel with nanosecond times, or null when rel is not there. */
