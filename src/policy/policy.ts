@@ -202,7 +202,7 @@ function unstorableReason(path: string): string {
   const bad = names.find((n) => n === DIR_RECORD || gitRefusesName(n)) ?? path;
   if (bad === DIR_RECORD) return `${DIR_RECORD} is the name of the Store's metadata records: choose another name`;
   const at = names.slice(0, names.indexOf(bad)).join('/');
-  return `${path}: a versioned folder cannot hold ${bad} (git refuses it in a tree; a nested repository cannot be versioned): ` +
+  return `a versioned folder cannot hold ${bad} (git refuses it in a tree; a nested repository cannot be versioned): ` +
     `clone or init repositories under workspace/ (e.g. git clone <url> workspace/${at ? at.split('/').pop() : 'repo'})`;
 }
 
