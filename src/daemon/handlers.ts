@@ -124,5 +124,6 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     unarchiveHome: ({ params }) => lifecycle.unarchive(params.role),
     retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),
     importHome: ({ body }) => homes.importHome(body.file, body.as),
+    adoptHome: ({ body: b, creds }) => lifecycle.adopt(b.role, b.source, b.owner ?? 'root', creds),
   };
 }
