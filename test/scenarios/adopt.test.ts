@@ -80,6 +80,13 @@ describe('home adopt', () => {
     expect(listed.problems).toEqual([]);
   });
 
+  it('takes a file:// URL as it takes a path', async () => {
+    const r = await d.nasJson('home', 'adopt', 'proj2', `file://${repo}`);
+    expect(r).toMatchObject({ role: 'proj2', branch: 'trunk', prState: 'waiting' });
+    expect(r.main).toBe((await git('rev-parse', 'trunk')).stdout.trim());
+    expect(await fs.readFile(d.path('proj2', 'src/app.txt'), 'utf8')).toBe('version 2\n');
+  });
+
   it('refuses a role that is taken, leaving the Home as it was', async () => {
     const before = (await store('rev-parse', 'main')).stdout;
     const again = await d.nas('home', 'adopt', 'proj', repo);
