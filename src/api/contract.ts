@@ -4,7 +4,7 @@ import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
-  SyncResult, WhyReport, TrashListed, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Retired, RemoteView, Decision, WebLogin,
+  SyncResult, WhyReport, TrashListed, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Adopted, Retired, RemoteView, Decision, WebLogin,
 } from './types.js';
 
 /**
@@ -167,6 +167,7 @@ export const ROUTES = {
   maintenance: { method: 'POST', path: '/v1/maintenance', body: { role: 'string?' }, who: owner('running maintenance') },
   exportHome: { method: 'POST', path: '/v1/homes/:role/export', body: { file: 'string' }, who: owner('exporting a Home') },
   importHome: { method: 'POST', path: '/v1/import', body: { file: 'string', as: 'string?' }, who: owner('importing a Home') },
+  adoptHome: { method: 'POST', path: '/v1/adopt', body: { role: 'string', source: 'string', owner: 'string?' }, who: owner('adopting a repository as a Home') },
   addRemote: { method: 'POST', path: '/v1/homes/:role/remotes', body: { url: 'string' }, who: owner('adding a remote') },
   listRemotes: { method: 'GET', path: '/v1/homes/:role/remotes', body: none, who: anyone, web: true },
   removeRemote: { method: 'POST', path: '/v1/homes/:role/remotes/remove', body: { url: 'string' }, who: owner('removing a remote') },
@@ -232,6 +233,7 @@ export interface Results {
   maintenance: MaintenanceReport[];
   exportHome: Exported;
   importHome: Imported;
+  adoptHome: Adopted;
   addRemote: RemoteView;
   listRemotes: RemoteView[];
   removeRemote: RemoteView;

@@ -387,6 +387,17 @@ export interface Imported extends HomeSummary {
   ms: number;
 }
 
+/** `nas home adopt`: the Home made from a repository, and the PR that adds its `.nas/` files. */
+export interface Adopted extends HomeSummary {
+  source: string;
+  /** The source's default branch, whose history main now has. */
+  branch: string;
+  /** The `.nas/` files the PR adds (none when the repository had them all: then there is no PR). */
+  proposed: string[];
+  pr?: number;
+  prState?: string;
+}
+
 /** `nas home retire`: what the successor received, and the PR that carries it. */
 export interface Retired {
   role: string;

@@ -125,5 +125,6 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),
     importHome: ({ body }) => homes.importHome(body.file, body.as),
     why: ({ body, creds }) => flows.why.why(body, creds),
+    adoptHome: ({ body: b, creds }) => lifecycle.adopt(b.role, b.source, b.owner ?? 'root', creds),
   };
 }

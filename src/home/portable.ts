@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { Beneath } from '../util/beneath.js';
 import { hasCode, UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
+import { checkGitUrl } from '../util/git-url.js';
 import { Store, type Identity } from '../store/store.js';
 import { MAIN_REF } from '../store/refs.js';
 import { Home } from './home.js';
@@ -90,6 +91,40 @@ export async function importHome(
     await fs.mkdir(`${building}/nas/branches`, { recursive: true });
     await fs.rename(building, dir);
     return await Home.open(stateDir, name, identity);
+  } catch (err) {
+    await fs.rm(building, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+/**
+ * Make a Home from a git repository elsewhere (`nas home adopt`): all the history of its default branch becomes
+ * main's, nothing else is taken (no other branch, no tag). Built as an import is, so a fetch that fails leaves
+ * nothing behind. The `.nas/` files it lacks are the caller's to propose; until merged the defaults apply.
+ */
+export async function adoptRepository(
+  stateDir: string, role: string, source: string, identity: Identity, archived: (role: string) => boolean = () => false,
+): Promise<{ home: Home; branch: string }> {
+  validateRole(role);
+  checkGitUrl(source, 'repository');
+  const taken = async () => archived(role) || (await exists(Home.dirFor(stateDir, role)));
+  const refuseTaken = () => new UserError(`a Home named "${role}" exists already${archived(role) ? ' (archived)' : ''}; nothing was adopted. Choose another role`, 409);
+  if (await taken()) throw refuseTaken();
+  const building = `${stateDir}/homes/${IMPORTING}${process.pid}-${Date.now()}`;
+  await fs.mkdir(building, { recursive: true, mode: 0o700 });
+  try {
+    const store = await Store.init(building);
+    let branch: string;
+    try {
+      branch = await store.fetchDefaultBranch(source, MAIN_REF);
+    } catch (err) {
+      throw new UserError(`cannot take the history of ${source}, so nothing was adopted: ${(err as Error).message}`, 502);
+    }
+    if (await taken()) throw refuseTaken();
+    await store.setHead(MAIN_REF);
+    await fs.mkdir(`${building}/nas/branches`, { recursive: true });
+    await fs.rename(building, Home.dirFor(stateDir, role));
+    return { home: await Home.open(stateDir, role, identity), branch };
   } catch (err) {
     await fs.rm(building, { recursive: true, force: true });
     throw err;

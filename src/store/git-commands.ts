@@ -86,6 +86,18 @@ export class GitCommands {
     return (await this.run([...REMOTE_GIT, 'ls-remote', '--', url], 'ignore', timeoutMs)).split('\n').filter(Boolean).length;
   }
 
+  /**
+   * The branch a repository elsewhere names as its default (its HEAD) with all its history, fetched into `ref`
+   * (no tags, no other branch): its name there. Only the transports `nas remote add` accepts are used.
+   */
+  async fetchDefaultBranch(url: string, ref: string, timeoutMs: number): Promise<string> {
+    const head = await this.run([...REMOTE_GIT, 'ls-remote', '--symref', '--', url, 'HEAD'], 'ignore', timeoutMs);
+    const named = /^ref: (refs\/heads\/[^\t\n]+)\tHEAD$/m.exec(head)?.[1];
+    if (!named) throw new Error(`${url} names no default branch (its HEAD is not a branch with commits)`);
+    await this.run([...REMOTE_GIT, 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', url, `+${named}:${ref}`], 'ignore', timeoutMs);
+    return named.slice('refs/heads/'.length);
+  }
+
   async addMirror(name: string, url: string): Promise<void> {
     await this.run(['remote', 'add', '--mirror=push', name, url]);
   }

@@ -416,6 +416,11 @@ export class Store {
     return this.git.mirrors();
   }
 
+  /** A repository elsewhere's default branch with all its history, into `ref` (see GitCommands): its name there. */
+  fetchDefaultBranch(url: string, ref: string, timeoutMs = 15 * 60_000): Promise<string> {
+    return this.git.fetchDefaultBranch(url, ref, timeoutMs);
+  }
+
   /** How many refs a remote holds, failing with git's words when it cannot be reached. */
   remoteRefCount(url: string, timeoutMs = 60_000): Promise<number> {
     return this.git.remoteRefCount(url, timeoutMs);

@@ -4,7 +4,7 @@ import { validateRole } from '../util/names.js';
 import { Store, type Identity } from '../store/store.js';
 import { LeaseStore } from '../lease/lease-store.js';
 import { Home } from '../home/home.js';
-import { exportHome, importHome } from '../home/portable.js';
+import { adoptRepository, exportHome, importHome } from '../home/portable.js';
 import { archiveDirFor, moveFromArchive, moveToArchive } from '../home/lifecycle.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
 import type { Branches } from './branches.js';
@@ -47,16 +47,16 @@ export class Homes {
     const started = process.hrtime.bigint();
     const { stateDir, identity } = this.homes.opts;
     const home = await importHome(stateDir, file, as, identity, (role) => this.homes.archived.has(role), (store) => endLeases(store, identity));
-    let m: Mounted;
-    try {
-      m = await this.homes.open(home);
-    } catch (err) {
-      this.homes.forget(home.role);
-      await fs.rm(home.dir, { recursive: true, force: true });
-      throw new UserError(`the imported Home ${home.role} could not be opened, so nothing was imported: ${(err as Error).message}`);
-    }
+    const m = await this.openNew(home, 'imported');
     const refs = (await home.store.listRefs('refs/')).size;
     return { ...this.describeHome(m), file, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
+  }
+
+  /** A Home from a git repository elsewhere, its default branch's history as main's; mounted at once. */
+  async adoptHome(role: string, source: string): Promise<{ summary: HomeSummary; branch: string }> {
+    const { stateDir, identity } = this.homes.opts;
+    const { home, branch } = await adoptRepository(stateDir, role, source, identity, (r) => this.homes.archived.has(r));
+    return { summary: this.describeHome(await this.openNew(home, 'adopted')), branch };
   }
 
   listHomes(): HomeSummary[] {
@@ -85,6 +85,17 @@ export class Homes {
     const m = await this.homes.open(await Home.open(this.homes.opts.stateDir, role, this.homes.opts.identity));
     this.homes.opts.log.info({ role }, 'Home unarchived');
     return this.describeHome(m);
+  }
+
+  /** Mount a Home just made from elsewhere; one that cannot be opened is removed whole. */
+  private async openNew(home: Home, how: 'imported' | 'adopted'): Promise<Mounted> {
+    try {
+      return await this.homes.open(home);
+    } catch (err) {
+      this.homes.forget(home.role);
+      await fs.rm(home.dir, { recursive: true, force: true });
+      throw new UserError(`the ${how} Home ${home.role} could not be opened, so nothing was ${how}: ${(err as Error).message}`);
+    }
   }
 
   private describeHome(m: Mounted): HomeSummary {

@@ -2,8 +2,10 @@ import { UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
 import { treeFiles } from '../memory/files.js';
 import { parseNote, setField } from '../memory/note.js';
-import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR } from '../memory/layout.js';
-import type { HomeSummary, Retired } from '../api/types.js';
+import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR, isStartFile } from '../memory/layout.js';
+import { defaultTemplate } from '../home/template.js';
+import { MODE, type Entry } from '../store/store.js';
+import type { Adopted, HomeSummary, Retired } from '../api/types.js';
 import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
 import type { PrService } from './prs.js';
@@ -33,6 +35,34 @@ export class LifecycleService {
   private async endLeases(role: string): Promise<void> {
     for (const branch of this.homes.branchNames(role)) await this.leases.revokeBranch(role, branch);
     await this.leases.apply(role);
+  }
+
+  /**
+   * A Home from an existing git repository (`nas home adopt`): its default branch's history is main's, and the
+   * `.nas/` files it lacks, from the built-in template, are proposed as one commit on a branch off main, with the
+   * start set's files it lacks (AGENTS.md, memory/MEMORY.md: every PR's memory check needs them); that PR waits
+   * for the owner (as every metadata change does). Until it is merged the defaults apply.
+   */
+  async adopt(role: string, source: string, owner: string, creds: Credentials): Promise<Adopted> {
+    const { summary, branch } = await this.homeFlows.adoptHome(role, source);
+    const snap = await this.homes.snapshot(role);
+    const store = snap.home.store;
+    const mainTree = (await store.readCommit(snap.commit)).tree;
+    const changes = new Map<string, Entry>();
+    for (const f of defaultTemplate(role, owner, new Date())) {
+      if (!(f.path.startsWith('.nas/') || isStartFile(f.path)) || (await store.lookupPath(mainTree, f.path))) continue;
+      changes.set(f.path, { oid: await store.writeBlob(f.content), mode: MODE.file });
+    }
+    const adopted = { ...summary, source, branch, proposed: [...changes.keys()] };
+    if (changes.size === 0) return adopted;
+    const commit = await store.writeCommit({
+      tree: await store.editTree(mainTree, changes), parents: [snap.commit],
+      message: `Add the Home's .nas/ files and start set (nas home adopt)\n\nNas-Principal: ${owner}\n`, author: { name: owner, email: `${owner}@agent-nas` },
+    });
+    const prBranch = `nas-adopt-${commit.slice(0, 12)}`;
+    await this.branches.createBranch(role, prBranch, { at: commit, ttl: '7d' });
+    const pr = await this.prs.propose(role, prBranch, { intent: `adopt ${source}: the Home's .nas/ files and start set, from the built-in template` }, creds);
+    return { ...adopted, pr: pr.id, prState: pr.state };
   }
 
   async archive(role: string): Promise<HomeSummary> {

@@ -1,10 +1,8 @@
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
+import { checkGitUrl } from '../util/git-url.js';
 import type { RemoteView } from '../api/types.js';
 import type { HomeSet } from '../homes/home-set.js';
-
-/** The remotes nasd hands to git: a `<helper>::<address>` URL, or another scheme, would run a remote helper as root. */
-const REMOTE_URL = /^(?:(?:https|ssh|git|file):\/\/[^-]|\/)/;
 
 /**
  * Replication to git servers people already run (`nas remote add`): each Home's refs are mirrored (main,
@@ -29,10 +27,7 @@ export class Replicator {
 
   /** Add a remote: the first push must succeed, or nothing is kept. */
   async add(role: string, url: string): Promise<RemoteView> {
-    if (!REMOTE_URL.test(url) || /[\x00-\x1f\x7f\s]/.test(url)) {
-      throw new UserError(`remote ${JSON.stringify(url).slice(0, 80)}: give an https://, ssh://, git:// or file:// URL, or an absolute path ` +
-        '(git runs a program for any other kind, such as <helper>::<address>, and nasd runs git as root)');
-    }
+    checkGitUrl(url, 'remote');
     const store = this.homes.homeOf(role).store;
     const mirrors = await this.mirrorsOf(role);
     if ([...mirrors.values()].includes(url)) throw new UserError(`Home ${role} mirrors to ${url} already`, 409);

@@ -71,7 +71,7 @@ describe('maintenance and the Store\'s push guard', () => {
     expect(unknown.stderr).toMatch(/no Home named "nobody-home"/);
   });
 
-  it('refuses a git push to main, to nasd\'s records or to a live branch; a new branch may be pushed; the operator can override', async () => {
+  it('refuses a git push to main, to nasd\'s records or to a live branch, and a new branch (it would have no record), naming nas branch create; the operator can override', async () => {
     const work = `${d.dir}/pusher`;
     const git = (env: Record<string, string>, ...args: string[]) =>
       run('git', ['-c', 'user.name=op', '-c', 'user.email=op@x', ...args], { cwd: work, env });
@@ -86,7 +86,12 @@ describe('maintenance and the Store\'s push guard', () => {
     expect((await d.git('rev-parse', 'main')).stdout.trim()).toBe(before);
     const toRecords = await git({}, 'push', '-q', 'origin', 'HEAD:refs/nas/trash');
     expect(toRecords.code).not.toBe(0);
-    expect((await git({}, 'push', '-q', 'origin', 'HEAD:refs/heads/pushed')).code).toBe(0);
+    // A new branch would have no record, no TTL and no view: refused, with the way to make one.
+    const toNew = await git({}, 'push', '-q', 'origin', 'HEAD:refs/heads/pushed');
+    expect(toNew.code).not.toBe(0);
+    expect(toNew.stderr).toMatch(/refs\/heads\/pushed would be a branch with no record, no TTL and no view/);
+    expect(toNew.stderr).toMatch(/nas branch create demo\/pushed/);
+    expect((await d.git('rev-parse', '--verify', '-q', 'refs/heads/pushed')).code).not.toBe(0);
     // A branch that exists is written through its view: a push there would stop the view's commits.
     const toLive = await git({}, 'push', '-q', '--force', 'origin', 'HEAD:refs/heads/work');
     expect(toLive.code).not.toBe(0);

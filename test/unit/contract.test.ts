@@ -110,6 +110,7 @@ describe('coverage of the contract', () => {
     'branch update': ['branch', 'update', 'demo/draft'],
     'maintenance run': ['maintenance', 'run', 'demo'],
     'export': ['export', 'demo', '/tmp/demo.bundle'],
+    'home adopt': ['home', 'adopt', 'demo', 'https://git.example/repo.git', '--owner', 'alice'],
     'home archive': ['home', 'archive', 'demo'],
     'pr inbox': ['pr', 'inbox'],
     'web open': ['web', 'open'],

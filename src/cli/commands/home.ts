@@ -7,10 +7,14 @@ import { prState, short, size, table } from '../format.js';
 export const help = {
   home:
     'usage: nas home create <role> [--template default|NAME|/DIR] [--owner NAME]\n       nas home list\n' +
+    '       nas home adopt <role> <git-dir-or-url> [--owner NAME]\n' +
     '       nas home config <role> <.nas/file> [--from LOCAL_FILE] [--intent TEXT]\n' +
     '       nas home archive <role>\n       nas home unarchive <role>\n       nas home retire <role> --successor <role2>\n\n' +
     'create starts the Home from the built-in template, a named one (/etc/agent-nas/templates/NAME/, nasd\'s\n' +
     'templates_dir) or a directory: it must hold AGENTS.md; .nas/ files it lacks come from the built-in one.\n' +
+    'adopt (owner) makes a Home of an existing git repository: main gets all the history of its default branch\n' +
+    '(https://, ssh://, git:// or file:// URLs, or a path; no other kind), and the .nas/ files it lacks, from the\n' +
+    'built-in template, wait as a PR for nas pr approve; until then the defaults apply.\n' +
     'archive (owner) unmounts a Home and keeps its Store as it is (<state>/archive/); unarchive brings it back.\n' +
     'retire (owner) hands the Home\'s reviewed notes and skills to its successor as a PR, quarantined\n' +
     '(memory/quarantine/from-<role>/, unreviewed), ends its leases and stops new branches; it stays readable.\n' +
@@ -34,6 +38,19 @@ export const commands = [
     flags: ['template', 'owner'],
     request: (args) => ({ params: {}, body: { role: args.need(2, '<role>'), template: args.value('template'), owner: args.value('owner') } }),
     print: (r) => `created Home ${r.role} (store ${r.store})\n`,
+  }),
+  command({
+    name: 'home adopt',
+    route: 'adoptHome',
+    flags: ['owner'],
+    request: (args) => {
+      const source = args.need(3, '<git-dir-or-url>');
+      // A path is the daemon's to read: made absolute here; a URL (scheme://) goes as it is, and is checked there.
+      const url = /^[A-Za-z][A-Za-z0-9+.-]*:/.test(source) ? source : path.resolve(source);
+      return { params: {}, body: { role: args.need(2, '<role>'), source: url, owner: args.value('owner') } };
+    },
+    print: (r) => `adopted ${r.source} (its ${r.branch} branch) as Home ${r.role}, main at ${short(r.main)}\n` +
+      (r.pr !== undefined ? `PR ${r.pr} (${r.prState}) adds ${r.proposed.join(', ')}; approve with: nas pr approve ${r.role} ${r.pr}\n` : 'it has every .nas/ file already\n'),
   }),
   command({
     name: 'home config',
