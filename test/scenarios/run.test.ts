@@ -314,15 +314,24 @@ describe('nas run', () => {
     expect((await d.git('ls-tree', '-r', '--name-only', out.branch)).stdout).not.toMatch(/workspace\//);
   });
 
-  it('puts the briefing in NAS_BRIEFING_FILE, and nas hook session-start prints it with where the agent is', async () => {
+  it('puts the briefing in NAS_BRIEFING_FILE; nas hook session-start prints the start and on-demand paths, not contents', async () => {
     const { code, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
-      `cat "$NAS_BRIEFING_FILE" > ${shared}/briefing && ${nasInside} hook session-start > ${shared}/hook`);
+      `echo 'Please summarise.' > inbox/hook-task.md && cat "$NAS_BRIEFING_FILE" > ${shared}/briefing && ` +
+      `${nasInside} hook session-start > ${shared}/hook && ${nasInside} hook session-start --max-tokens 800 > ${shared}/hook-capped`);
     expect(code, stderr).toBe(0);
     const agents = (await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).split('\n')[0];
     expect(await fs.readFile(`${shared}/briefing`, 'utf8')).toContain(agents);
     const hook = await fs.readFile(`${shared}/hook`, 'utf8');
-    expect(hook).toContain(agents);
+    // Paths where the run sees its branch (the Home's ordinary path), never the files' contents.
+    expect(hook).not.toContain(agents);
+    const [start, demand] = hook.split('\n\n');
+    expect(start.split('\n')).toEqual([expect.stringMatching(/^READ-ON-START/), `${d.mnt}/demo/AGENTS.md`, `${d.mnt}/demo/memory/MEMORY.md`]);
+    expect(demand).toMatch(/^READ-ON-DEMAND/);
+    expect(demand.split('\n')).toContain(`${d.mnt}/demo/inbox/hook-task.md  [untrusted input]`);
+    expect(hook).not.toContain('Please summarise.');
     expect(hook).toMatch(new RegExp(`Home "demo" at ${d.mnt}/demo, on branch run-r[0-9a-f]{8}`));
+    // A hook configured for the old briefing (--max-tokens) prints the same lists.
+    expect(await fs.readFile(`${shared}/hook-capped`, 'utf8')).toBe(hook);
   });
 
   it("passes the run a short allow-list of root's environment, and the variables named with --env", async () => {
