@@ -211,6 +211,29 @@ describe('nas run', () => {
     await eventually(async () => fs.access(dir).then(() => false, () => true), 'the run directory to go', 20_000);
   });
 
+  it("shows a failed run's exit status on its PR, in nas pr list and in the inbox, and holds the PR for a person", async () => {
+    const { code, out } = await runJson('demo', '--user', 'nobody', '--intent', 'half done', '--', 'sh', '-c', 'echo half > outbox/half.md; exit 3');
+    expect(code).toBe(3);
+    expect(out.pr).toMatchObject({ state: 'waiting' });
+    const id = String(out.pr.id);
+    const shown = await d.nas('pr', 'show', 'demo', id);
+    expect(shown.stdout).toMatch(/^run exit: 3 \(FAILED: the run's command did not succeed; its work may be unfinished\)$/m);
+    expect(shown.stdout).toMatch(/the run's command failed \(exit 3\): its work may be unfinished/);
+    const row = (text: string) => text.split('\n').find((line) => new RegExp(`^(demo\\s+)?${id}\\s`).test(line)) ?? '';
+    expect(row((await d.nas('pr', 'list', 'demo')).stdout)).toMatch(/\swaiting\s+3 FAILED\s/);
+    expect(row((await d.nas('pr', 'inbox')).stdout)).toMatch(/\swaiting\s+3 FAILED\s/);
+    expect((await d.nasJson<{ id: number; exit?: string; run_failed?: boolean }[]>('pr', 'list', 'demo')).find((p) => p.id === out.pr.id))
+      .toMatchObject({ exit: '3', run_failed: true });
+    expect((await d.nasJson<{ id: number; exit?: string; run_failed?: boolean }[]>('pr', 'inbox')).find((p) => p.id === out.pr.id))
+      .toMatchObject({ exit: '3', run_failed: true });
+    // A run that succeeded says so, and is not marked.
+    const ok = await runJson('demo', '--user', 'nobody', '--intent', 'all done', '--', 'sh', '-c', 'echo done > outbox/done-ok.md');
+    expect((await d.nas('pr', 'show', 'demo', String(ok.out.pr.id))).stdout).toMatch(/^run exit: 0 \(succeeded\)$/m);
+    expect((await d.nasJson<{ id: number; exit?: string; run_failed?: boolean }[]>('pr', 'list', 'demo')).find((p) => p.id === ok.out.pr.id))
+      .toEqual(expect.objectContaining({ exit: '0' }));
+    expect((await d.nas('pr', 'reject', 'demo', id, '--why', 'unfinished')).code).toBe(0);
+  });
+
   it('passes the exit status through, and a signal reaches the whole process tree', async () => {
     const failed = await runJson('demo', '--user', 'nobody', '--intent', 'will fail', '--', 'sh', '-c', 'echo partial > outbox/partial.md; exit 7');
     expect(failed.code).toBe(7);
