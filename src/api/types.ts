@@ -142,6 +142,9 @@ export interface PrSummary {
   /** Who merged it (`policy` or the owner), or who turned it down. */
   merged_by?: string;
   rejected_by?: string;
+  /** How the run whose work it is ended (`0`, `3`, `SIGTERM`), when it is a run's; `run_failed` when not 0. */
+  exit?: string;
+  run_failed?: boolean;
 }
 
 /** One PR in the decision inbox (`nas pr inbox`, the web page): everything a person needs to decide. */
@@ -160,6 +163,9 @@ export interface Decision {
   checks: { name: string; ok: boolean }[];
   /** Why it waits, conflicts or failed. */
   reasons: string[];
+  /** How the run whose work it is ended (`0`, `3`, `SIGTERM`); `run_failed` when not 0: a mark for the person deciding. */
+  exit?: string;
+  run_failed?: boolean;
 }
 
 /** A file a PR changes, as the web page lists it: binary files are named with their sizes. */

@@ -57,6 +57,10 @@ interface Section {
   what: string;
   text: string;
   tokens: number;
+  /** A piece of a cut section: what it was cut at, and the section it came from. */
+  cut?: { at: 'paragraph' | 'line'; of: string };
+  /** A line of a cut paragraph after its first: rendered right below the line before it. */
+  joined?: boolean;
 }
 
 /** Split Markdown at its headings (outside code fences): each heading with its body is one section. */
@@ -75,9 +79,56 @@ function sections(file: string, text: string): Section[] {
 }
 
 /**
+ * A section of the agent's own instructions that does not fit whole, cut where Markdown allows: at blank lines
+ * outside code fences (paragraphs), and a paragraph that does not fit either at its lines. Never mid-line.
+ */
+function pieces(s: Section): Section[] {
+  const byLines = s.cut !== undefined;
+  const units: string[][] = [];
+  let fenced = false;
+  for (const line of s.text.trimEnd().split('\n')) {
+    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced;
+    const blank = line.trim() === '';
+    if (units.length === 0 || byLines || (blank && !fenced)) units.push([]);
+    if (!blank || fenced || byLines) units[units.length - 1].push(line);
+  }
+  const texts: string[] = [];
+  for (const t of units.map((u) => u.join('\n').trimEnd()).filter((x) => x.trim() !== '')) {
+    // A heading is never kept alone: it goes with what follows it.
+    const last = texts[texts.length - 1];
+    if (last !== undefined && /^#{1,6}\s[^\n]*$/.test(last)) texts[texts.length - 1] = `${last}${byLines ? '\n' : '\n\n'}${t}`;
+    else texts.push(t);
+  }
+  // One paragraph: cut at its lines at once.
+  if (!byLines && texts.length === 1) return pieces({ ...s, cut: { at: 'paragraph', of: s.what } });
+  // A piece carries the blank line that separated it from the previous one (render adds one between sections).
+  return texts.map((t, i) => {
+    const text = `${t}\n`;
+    const at = byLines ? ('line' as const) : ('paragraph' as const);
+    return { part: s.part, what: `${s.what}, ${at} ${i + 1} of ${texts.length}`, text, tokens: countTokens(text), cut: { at, of: s.cut?.of ?? s.what }, joined: byLines && i > 0 };
+  });
+}
+
+/** What was left out, a line each; the left-out end of a cut section is one line (`AGENTS.md § "Rules", from paragraph 3 of 5`). */
+function listed(omitted: Section[]): { what: string; tokens: number; cut?: boolean }[] {
+  const out: { what: string; tokens: number; cut?: boolean; of?: string }[] = [];
+  for (const o of omitted) {
+    const last = out[out.length - 1];
+    if (o.cut && last?.of === o.cut.of) last.tokens += o.tokens;
+    else if (o.cut) out.push({ what: `${o.cut.of}, from ${o.what.slice(o.cut.of.length + 2)}`, tokens: o.tokens, cut: true, of: o.cut.of });
+    else out.push({ what: o.what, tokens: o.tokens });
+  }
+  return out.map(({ what, tokens, cut }) => ({ what, tokens, ...(cut ? { cut } : {}) }));
+}
+
+/** The agent's own instructions: kept before anything else, and cut (paragraphs, then lines) rather than left out. */
+const AGENTS_FILE = 'AGENTS.md';
+
+/**
  * The boot view: AGENTS.md, MEMORY.md, the per-agent resident file, and a summary of the inbox (names and
- * sizes only: inbox content is untrusted), in that order of importance. Sections are kept or left out whole;
- * the briefing ends by listing what it left out.
+ * sizes only: inbox content is untrusted), in that order of importance. Sections are kept or left out whole, but
+ * for AGENTS.md: a section of it too large for the cap is cut into paragraphs (then lines) and keeps what fits, so
+ * the agent's own instructions always start the briefing. The briefing ends by listing what it left out.
  */
 export function briefing(memory: Memory, view: string, maxTokens: number): Briefing {
   const all: Section[] = [];
@@ -96,16 +147,17 @@ export function briefing(memory: Memory, view: string, maxTokens: number): Brief
     let out = `# Briefing: ${view}\n`;
     let part = '';
     for (const s of kept) {
-      out += s.part !== part ? `\n=== ${(part = s.part)} ===\n` : '\n';
+      out += s.part !== part ? `\n=== ${(part = s.part)} ===\n` : s.joined ? '' : '\n';
       out += s.text;
     }
     if (omitted.length > 0) {
       out += `\n=== left out to stay within ${maxTokens} tokens: read these when the task needs them ===\n`;
-      if (!grouped) out += omitted.map((o) => `- ${o.what} (${o.tokens} tokens)\n`).join('');
+      if (!grouped) out += listed(omitted).map((o) => `- ${o.what} (${o.tokens} tokens)\n`).join('');
       else {
         for (const part of new Set(omitted.map((o) => o.part))) {
-          const of = omitted.filter((o) => o.part === part);
-          out += `- ${part.split(':')[0]}: ${of.length} section(s), ${of.reduce((n, o) => n + o.tokens, 0)} tokens\n`;
+          const of = listed(omitted.filter((o) => o.part === part));
+          const cuts = of.filter((o) => o.cut).map((o) => o.what.slice(part.length + 1).trim());
+          out += `- ${part.split(':')[0]}: ${of.length} section(s), ${of.reduce((n, o) => n + o.tokens, 0)} tokens${cuts.length ? ` (the rest of ${cuts.join('; ')})` : ''}\n`;
         }
       }
     }
@@ -122,19 +174,36 @@ export function briefing(memory: Memory, view: string, maxTokens: number): Brief
   const omitted: Section[] = [];
   const fits = () => countTokens(textOf(kept, omitted)) <= maxTokens;
   while (!fits() && kept.length > 0) omitted.unshift(kept.pop()!);
-  for (const s of [...omitted]) {
+  const queue = [...omitted];
+  // A cut section keeps a beginning: once one of its pieces is left out, so are the pieces after it.
+  const stopped = new Set<string>();
+  for (let i = 0; i < queue.length; i++) {
+    const s = queue[i];
+    if (s.cut && stopped.has(s.cut.of)) continue;
     omitted.splice(omitted.indexOf(s), 1);
     kept.push(s);
     kept.sort((x, y) => all.indexOf(x) - all.indexOf(y));
     if (fits()) continue;
     kept.splice(kept.indexOf(s), 1);
-    omitted.push(s);
+    // Too large whole: AGENTS.md's section is cut into pieces that take its place, tried in order, before anything else.
+    const cut = s.part === AGENTS_FILE && s.cut?.at !== 'line' ? pieces(s) : [];
+    if (cut.length > 1) all.splice(all.indexOf(s), 1, ...cut);
+    omitted.push(...cut);
+    omitted.sort((x, y) => all.indexOf(x) - all.indexOf(y));
+    // Cut, its list of what was left out says where; when even that no longer fits, the section stays whole.
+    if (cut.length > 1 && fits()) queue.splice(i + 1, 0, ...cut);
+    else {
+      if (cut.length > 1) all.splice(all.indexOf(cut[0]), cut.length, s);
+      for (const c of cut) omitted.splice(omitted.indexOf(c), 1);
+      omitted.push(s);
+      if (s.cut) stopped.add(s.cut.of);
+    }
     omitted.sort((x, y) => all.indexOf(x) - all.indexOf(y));
   }
   const text = textOf(kept, omitted);
   const tokens = countTokens(text);
   if (tokens > maxTokens) throw new BriefingTooSmall(`--max-tokens ${maxTokens} cannot hold even the list of what was left out (${tokens} tokens); raise it`);
-  return { text, tokens, maxTokens, omitted: omitted.map((o) => ({ what: o.what, tokens: o.tokens })) };
+  return { text, tokens, maxTokens, omitted: listed(omitted).map(({ what, tokens: n }) => ({ what, tokens: n })) };
 }
 
 export interface Measured {

@@ -23,7 +23,12 @@ export interface MergeFacts {
   needsPerson: string[];
   /** Paths that became setuid, setgid or world-writable (mode-risk.ts), each with its modes. */
   modeRisks: string[];
+  /** How the run's command ended when it did not succeed (`3`, `SIGTERM`): its work may be unfinished. */
+  failedRun?: string;
 }
+
+/** A run's exit status (`0`, `3`, `SIGTERM`) that says its command did not succeed. */
+export const runFailed = (exit: string | undefined): boolean => exit !== undefined && exit !== '' && exit !== '0';
 
 export type Decision = { action: 'merge' } | { action: 'wait'; reasons: string[] } | { action: 'fail'; reasons: string[] };
 
@@ -41,6 +46,7 @@ export function decide(f: MergeFacts): Decision {
   if (f.inboxReads.length > 0) reasons.push(`the run read untrusted input: ${few(f.inboxReads)}`);
   if (f.startSet.length > 0) reasons.push(`changes what agents load at session start: ${few(f.startSet)}`);
   if (f.modeRisks.length > 0) reasons.push(`gives modes a person must see (mode-risk): ${few(f.modeRisks)}`);
+  if (f.failedRun !== undefined) reasons.push(`the run's command failed (exit ${f.failedRun}): its work may be unfinished`);
   if (f.needsPerson.length > 0) reasons.push(`main changed ${few(f.needsPerson)} too, and no merge driver in .nas/merge.yaml merges it: a person decides`);
   return reasons.length > 0 ? { action: 'wait', reasons } : { action: 'merge' };
 }

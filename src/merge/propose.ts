@@ -12,7 +12,7 @@ import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
 import { changedOnBothSides, mergeIntoMain, type MergeOutcome } from './merge.js';
 import { markedFiles } from './update.js';
 import { needsPerson } from './structured.js';
-import { decide } from './merge-policy.js';
+import { decide, runFailed } from './merge-policy.js';
 import { modeRisks as findModeRisks } from './mode-risk.js';
 import { PrStateConflict, PrStore, type PrState, type PullRequest } from './pr-store.js';
 
@@ -121,6 +121,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
     startSet,
     modeRisks,
+    ...(runFailed(p.exit) ? { failedRun: p.exit } : {}),
     needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree, changes)).filter((path) => needsPerson(path, p.mainConfig.merge)),
   });
   const now = new Date().toISOString();

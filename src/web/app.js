@@ -119,13 +119,20 @@ function inbox() {
 function decisionCard(d) {
   const href = `/pr/${enc(d.home)}/${d.id}`;
   return h('a', { class: `card ${d.state}`, href, 'data-pr': `${d.home}/${d.id}` },
-    h('div', { class: 'card-head' }, badge(d.state), h('span', { class: 'where' }, `${d.home} · PR ${d.id}`), h('span', { class: 'age', title: d.created }, ago(d.created))),
+    h('div', { class: 'card-head' }, badge(d.state), exitFlag(d.exit), h('span', { class: 'where' }, `${d.home} · PR ${d.id}`), h('span', { class: 'age', title: d.created }, ago(d.created))),
     h('div', { class: 'intent' }, d.intent),
     h('div', { class: 'meta' },
       h('span', {}, 'branch ', h('code', {}, d.branch)), d.run ? h('span', {}, 'run ', h('code', {}, d.run)) : null,
       h('span', {}, `by ${d.principal}`), h('span', {}, `${d.files} file${d.files === 1 ? '' : 's'}`)),
     d.reasons.length ? h('ul', { class: 'reasons' }, d.reasons.map((r) => h('li', {}, r))) : null,
     h('div', { class: 'checks' }, d.checks.map((c) => h('span', { class: `check ${c.ok ? 'pass' : 'fail'}` }, `${c.ok ? '✓' : '✗'} ${c.name}`))));
+}
+
+/** A run's exit status: marked when its command failed (a signal, or not 0), plain when it succeeded. */
+function exitFlag(exit) {
+  if (exit === undefined || exit === '') return null;
+  return exit === '0' ? h('span', { class: 'flag exit' }, 'run exit 0')
+    : h('span', { class: 'flag exit failed', title: "the run's command did not succeed: its work may be unfinished" }, `run failed: exit ${exit}`);
 }
 
 // ---- one PR -----------------------------------------------------------------------------------------
@@ -161,11 +168,11 @@ function renderPr(role, pr) {
   const p = pr.provenance;
   show(
     h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ' / ', h('a', { href: `/home/${enc(role)}` }, role), ` / PR ${pr.id}`),
-    h('div', { class: 'pr-head' }, state, h('h1', { class: 'intent' }, pr.intent)),
+    h('div', { class: 'pr-head' }, state, exitFlag(p.exit), h('h1', { class: 'intent' }, pr.intent)),
     h('div', { class: 'meta' },
       h('span', {}, 'branch ', h('code', {}, pr.branch)), h('span', {}, `by ${p.principal}`),
       p.run ? h('span', {}, 'run ', h('code', {}, p.run)) : null, p.lease ? h('span', {}, 'lease ', h('code', {}, p.lease)) : null,
-      p.exit !== undefined ? h('span', {}, `exit ${p.exit}`) : null, h('span', { title: pr.created }, `proposed ${ago(pr.created)}`),
+      h('span', { title: pr.created }, `proposed ${ago(pr.created)}`),
       h('span', {}, `${pr.changes.added} added, ${pr.changes.modified} modified, ${pr.changes.deleted} deleted`)),
     decision,
     pr.reasons.length ? section('Why it waits', h('ul', { class: 'reasons' }, pr.reasons.map((r) => h('li', {}, r)))) : null,
@@ -187,7 +194,7 @@ function renderPr(role, pr) {
 
 function provenance(pr) {
   const p = pr.provenance;
-  const rows = [['principal', p.principal], ['lease', p.lease ?? '–'], ['run', p.run ?? '–'],
+  const rows = [['principal', p.principal], ['lease', p.lease ?? '–'], ['run', p.run ?? '–'], ['run exit', p.exit || '–'],
     ['written by', p.writers ? p.writers.join(', ') : '–'], ['reads digest', p.reads_digest],
     ['head', pr.head], ['fork point', pr.base], ['main when proposed', pr.target_head]];
   return h('dl', { class: 'prov' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, h('code', {}, v))]));

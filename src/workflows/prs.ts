@@ -12,6 +12,11 @@ import type { LeaseService } from './leases.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
 import { octal, shownDiff } from '../merge/shown-diff.js';
+import { runFailed } from '../merge/merge-policy.js';
+
+/** A run's PR: how its command ended, and whether that was a failure (a mark in every list). */
+const exitOf = (p: PullRequest): { exit?: string; run_failed?: boolean } =>
+  p.provenance.exit !== undefined && p.provenance.exit !== '' ? { exit: p.provenance.exit, ...(runFailed(p.provenance.exit) ? { run_failed: true } : {}) } : {};
 
 /**
  * Agent PRs through the control API, over the workflow in src/merge/propose.ts. Who may approve or reject is the
@@ -61,7 +66,7 @@ export class PrService {
     return (await this.home(role).prs.list()).map((p) => ({
       id: p.id, branch: p.branch, state: p.state, intent: p.intent, principal: p.provenance.principal,
       checks: p.checks.map((c) => `${c.name}:${c.ok ? 'pass' : 'FAIL'}`).join(' '), created: p.created, updated: p.updated,
-      ...(p.merged ? { merged_by: p.merged.by } : {}), ...(p.decision?.action === 'reject' ? { rejected_by: p.decision.by } : {}),
+      ...(p.merged ? { merged_by: p.merged.by } : {}), ...(p.decision?.action === 'reject' ? { rejected_by: p.decision.by } : {}), ...exitOf(p),
     }));
   }
 
@@ -79,7 +84,7 @@ export class PrService {
           home: role, id: p.id, state: p.state, intent: p.intent, branch: p.branch, principal: p.provenance.principal,
           ...(p.provenance.run ? { run: p.provenance.run } : {}), created: p.created,
           files: p.changes.added + p.changes.modified + p.changes.deleted, paths: p.changes.paths.slice(0, 8),
-          checks: p.checks.map((c) => ({ name: c.name, ok: c.ok })), reasons: p.reasons,
+          checks: p.checks.map((c) => ({ name: c.name, ok: c.ok })), reasons: p.reasons, ...exitOf(p),
         });
       }
     }

@@ -50,6 +50,9 @@ export interface RunEnd {
 
 const MAX_ATTEMPTS = 16;
 
+/** How a run's command ended, as its PR records it: the signal, else the exit status, else nothing known. */
+const exitOf = (end: { exit?: number; signal?: string }): string | undefined => end.signal ?? (end.exit !== undefined ? String(end.exit) : undefined);
+
 export class RunService {
   /** Each live run's socket, to close when it ends. */
   private readonly sockets = new Map<string, { close(): Promise<void> }>();
@@ -248,7 +251,7 @@ export class RunService {
         run.state = end.signal ? 'killed' : 'exited';
         if (end.propose) {
           try {
-            pr = await this.prs.propose(role, run.branch, { intent: run.intent ?? `run ${id}`, exit: end.signal ?? String(end.exit ?? '') }, creds);
+            pr = await this.prs.propose(role, run.branch, { intent: run.intent ?? `run ${id}`, exit: exitOf(end) }, creds);
           } catch (err) {
             if (!(err instanceof UserError)) throw err;
             run.note = `not proposed: ${err.message}`;
@@ -301,7 +304,7 @@ export class RunService {
     if (chosen.state === 'running') throw new UserError(`run ${id} is still running; pick it once it has ended`, 409);
     if (chosen.state === 'failed-to-start') throw new UserError(`run ${id} never started; pick another attempt`, 409);
     const intent = `${chosen.intent ?? `task ${task}`} (attempt ${id} of ${attempts.length}, picked)`;
-    let pr = await this.prs.propose(role, chosen.branch, { intent, exit: chosen.signal ?? String(chosen.exit ?? '') }, creds);
+    let pr = await this.prs.propose(role, chosen.branch, { intent, exit: exitOf(chosen) }, creds);
     if (pr.state === 'waiting') pr = await this.prs.approve(role, pr.id);
     if (pr.state !== 'merged') throw new UserError(`attempt ${id} did not merge (PR ${pr.id} is ${pr.state}: ${pr.reasons.join('; ') || 'see nas pr show'}); no attempt was discarded`, 409);
     const discarded: string[] = [];

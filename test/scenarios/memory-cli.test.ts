@@ -154,6 +154,22 @@ describe('nas memory, context and briefing', () => {
     expect(bad.stderr).toMatch(/--max-tokens takes a whole number/);
   });
 
+  it("starts a small briefing with AGENTS.md, cut at paragraphs rather than left out, and the hook prints paths", async () => {
+    const rules = Array.from({ length: 40 }, (_, i) => `Rule ${i}: read the task twice and check the build before proposing change ${i}.`);
+    await fs.writeFile(b('AGENTS.md'), `# Draft agent\n\n${rules.slice(0, 8).join('\n')}\n\n${rules.slice(8).join('\n')}\n`);
+    const r = await d.nas('briefing', 'demo@draft', '--max-tokens', '300');
+    expect(r.code, r.stderr).toBe(0);
+    expect(countTokens(r.stdout)).toBeLessThanOrEqual(300);
+    expect(r.stdout).toMatch(/^# Briefing: demo@draft\n\n=== AGENTS\.md ===\n# Draft agent\n\nRule 0: /);
+    expect(r.stdout).not.toContain('Rule 39:');
+    expect(r.stdout).toMatch(/- AGENTS\.md(: \d+ section\(s\), \d+ tokens \(the rest of)? § "Draft agent", (from )?(paragraph|line) /);
+    const hook = await d.nas('hook', 'session-start', 'demo@draft');
+    expect(hook.code, hook.stderr).toBe(0);
+    expect(hook.stdout).toMatch(new RegExp(`^READ-ON-START[^\n]*\n${b('AGENTS.md')}\n${b('memory/MEMORY.md')}\n\nREAD-ON-DEMAND`));
+    expect(hook.stdout).not.toContain('Rule 0:');
+    await fs.writeFile(b('AGENTS.md'), await fs.readFile(d.path('demo', 'AGENTS.md')));
+  });
+
   it('measures the start set and a task in exact bytes and tokens', async () => {
     await ensure('memory/team/INDEX.md', '# Team memory\n\n<!-- nas:index:start -->\n<!-- nas:index:end -->\n');
     await ensure('memory/team/deploy.md', note({ description: 'Before deploying to production.', updated: '2026-11-20' }));

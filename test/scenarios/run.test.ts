@@ -211,6 +211,29 @@ describe('nas run', () => {
     await eventually(async () => fs.access(dir).then(() => false, () => true), 'the run directory to go', 20_000);
   });
 
+  it("shows a failed run's exit status on its PR, in nas pr list and in the inbox, and holds the PR for a person", async () => {
+    const { code, out } = await runJson('demo', '--user', 'nobody', '--intent', 'half done', '--', 'sh', '-c', 'echo half > outbox/half.md; exit 3');
+    expect(code).toBe(3);
+    expect(out.pr).toMatchObject({ state: 'waiting' });
+    const id = String(out.pr.id);
+    const shown = await d.nas('pr', 'show', 'demo', id);
+    expect(shown.stdout).toMatch(/^run exit: 3 \(FAILED: the run's command did not succeed; its work may be unfinished\)$/m);
+    expect(shown.stdout).toMatch(/the run's command failed \(exit 3\): its work may be unfinished/);
+    const row = (text: string) => text.split('\n').find((line) => new RegExp(`^(demo\\s+)?${id}\\s`).test(line)) ?? '';
+    expect(row((await d.nas('pr', 'list', 'demo')).stdout)).toMatch(/\swaiting\s+3 FAILED\s/);
+    expect(row((await d.nas('pr', 'inbox')).stdout)).toMatch(/\swaiting\s+3 FAILED\s/);
+    expect((await d.nasJson<{ id: number; exit?: string; run_failed?: boolean }[]>('pr', 'list', 'demo')).find((p) => p.id === out.pr.id))
+      .toMatchObject({ exit: '3', run_failed: true });
+    expect((await d.nasJson<{ id: number; exit?: string; run_failed?: boolean }[]>('pr', 'inbox')).find((p) => p.id === out.pr.id))
+      .toMatchObject({ exit: '3', run_failed: true });
+    // A run that succeeded says so, and is not marked.
+    const ok = await runJson('demo', '--user', 'nobody', '--intent', 'all done', '--', 'sh', '-c', 'echo done > outbox/done-ok.md');
+    expect((await d.nas('pr', 'show', 'demo', String(ok.out.pr.id))).stdout).toMatch(/^run exit: 0 \(succeeded\)$/m);
+    expect((await d.nasJson<{ id: number; exit?: string; run_failed?: boolean }[]>('pr', 'list', 'demo')).find((p) => p.id === ok.out.pr.id))
+      .toEqual(expect.objectContaining({ exit: '0' }));
+    expect((await d.nas('pr', 'reject', 'demo', id, '--why', 'unfinished')).code).toBe(0);
+  });
+
   it('passes the exit status through, and a signal reaches the whole process tree', async () => {
     const failed = await runJson('demo', '--user', 'nobody', '--intent', 'will fail', '--', 'sh', '-c', 'echo partial > outbox/partial.md; exit 7');
     expect(failed.code).toBe(7);
@@ -314,15 +337,24 @@ describe('nas run', () => {
     expect((await d.git('ls-tree', '-r', '--name-only', out.branch)).stdout).not.toMatch(/workspace\//);
   });
 
-  it('puts the briefing in NAS_BRIEFING_FILE, and nas hook session-start prints it with where the agent is', async () => {
+  it('puts the briefing in NAS_BRIEFING_FILE; nas hook session-start prints the start and on-demand paths, not contents', async () => {
     const { code, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
-      `cat "$NAS_BRIEFING_FILE" > ${shared}/briefing && ${nasInside} hook session-start > ${shared}/hook`);
+      `echo 'Please summarise.' > inbox/hook-task.md && cat "$NAS_BRIEFING_FILE" > ${shared}/briefing && ` +
+      `${nasInside} hook session-start > ${shared}/hook && ${nasInside} hook session-start --max-tokens 800 > ${shared}/hook-capped`);
     expect(code, stderr).toBe(0);
     const agents = (await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).split('\n')[0];
     expect(await fs.readFile(`${shared}/briefing`, 'utf8')).toContain(agents);
     const hook = await fs.readFile(`${shared}/hook`, 'utf8');
-    expect(hook).toContain(agents);
+    // Paths where the run sees its branch (the Home's ordinary path), never the files' contents.
+    expect(hook).not.toContain(agents);
+    const [start, demand] = hook.split('\n\n');
+    expect(start.split('\n')).toEqual([expect.stringMatching(/^READ-ON-START/), `${d.mnt}/demo/AGENTS.md`, `${d.mnt}/demo/memory/MEMORY.md`]);
+    expect(demand).toMatch(/^READ-ON-DEMAND/);
+    expect(demand.split('\n')).toContain(`${d.mnt}/demo/inbox/hook-task.md  [untrusted input]`);
+    expect(hook).not.toContain('Please summarise.');
     expect(hook).toMatch(new RegExp(`Home "demo" at ${d.mnt}/demo, on branch run-r[0-9a-f]{8}`));
+    // A hook configured for the old briefing (--max-tokens) prints the same lists.
+    expect(await fs.readFile(`${shared}/hook-capped`, 'utf8')).toBe(hook);
   });
 
   it("passes the run a short allow-list of root's environment, and the variables named with --env", async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import { chromium, type Browser, type BrowserServer, type Page } from 'playwright-core';
-import { ROOT, TestDaemon, eventually } from '../helpers.js';
+import { ROOT, TestDaemon, eventually, run } from '../helpers.js';
 
 /**
  * The Human Gate in a real browser (Debian's chromium, driven by playwright-core) against a real nasd and mount:
@@ -228,6 +228,28 @@ describe('the web page', () => {
     const f0 = page.locator('.d2h-file-wrapper', { hasText: 'outbox/many/f0.md' });
     expect(await f0.locator('.meta-change').textContent()).toMatch(/owner root → nobody/);
     await page.screenshot({ path: `${SHOTS}/web-pr-metadata.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
+  it("marks a failed run's PR: its exit status on the PR page and in the inbox", async () => {
+    const env = { NAS_OWNER_TOKEN_FILE: `${d.state}/owner.token`, NAS_OWNER_TOKEN: '', NAS_LEASE: '', SUDO_USER: '' };
+    const r = await run(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', d.socket, 'run', '--json', 'demo', '--user', 'nobody', '--intent', 'half done',
+      '--', 'sh', '-c', 'echo half > outbox/half.md; exit 3'], { env });
+    expect(r.code, r.stderr).toBe(3);
+    const pr = JSON.parse(r.stdout).pr;
+    expect(pr.state).toBe('waiting');
+    await page.goto(`${base}/pr/demo/${pr.id}`);
+    await page.waitForSelector('.pr-head');
+    expect(await page.locator('.pr-head .flag.exit.failed').textContent()).toBe('run failed: exit 3');
+    expect(await page.locator('.prov').textContent()).toMatch(/run exit3/);
+    expect(await page.locator('ul.reasons').textContent()).toMatch(/the run's command failed \(exit 3\)/);
+    await page.goto(`${base}/`);
+    const card = page.locator(`.card[data-pr="demo/${pr.id}"]`);
+    await card.waitFor();
+    expect(await card.locator('.flag.exit.failed').textContent()).toBe('run failed: exit 3');
+    // PRs that are no run's carry no mark.
+    expect(await page.locator('.card .flag.exit').count()).toBe(1);
+    await page.screenshot({ path: `${SHOTS}/web-run-failed.png`, fullPage: true });
     expect(dialogs).toEqual([]);
   });
 

@@ -78,6 +78,7 @@ describe('merge policy', () => {
   it('fails on a failed check, and waits for each risk with its reason', () => {
     expect(decide(facts({ checks: [{ name: 'links', ok: false }], deleted: ['a'] }))).toEqual({ action: 'fail', reasons: ['check(s) failed: links'] });
     expect(decide(facts({ deleted: ['a.md'] }))).toEqual({ action: 'wait', reasons: ['deletes a.md'] });
+    expect(decide(facts({ failedRun: '3' }))).toEqual({ action: 'wait', reasons: ["the run's command failed (exit 3): its work may be unfinished"] });
     expect(decide(facts({ metadata: ['.nas/policy.yaml'] }))).toEqual({ action: 'wait', reasons: ['changes Home metadata: .nas/policy.yaml'] });
     expect(decide(facts({ reviewedClaims: ['memory/notes/x.md'] }))).toEqual({ action: 'wait', reasons: ['marks notes reviewed: memory/notes/x.md'] });
     expect(decide(facts({ inboxReads: ['inbox/t.md'] }))).toEqual({ action: 'wait', reasons: ['the run read untrusted input: inbox/t.md'] });

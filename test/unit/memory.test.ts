@@ -340,6 +340,22 @@ describe('context, briefing and measure', () => {
     expect(tiny.omitted.length).toBeGreaterThan(1);
   });
 
+  it("starts with the agent's own instructions under a small cap: a section too large whole is cut, never left out first", async () => {
+    // One long AGENTS.md section (no headings inside): the old briefing left AGENTS.md out whole and kept MEMORY.md.
+    const rules = Array.from({ length: 30 }, (_, i) => `Rule ${i}: always check the build before you propose a change number ${i}.`);
+    const agents = `# demo agent\n\n${rules.slice(0, 10).join('\n')}\n\n${rules.slice(10).join('\n')}\n`;
+    const memory = await home({ ...files, 'AGENTS.md': agents });
+    const b = briefing(memory, 'demo', 250);
+    expect(b.tokens).toBeLessThanOrEqual(250);
+    expect(b.text).toMatch(/^# Briefing: demo\n\n=== AGENTS\.md ===\n# demo agent\n\nRule 0: /);
+    expect(b.text).not.toContain('Rule 29:');
+    expect(b.omitted[0].what).toMatch(/^AGENTS\.md § "demo agent", from (paragraph|line) /);
+    // What is kept is a beginning, line by line, never a later line without the ones before it.
+    const kept = rules.filter((r) => b.text.includes(r));
+    expect(kept).toEqual(rules.slice(0, kept.length));
+    expect(kept.length).toBeGreaterThan(0);
+  });
+
   it('summarises what it left out when the list itself would not fit, and refuses a cap too small for that', async () => {
     const agents = '# demo\n\n' + Array.from({ length: 40 }, (_, i) => `## Rule ${i}\n\nDo thing number ${i} carefully.\n`).join('\n');
     const memory = await home({ 'AGENTS.md': agents });

@@ -1,6 +1,7 @@
 import { splitTarget, wholeNumber } from '../args.js';
 import { command } from '../command.js';
 import { displayPath } from '../../util/display.js';
+import type { ContextReport } from '../../api/types.js';
 
 export const help = {
   context:
@@ -11,6 +12,12 @@ export const help = {
     'Whole sections that do not fit are left out and listed at the end; nothing is cut mid-sentence.\n',
 };
 
+/** The start set, then what to read on demand: paths under the mount (`nas context`, `nas hook session-start`). */
+export const contextText = (r: ContextReport): string =>
+  'READ-ON-START (read these now, in this order):\n' + r.start.map((p) => `${displayPath(`${r.root}/${p}`)}\n`).join('') +
+  "\nREAD-ON-DEMAND (read one only when the task needs it; memory/MEMORY.md's index says when):\n" +
+  r.demand.map((d) => `${displayPath(`${r.root}/${d.path}`)}${d.label ? `  [${d.label}]` : ''}\n`).join('');
+
 export const commands = [
   command({
     name: 'context',
@@ -19,10 +26,7 @@ export const commands = [
       const [role, branch] = splitTarget(args.need(1, '<role>[@<branch>]'));
       return { params: { role }, body: { branch } };
     },
-    print: (r) =>
-      'READ-ON-START (read these now, in this order):\n' + r.start.map((p) => `${displayPath(`${r.root}/${p}`)}\n`).join('') +
-      "\nREAD-ON-DEMAND (read one only when the task needs it; memory/MEMORY.md's index says when):\n" +
-      r.demand.map((d) => `${displayPath(`${r.root}/${d.path}`)}${d.label ? `  [${d.label}]` : ''}\n`).join(''),
+    print: contextText,
   }),
   command({
     name: 'briefing',

@@ -1,6 +1,7 @@
 import { Usage, branchSpec, type Args } from '../args.js';
 import { command } from '../command.js';
 import { folderLines, prState, table } from '../format.js';
+import { runFailed } from '../../merge/merge-policy.js';
 
 export const help = {
   propose:
@@ -15,6 +16,9 @@ export const help = {
     'inbox: what waits for a person in every Home, oldest first, then conflicts and failures, with why.\n' +
     'approve and reject are owner actions (also on the web page: nas web open).\n',
 };
+
+/** A run's exit status in a list: `3 FAILED`, `0`, or `-` for a PR that is not a run's. */
+const exitMark = (p: { exit?: string; run_failed?: boolean }): string => (p.exit ? `${p.exit}${p.run_failed ? ' FAILED' : ''}` : '-');
 
 /** `<role> <id>` of the pr subcommands; the daemon refuses an id that is not a whole number. */
 const prId = (args: Args) => ({ role: args.need(2, '<role>'), id: args.need(3, '<id>') });
@@ -37,14 +41,15 @@ export const commands = [
     name: 'pr list',
     route: 'listPrs',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
-    print: (r) => (r.length === 0 ? 'no PRs\n' : table([['ID', 'BRANCH', 'STATE', 'CHECKS', 'INTENT'], ...r.map((p) => [String(p.id), p.branch, p.state, p.checks || '-', p.intent])])),
+    print: (r) => (r.length === 0 ? 'no PRs\n' : table([['ID', 'BRANCH', 'STATE', 'RUN EXIT', 'CHECKS', 'INTENT'],
+      ...r.map((p) => [String(p.id), p.branch, p.state, exitMark(p), p.checks || '-', p.intent])])),
   }),
   command({
     name: 'pr inbox',
     route: 'decisions',
     request: () => ({ params: {}, body: {} }),
-    print: (r) => (r.length === 0 ? 'nothing waits for a decision\n' : table([['HOME', 'ID', 'STATE', 'SINCE', 'BRANCH', 'FILES', 'INTENT', 'WHY'],
-      ...r.map((p) => [p.home, String(p.id), p.state, p.created, p.branch, String(p.files), p.intent, p.reasons.join('; ') || '-'])])),
+    print: (r) => (r.length === 0 ? 'nothing waits for a decision\n' : table([['HOME', 'ID', 'STATE', 'RUN EXIT', 'SINCE', 'BRANCH', 'FILES', 'INTENT', 'WHY'],
+      ...r.map((p) => [p.home, String(p.id), p.state, exitMark(p), p.created, p.branch, String(p.files), p.intent, p.reasons.join('; ') || '-'])])),
   }),
   command({
     name: 'pr show',
@@ -52,6 +57,7 @@ export const commands = [
     request: (args) => ({ params: prId(args), body: {} }),
     print: (r) =>
       prState(r) +
+      (r.provenance.exit ? `run exit: ${r.provenance.exit}${runFailed(r.provenance.exit) ? ` (FAILED: the run's command did not succeed; its work may be unfinished)` : ' (succeeded)'}\n` : '') +
       `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}` +
       `${r.provenance.writers ? `, written by ${r.provenance.writers.join(', ')}` : ''}\n` +
       `reads: ${r.provenance.reads} path(s), digest ${r.provenance.reads_digest}\n` +
