@@ -21,6 +21,7 @@ import type { WebLogins } from './web-sessions.js';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const ASSETS: Record<string, { file: string; type: string }> = {
   '/assets/app.js': { file: `${ROOT}/src/web/app.js`, type: 'text/javascript; charset=utf-8' },
+  '/assets/home.js': { file: `${ROOT}/src/web/home.js`, type: 'text/javascript; charset=utf-8' },
   '/assets/app.css': { file: `${ROOT}/src/web/app.css`, type: 'text/css; charset=utf-8' },
   '/assets/diff2html.min.js': { file: `${ROOT}/node_modules/diff2html/bundles/js/diff2html.min.js`, type: 'text/javascript; charset=utf-8' },
   '/assets/diff2html.min.css': { file: `${ROOT}/node_modules/diff2html/bundles/css/diff2html.min.css`, type: 'text/css; charset=utf-8' },

@@ -281,6 +281,15 @@ async function decide(button, call, done) {
   }
 }
 
+/** Fill `pager` with previous/next buttons and `<what> 26–50 of 60` (nothing when everything fits one page); `go(page)` draws another page. */
+function pagerBar(pager, what, page, per, total, go) {
+  const pages = Math.ceil(total / per);
+  pager.replaceChildren(...(pages <= 1 ? [] : [
+    h('button', { disabled: page === 0, onclick: () => go(page - 1) }, '← previous'),
+    h('span', {}, ` ${what} ${page * per + 1}–${Math.min(total, (page + 1) * per)} of ${total} `),
+    h('button', { disabled: page >= pages - 1, onclick: () => go(page + 1) }, 'next →')]));
+}
+
 /** The patch, one page of files at a time (a 1,000-file diff stays responsive), side by side or unified; each file's metadata changes over its diff. */
 function diffView(patch, files) {
   const metas = new Map(files.filter((f) => f.meta).map((f) => [f.path, f.meta]));
@@ -303,116 +312,10 @@ function diffView(patch, files) {
       const meta = metas.get(file.querySelector('.d2h-file-name')?.textContent.trim());
       if (meta) file.querySelector('.d2h-file-header')?.after(h('div', { class: 'meta-change' }, meta.map((m, i) => [i ? ' · ' : '', metaText(m)])));
     }
-    const pages = Math.ceil(blocks.length / PER_PAGE);
-    pager.replaceChildren(...(pages <= 1 ? [] : [
-      h('button', { disabled: page === 0, onclick: () => { page--; draw(); } }, '← previous'),
-      h('span', {}, ` files ${page * PER_PAGE + 1}–${Math.min(blocks.length, (page + 1) * PER_PAGE)} of ${blocks.length} `),
-      h('button', { disabled: page >= pages - 1, onclick: () => { page++; draw(); } }, 'next →')]));
+    pagerBar(pager, 'files', page, PER_PAGE, blocks.length, (p) => { page = p; draw(); });
   }
   draw();
   return h('div', {}, toggle, pager, out);
-}
-
-// ---- one Home ---------------------------------------------------------------------------------------
-
-async function homePage(role) {
-  document.title = `${role} · Agent NAS`;
-  const r = enc(role);
-  const [branches, trash, checkpoints, log, prs, stats] = await Promise.all([
-    get(`/v1/homes/${r}/branches`), get(`/v1/homes/${r}/trash`), get(`/v1/homes/${r}/checkpoints`),
-    api('POST', `/v1/homes/${r}/log`, { limit: 20 }).then((x) => x.result), get(`/v1/homes/${r}/prs`), get(`/v1/homes/${r}/prs/stats`),
-  ]);
-  const names = branches.map((b) => b.name);
-  document.getElementById('live').hidden = true; // this page is drawn once; reload to see changes
-  show(
-    h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ` / ${role}`),
-    h('h1', {}, role),
-    section('PRs over time', prChart(prs, stats)),
-    section(`Branches (${branches.length})`, branches.length === 0 ? h('p', { class: 'muted' }, 'no branches') : h('table', {},
-      h('thead', {}, h('tr', {}, ['branch', 'head', 'expires', 'pending', 'quota used', 'versioned', 'scratch'].map((x) => h('th', {}, x)))),
-      h('tbody', {}, branches.map((b) => h('tr', {},
-        h('td', {}, h('code', {}, b.name), b.run ? h('span', { class: 'flag' }, `run ${b.run}`) : null), h('td', {}, h('code', {}, short(b.head))),
-        h('td', { class: b.expired ? 'warn' : '', title: b.expires }, until(b.expires)), h('td', { class: 'num' }, String(b.pending)),
-        h('td', { class: 'num' }, b.quota ? `${size(b.quota.used)} of ${size(b.quota.limit)}` : '–'),
-        h('td', { class: 'num' }, size(b.bytes?.versioned)), h('td', { class: 'num' }, size(b.bytes?.scratch))))))),
-    section(`Recycle area (${trash.length})`, trash.length === 0 ? h('p', { class: 'muted' }, 'empty') : h('table', {},
-      h('thead', {}, h('tr', {}, ['deleted', 'path', 'from', 'size', 'restore into'].map((x) => h('th', {}, x)))),
-      h('tbody', {}, trash.map((t) => trashRow(role, t, names))))),
-    section(`Checkpoints (${checkpoints.length})`, checkpoints.length === 0 ? h('p', { class: 'muted' }, 'none') : h('table', {},
-      h('thead', {}, h('tr', {}, ['name', 'of', 'commit', 'by', 'when', 'message'].map((x) => h('th', {}, x)))),
-      h('tbody', {}, checkpoints.map((c) => h('tr', {}, h('td', {}, h('code', {}, c.name)), h('td', {}, c.branch), h('td', {}, h('code', {}, short(c.commit))),
-        h('td', {}, c.by), h('td', {}, ago(c.created)), h('td', {}, c.message ?? '')))))),
-    section('History of main', h('ol', { class: 'log' }, log.map((e) => h('li', {},
-      h('code', {}, short(e.commit)), ' ', h('span', {}, e.subject), ' ', h('span', { class: 'muted' }, ago(e.time)),
-      e.trailers['Nas-Principal'] ? h('span', { class: 'muted' }, ` · ${e.trailers['Nas-Principal']}`) : null)))),
-  );
-}
-
-function trashRow(role, t, branches) {
-  const usable = branches.filter((b) => b !== 'main');
-  const select = h('select', { 'aria-label': `branch to restore ${t.path} into` }, usable.map((b) => h('option', { value: b, selected: b === t.branch }, b)));
-  const button = h('button', {
-    disabled: usable.length === 0,
-    onclick: async () => {
-      button.disabled = true;
-      try {
-        const { result } = await api('POST', `/v1/homes/${enc(role)}/trash/restore`, { id: t.id, branch: select.value });
-        notice(`Restored ${result.restored.path} into ${result.view}/${result.to}.`, 'ok');
-        setTimeout(() => homePage(role), 600);
-      } catch (err) {
-        notice(err.message);
-        button.disabled = false;
-      }
-    },
-  }, 'Restore');
-  return h('tr', { 'data-trash': t.id, 'data-branch': t.branch }, h('td', {}, ago(t.deletedAt), t.pending ? h('span', { class: 'muted' }, ' (pending)') : ''), h('td', {}, h('code', {}, t.path)), h('td', {}, t.branch),
-    h('td', { class: 'num' }, size(t.size)), h('td', {}, usable.length ? [select, ' ', button] : h('span', { class: 'muted' }, 'create a branch first')));
-}
-
-/** Merged by policy, approved and rejected PRs per day (bars); the totals and approval rate are nas pr stats'. */
-function prChart(prs, stats) {
-  const days = new Map();
-  for (const p of prs) {
-    const day = p.created.slice(0, 10);
-    const d = days.get(day) ?? { policy: 0, approved: 0, rejected: 0 };
-    if (p.merged_by === 'policy') d.policy++;
-    else if (p.merged_by) d.approved++;
-    else if (p.rejected_by) d.rejected++;
-    days.set(day, d);
-  }
-  const rows = [...days].sort(([a], [b]) => (a < b ? -1 : 1)).slice(-14);
-  const rate = stats.approval_rate === null ? 'no decisions yet' : `${stats.approval_rate}% of your decisions approved`;
-  const summary = h('p', { class: 'muted' }, `${stats.total} PRs · ${stats.merged_by_policy} merged by policy · ${rate}`);
-  if (rows.length === 0) return summary;
-  const ns = 'http://www.w3.org/2000/svg';
-  const svg = (tag, attrs) => {
-    const el = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-    return el;
-  };
-  const W = 560;
-  const H = 140;
-  const max = Math.max(1, ...rows.map(([, d]) => d.policy + d.approved + d.rejected));
-  const bw = Math.min(36, (W - 20) / rows.length - 6);
-  const chart = svg('svg', { viewBox: `0 0 ${W} ${H + 24}`, class: 'chart', role: 'img', 'aria-label': 'PRs per day' });
-  rows.forEach(([day, d], i) => {
-    const x = 10 + i * (bw + 6);
-    let y = H;
-    for (const [k, cls] of [['policy', 'policy'], ['approved', 'approved'], ['rejected', 'rejected']]) {
-      const hgt = (d[k] / max) * (H - 10);
-      y -= hgt;
-      const rect = svg('rect', { x, y, width: bw, height: hgt, class: cls });
-      const title = svg('title', {});
-      title.textContent = `${day}: ${d[k]} ${k === 'policy' ? 'merged by policy' : k}`;
-      rect.append(title);
-      chart.append(rect);
-    }
-    const label = svg('text', { x: x + bw / 2, y: H + 16, 'text-anchor': 'middle', class: 'axis' });
-    label.textContent = day.slice(5);
-    chart.append(label);
-  });
-  const legend = h('p', { class: 'legend' }, h('span', { class: 'key policy' }, 'merged by policy'), h('span', { class: 'key approved' }, 'approved'), h('span', { class: 'key rejected' }, 'rejected'));
-  return h('div', {}, summary, chart, legend);
 }
 
 // ---- routing ----------------------------------------------------------------------------------------

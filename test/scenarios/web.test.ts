@@ -181,13 +181,44 @@ describe('the web page', () => {
     await page.goto(`${base}/home/demo`);
     const row = page.locator('tr[data-trash][data-branch="other"]', { hasText: 'outbox/README.md' });
     await row.waitFor();
-    await row.locator('select').selectOption('other');
-    await row.locator('button').click();
+    await page.locator('select.restore-into').selectOption('other');
+    await row.locator('button', { hasText: 'Restore into other' }).click();
     await page.waitForSelector('.notice.ok');
     await eventually(async () => (await fs.readFile(p('other', 'outbox/README.md'), 'utf8').catch(() => '')).includes('Outbox'), 'the file back in demo@other');
     expect(await page.locator('.chart').count()).toBe(1);
     await page.screenshot({ path: `${SHOTS}/web-home.png`, fullPage: true });
     expect(cspViolations).toEqual([]);
+    expect(dialogs).toEqual([]);
+  });
+
+  it('pages a big recycle area, 25 rows at a time, under checkpoints and history; the page stays short', async () => {
+    expect((await d.nas('branch', 'create', 'demo/bulk')).code).toBe(0);
+    await fs.mkdir(p('bulk', 'outbox/heap'));
+    for (let i = 0; i < 60; i++) await fs.writeFile(p('bulk', `outbox/heap/n${String(i).padStart(2, '0')}.md`), `note ${i}\n`);
+    expect((await d.nas('sync', 'demo/bulk')).code).toBe(0);
+    for (let i = 0; i < 60; i++) await fs.unlink(p('bulk', `outbox/heap/n${String(i).padStart(2, '0')}.md`));
+    expect((await d.nas('sync', 'demo/bulk')).code).toBe(0);
+    const total = (await d.nasJson('trash', 'list', 'demo')).length;
+    expect(total).toBeGreaterThanOrEqual(60);
+    await page.goto(`${base}/home/demo`);
+    await page.waitForSelector('tr[data-trash]');
+    expect(await page.locator('tr[data-trash]').count()).toBe(25);
+    expect(await page.locator('tr[data-trash] select').count()).toBe(0);
+    expect(await page.locator('.recycle .pager span').textContent()).toContain(`entries 1–25 of ${total}`);
+    // Checkpoints and history come before the recycle area; the page stays a few screens tall.
+    const headings = await page.locator('main h2').allTextContents();
+    const at = (re: RegExp) => headings.findIndex((x) => re.test(x));
+    expect(at(/^Checkpoints/)).toBeLessThan(at(/^Recycle area/));
+    expect(at(/^History of main/)).toBeLessThan(at(/^Recycle area/));
+    expect(await page.evaluate(() => document.documentElement.scrollHeight)).toBeLessThan(4000);
+    // No column spills out of its card.
+    expect(await page.locator('section.recycle').evaluate((s) => s.scrollWidth <= s.clientWidth)).toBe(true);
+    const first = await page.locator('tr[data-trash]').first().getAttribute('data-trash');
+    await page.locator('.recycle .pager button', { hasText: 'next' }).click();
+    await page.waitForFunction(() => document.querySelector('.recycle .pager span')?.textContent?.includes('entries 26–50'));
+    expect(await page.locator('tr[data-trash]').count()).toBe(25);
+    expect(await page.locator('tr[data-trash]').first().getAttribute('data-trash')).not.toBe(first);
+    await page.screenshot({ path: `${SHOTS}/web-home-recycle.png`, fullPage: true });
     expect(dialogs).toEqual([]);
   });
 

@@ -259,7 +259,8 @@ describe('who may call', () => {
 });
 
 describe('the web page', () => {
-  const app = fs.readFileSync(path.resolve(import.meta.dirname, '../../src/web/app.js'), 'utf8');
+  // The page's scripts, as index.html loads them.
+  const app = ['home.js', 'app.js'].map((f) => fs.readFileSync(path.resolve(import.meta.dirname, `../../src/web/${f}`), 'utf8')).join('\n');
   /** A template's `${...}` parts as one path segment. */
   const filled = (p: string) => p.replace(/\$\{[^}]*\}/g, 'x');
 

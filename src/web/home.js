@@ -1,0 +1,125 @@
+// The Human Gate page, one Home: PRs over time, branches, checkpoints, history of main, then the recycle area a page
+// at a time (a real one holds hundreds of entries). Loaded before app.js, whose helpers (h, api, get, show, ...) it uses.
+'use strict';
+
+const TRASH_PER_PAGE = 25;
+
+async function homePage(role, trashPage = 0) {
+  document.title = `${role} · Agent NAS`;
+  const r = enc(role);
+  const [branches, trash, checkpoints, log, prs, stats] = await Promise.all([
+    get(`/v1/homes/${r}/branches`), get(`/v1/homes/${r}/trash`), get(`/v1/homes/${r}/checkpoints`),
+    api('POST', `/v1/homes/${r}/log`, { limit: 20 }).then((x) => x.result), get(`/v1/homes/${r}/prs`), get(`/v1/homes/${r}/prs/stats`),
+  ]);
+  document.getElementById('live').hidden = true; // this page is drawn once; reload to see changes
+  show(
+    h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ` / ${role}`),
+    h('h1', {}, role),
+    section('PRs over time', prChart(prs, stats)),
+    section(`Branches (${branches.length})`, branches.length === 0 ? h('p', { class: 'muted' }, 'no branches') : h('table', {},
+      h('thead', {}, h('tr', {}, ['branch', 'head', 'expires', 'pending', 'quota used', 'versioned', 'scratch'].map((x) => h('th', {}, x)))),
+      h('tbody', {}, branches.map((b) => h('tr', {},
+        h('td', {}, h('code', {}, b.name), b.run ? h('span', { class: 'flag' }, `run ${b.run}`) : null), h('td', {}, h('code', {}, short(b.head))),
+        h('td', { class: b.expired ? 'warn' : '', title: b.expires }, until(b.expires)), h('td', { class: 'num' }, String(b.pending)),
+        h('td', { class: 'num' }, b.quota ? `${size(b.quota.used)} of ${size(b.quota.limit)}` : '–'),
+        h('td', { class: 'num' }, size(b.bytes?.versioned)), h('td', { class: 'num' }, size(b.bytes?.scratch))))))),
+    section(`Checkpoints (${checkpoints.length})`, checkpoints.length === 0 ? h('p', { class: 'muted' }, 'none') : h('table', {},
+      h('thead', {}, h('tr', {}, ['name', 'of', 'commit', 'by', 'when', 'message'].map((x) => h('th', {}, x)))),
+      h('tbody', {}, checkpoints.map((c) => h('tr', {}, h('td', {}, h('code', {}, c.name)), h('td', {}, c.branch), h('td', {}, h('code', {}, short(c.commit))),
+        h('td', {}, c.by), h('td', {}, ago(c.created)), h('td', {}, c.message ?? '')))))),
+    section('History of main', h('ol', { class: 'log' }, log.map((e) => h('li', {},
+      h('code', {}, short(e.commit)), ' ', h('span', {}, e.subject), ' ', h('span', { class: 'muted' }, ago(e.time)),
+      e.trailers['Nas-Principal'] ? h('span', { class: 'muted' }, ` · ${e.trailers['Nas-Principal']}`) : null)))),
+    h('section', { class: 'recycle' }, h('h2', {}, `Recycle area (${trash.length})`), recycleArea(role, trash, branches.map((b) => b.name).filter((b) => b !== 'main'), trashPage)),
+  );
+}
+
+/**
+ * The recycle area, TRASH_PER_PAGE rows a page, newest first as listed; one "restore into" choice for the page (not a
+ * select on every row): by default each entry goes back into the branch it was deleted from, if that branch is still there.
+ */
+function recycleArea(role, trash, usable, startPage) {
+  if (trash.length === 0) return h('p', { class: 'muted' }, 'empty');
+  let page = Math.min(startPage, Math.ceil(trash.length / TRASH_PER_PAGE) - 1);
+  const into = h('select', { class: 'restore-into', 'aria-label': 'branch to restore into' },
+    h('option', { value: '' }, 'the branch it was deleted from'), usable.map((b) => h('option', { value: b }, b)));
+  const body = h('tbody');
+  const pager = h('div', { class: 'pager' });
+  const target = (t) => into.value || (usable.includes(t.branch) ? t.branch : null);
+  const draw = () => {
+    body.replaceChildren(...trash.slice(page * TRASH_PER_PAGE, (page + 1) * TRASH_PER_PAGE).map((t) => trashRow(role, t, () => target(t), () => page)));
+    pagerBar(pager, 'entries', page, TRASH_PER_PAGE, trash.length, (p) => { page = p; draw(); });
+  };
+  into.addEventListener('change', draw);
+  draw();
+  return h('div', {},
+    h('div', { class: 'recycle-bar' }, usable.length ? h('label', {}, 'Restore into ', into) : h('span', { class: 'muted' }, 'create a branch to restore into'), pager),
+    h('table', { class: 'trash' }, h('thead', {}, h('tr', {}, ['deleted', 'path', 'from', 'size', ''].map((x) => h('th', {}, x)))), body));
+}
+
+function trashRow(role, t, target, page) {
+  const branch = target();
+  const button = h('button', {
+    disabled: !branch,
+    title: branch ? `restore ${t.path} into ${branch}` : `${t.branch} is gone: choose a branch to restore into`,
+    onclick: async () => {
+      button.disabled = true;
+      try {
+        const { result } = await api('POST', `/v1/homes/${enc(role)}/trash/restore`, { id: t.id, branch: target() });
+        notice(`Restored ${result.restored.path} into ${result.view}/${result.to}.`, 'ok');
+        setTimeout(() => homePage(role, page()), 600);
+      } catch (err) {
+        notice(err.message);
+        button.disabled = false;
+      }
+    },
+  }, branch ? `Restore into ${branch}` : 'Restore');
+  return h('tr', { 'data-trash': t.id, 'data-branch': t.branch }, h('td', { class: 'when' }, ago(t.deletedAt), t.pending ? h('span', { class: 'muted' }, ' (pending)') : ''),
+    h('td', { class: 'path' }, h('code', {}, t.path)), h('td', {}, t.branch), h('td', { class: 'num' }, size(t.size)), h('td', { class: 'act' }, button));
+}
+
+/** Merged by policy, approved and rejected PRs per day (bars); the totals and approval rate are nas pr stats'. */
+function prChart(prs, stats) {
+  const days = new Map();
+  for (const p of prs) {
+    const day = p.created.slice(0, 10);
+    const d = days.get(day) ?? { policy: 0, approved: 0, rejected: 0 };
+    if (p.merged_by === 'policy') d.policy++;
+    else if (p.merged_by) d.approved++;
+    else if (p.rejected_by) d.rejected++;
+    days.set(day, d);
+  }
+  const rows = [...days].sort(([a], [b]) => (a < b ? -1 : 1)).slice(-14);
+  const rate = stats.approval_rate === null ? 'no decisions yet' : `${stats.approval_rate}% of your decisions approved`;
+  const summary = h('p', { class: 'muted' }, `${stats.total} PRs · ${stats.merged_by_policy} merged by policy · ${rate}`);
+  if (rows.length === 0) return summary;
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs) => {
+    const el = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    return el;
+  };
+  const W = 560;
+  const H = 140;
+  const max = Math.max(1, ...rows.map(([, d]) => d.policy + d.approved + d.rejected));
+  const bw = Math.min(36, (W - 20) / rows.length - 6);
+  const chart = svg('svg', { viewBox: `0 0 ${W} ${H + 24}`, class: 'chart', role: 'img', 'aria-label': 'PRs per day' });
+  rows.forEach(([day, d], i) => {
+    const x = 10 + i * (bw + 6);
+    let y = H;
+    for (const [k, cls] of [['policy', 'policy'], ['approved', 'approved'], ['rejected', 'rejected']]) {
+      const hgt = (d[k] / max) * (H - 10);
+      y -= hgt;
+      const rect = svg('rect', { x, y, width: bw, height: hgt, class: cls });
+      const title = svg('title', {});
+      title.textContent = `${day}: ${d[k]} ${k === 'policy' ? 'merged by policy' : k}`;
+      rect.append(title);
+      chart.append(rect);
+    }
+    const label = svg('text', { x: x + bw / 2, y: H + 16, 'text-anchor': 'middle', class: 'axis' });
+    label.textContent = day.slice(5);
+    chart.append(label);
+  });
+  const legend = h('p', { class: 'legend' }, h('span', { class: 'key policy' }, 'merged by policy'), h('span', { class: 'key approved' }, 'approved'), h('span', { class: 'key rejected' }, 'rejected'));
+  return h('div', {}, summary, chart, legend);
+}
