@@ -152,6 +152,7 @@ function prPage(role, id) {
     // The diff does not change; only the state does: re-render the decision, keep the diff (and its page) as it is.
     shown.decision.replaceWith((shown.decision = decisionBox(role, pr)));
     shown.state.replaceWith((shown.state = badge(pr.state)));
+    shown.why.replaceWith((shown.why = whyBox(pr)));
   };
   load().then(() => live(`/v1/homes/${enc(role)}/prs`, (list) => {
     const mine = list.find((p) => p.id === id);
@@ -162,6 +163,7 @@ function prPage(role, id) {
 function renderPr(role, pr) {
   const state = badge(pr.state);
   const decision = decisionBox(role, pr);
+  const why = whyBox(pr);
   const inboxReads = new Set();
   const reads = pr.reads.split('\n').filter(Boolean).map((line) => line.slice(line.indexOf(' ') + 1));
   for (const r of reads) if (r.startsWith('inbox/')) inboxReads.add(r);
@@ -175,7 +177,7 @@ function renderPr(role, pr) {
       h('span', { title: pr.created }, `proposed ${ago(pr.created)}`),
       h('span', {}, `${pr.changes.added} added, ${pr.changes.modified} modified, ${pr.changes.deleted} deleted`)),
     decision,
-    pr.reasons.length ? section('Why it waits', h('ul', { class: 'reasons' }, pr.reasons.map((r) => h('li', {}, r)))) : null,
+    why,
     pr.conflicts?.length ? section('Conflicts', h('ul', {}, pr.conflicts.map((c) =>
       h('li', {}, h('code', {}, c.path), ` — ${c.kind}${c.keys ? `: ${c.keys.join(', ')}` : ''}${c.hunks ? ` (${c.hunks.length} place${c.hunks.length === 1 ? '' : 's'})` : ''}`)))) : null,
     section('Checks', pr.checks.length === 0 ? h('p', { class: 'muted' }, 'no checks ran') : h('div', {}, pr.checks.map((c) =>
@@ -189,7 +191,14 @@ function renderPr(role, pr) {
     section(`Files (${pr.files.length})${pr.folders?.length ? ` and folders (${pr.folders.length})` : ''}`, filesTable(pr.files, pr.folders ?? [])),
     section('Changes', diffView(pr.diff, pr.files)),
   );
-  return { decision, state };
+  return { decision, state, why };
+}
+
+/** Why the PR waits for a person, while it waits; once decided (or stopped), why it waited. */
+function whyBox(pr) {
+  const box = h('div', { class: 'why' });
+  if (pr.reasons.length) box.append(section(pr.state === 'waiting' ? 'Why it waits' : 'Why it waited', h('ul', { class: 'reasons' }, pr.reasons.map((r) => h('li', {}, r)))));
+  return box;
 }
 
 function provenance(pr) {
@@ -251,7 +260,14 @@ function decisionBox(role, pr) {
     if (pr.state === 'conflict' || pr.state === 'failed') box.append(rejectForm(role, pr));
     return box;
   }
-  const approve = h('button', { class: 'approve', onclick: () => decide(approve, () => api('POST', `/v1/homes/${enc(role)}/prs/${pr.id}/approve`, {}), 'approved') }, 'Approve and merge');
+  const approve = h('button', { class: 'approve', onclick: () => { approve.hidden = true; approve.after(confirmBox); } }, 'Approve and merge');
+  // Nothing is sent until the owner confirms, having read what the merge brings into main.
+  const n = (status) => pr.files.filter((f) => f.status === status).length;
+  const merge = h('button', { class: 'confirm-merge', onclick: () => decide(merge, () => api('POST', `/v1/homes/${enc(role)}/prs/${pr.id}/approve`, {}), 'approved') }, 'Merge into main');
+  const cancel = h('button', { class: 'cancel', onclick: () => { confirmBox.remove(); approve.hidden = false; } }, 'Cancel');
+  const confirmBox = h('div', { class: 'confirm', role: 'alertdialog', 'aria-label': 'confirm the merge' },
+    h('span', {}, 'Merge branch ', h('code', {}, pr.branch), ` into main: ${pr.files.length} file${pr.files.length === 1 ? '' : 's'}`,
+      ` (${n('added')} added, ${n('modified')} modified, ${n('deleted')} deleted)?`), merge, cancel);
   box.append(h('p', {}, 'This PR waits for your decision.'), approve, rejectForm(role, pr));
   return box;
 }

@@ -149,15 +149,37 @@ describe('the web page', () => {
     expect((await d.nasJson('pr', 'show', 'demo', String(prA))).state).toBe('waiting');
   });
 
-  it('approves a PR: main moves, and the page says who decided', async () => {
+  it('approves a PR only once confirmed, naming the branch and its files: main moves, the page says who decided', async () => {
     const before = await mainHead();
+    const approvals: string[] = [];
+    page.on('request', (r) => {
+      if (r.url().endsWith('/approve')) approvals.push(r.url());
+    });
+    expect(await page.locator('main h2', { hasText: /^Why it waits$/ }).count()).toBe(1);
+    // Approve asks first, naming what the merge brings; cancelling sends nothing.
     await page.locator('button.approve').click();
+    const confirm = page.locator('.confirm');
+    await confirm.waitFor();
+    expect(await confirm.textContent()).toMatch(/Merge branch work into main: 32 files \(31 added, 1 modified, 0 deleted\)\?/);
+    await page.screenshot({ path: `${SHOTS}/web-approve-confirm.png` });
+    await confirm.locator('button.cancel').click();
+    expect(await page.locator('.confirm').count()).toBe(0);
+    await page.waitForTimeout(500);
+    expect(approvals).toEqual([]);
+    expect((await d.nasJson('pr', 'show', 'demo', String(prA))).state).toBe('waiting');
+    expect(await mainHead()).toBe(before);
+    await page.locator('button.approve').click();
+    await page.locator('.confirm button.confirm-merge').click();
     await eventually(async () => (await mainHead()) !== before, 'main to move');
     const pr = await d.nasJson('pr', 'show', 'demo', String(prA));
     expect(pr).toMatchObject({ state: 'merged', merged: { by: 'root' } });
     expect((await d.gitBlob('main:AGENTS.md')).toString()).toMatch(/Always cite sources\./);
     await page.waitForSelector('.decided.merged');
     expect(await page.locator('.decided').textContent()).toMatch(/Approved by root/);
+    expect(approvals).toHaveLength(1);
+    // Merged, it no longer "waits": why it waited is still there to read.
+    await page.waitForSelector('main h2:text-is("Why it waited")');
+    expect(await page.locator('main h2', { hasText: /^Why it waits$/ }).count()).toBe(0);
   });
 
   it('rejects another with a reason, and updates the inbox live', async () => {
