@@ -107,13 +107,47 @@ function inbox() {
   document.title = 'Decisions · Agent NAS';
   const list = h('div', { class: 'cards' });
   const summary = h('p', { class: 'muted' });
-  show(h('h1', {}, 'Decisions'), summary, list);
-  live('/v1/decisions', (items) => {
-    const count = (s) => items.filter((d) => d.state === s).length;
-    summary.textContent = items.length === 0 ? 'Nothing waits for you.'
-      : `${count('waiting')} waiting · ${count('conflict')} in conflict · ${count('failed')} failed — oldest first`;
-    list.replaceChildren(...items.map(decisionCard));
+  // The filter lives in the address (?home=&reason=), so a reload or a shared link keeps it.
+  const query = new URLSearchParams(location.search);
+  const home = h('select', { class: 'filter-home', 'aria-label': 'show the PRs of one Home' });
+  const reason = h('select', { class: 'filter-reason', 'aria-label': 'show the PRs that wait for one reason' });
+  let items = [];
+  const fill = (select, label, values, chosen) => select.replaceChildren(h('option', { value: '' }, label),
+    ...[...new Set([...values, chosen].filter(Boolean))].sort().map((v) => h('option', { value: v, selected: v === chosen }, v)));
+  const draw = () => {
+    const chosen = { home: home.value || query.get('home') || '', reason: reason.value || query.get('reason') || '' };
+    fill(home, 'every Home', items.map((d) => d.home), chosen.home);
+    fill(reason, 'any reason', items.flatMap(reasonKinds), chosen.reason);
+    const shown = items.filter((d) => (!chosen.home || d.home === chosen.home) && (!chosen.reason || reasonKinds(d).includes(chosen.reason)));
+    const count = (s) => shown.filter((d) => d.state === s).length;
+    summary.textContent = (items.length === 0 ? 'Nothing waits for you.'
+      : `${count('waiting')} waiting · ${count('conflict')} in conflict · ${count('failed')} failed — oldest first`)
+      + (shown.length < items.length ? ` (${shown.length} of ${items.length} shown)` : '');
+    list.replaceChildren(...shown.map(decisionCard));
+  };
+  const choose = () => {
+    for (const [k, el] of [['home', home], ['reason', reason]]) if (el.value) query.set(k, el.value); else query.delete(k);
+    const q = query.toString();
+    history.replaceState(null, '', q ? `/?${q}` : '/');
+    draw();
+  };
+  home.addEventListener('change', choose);
+  reason.addEventListener('change', choose);
+  show(h('h1', {}, 'Decisions'), h('div', { class: 'filters' }, h('label', {}, 'Home ', home), h('label', {}, 'Reason ', reason)), summary, list);
+  live('/v1/decisions', (result) => {
+    items = result;
+    draw();
   });
+}
+
+/** What a decision waits for, as a few kinds a person filters by (a reason's paths left out): its state when it is not waiting. */
+function reasonKinds(d) {
+  const kinds = [[/^deletes /, 'deletes files'], [/untrusted input/, 'read untrusted input'], [/session start/, 'changes what agents load at start'],
+    [/Home metadata/, 'changes Home metadata'], [/marks notes reviewed/, 'marks notes reviewed'], [/mode-risk/, 'modes a person must see'],
+    [/command failed/, 'the run failed'], [/policy\.yaml/, 'main\'s merge policy'], [/a person decides/, 'main changed the same files']];
+  const out = d.reasons.map((r) => kinds.find(([re]) => re.test(r))?.[1] ?? r.split(':')[0]);
+  if (d.state !== 'waiting') out.push(d.state === 'conflict' ? 'conflicts with main' : d.state === 'failed' ? 'a check failed' : d.state);
+  return [...new Set(out)];
 }
 
 function decisionCard(d) {

@@ -306,6 +306,36 @@ describe('the web page', () => {
     expect(dialogs).toEqual([]);
   });
 
+  it('filters the inbox by Home and by reason, and keeps the filter in the address', async () => {
+    expect((await d.nas('home', 'create', 'ops')).code).toBe(0);
+    expect((await d.nas('branch', 'create', 'ops/tidy')).code).toBe(0);
+    await fs.unlink(d.path('ops@tidy', 'outbox/README.md'));
+    const ops = (await d.nasJson('propose', 'ops/tidy', '--into', 'main', '--intent', 'tidy the ops outbox')).id;
+    await page.goto(`${base}/`);
+    await page.waitForSelector(`.card[data-pr="ops/${ops}"]`);
+    const pr = async () => page.locator('.card').evaluateAll((cards) => cards.map((c) => c.getAttribute('data-pr')));
+    const all = await pr();
+    expect(all.some((x) => x!.startsWith('demo/'))).toBe(true);
+    await page.locator('select.filter-home').selectOption('ops');
+    expect(await pr()).toEqual([`ops/${ops}`]);
+    expect(new URL(page.url()).search).toBe('?home=ops');
+    expect(await page.locator('main > p.muted').textContent()).toMatch(/1 of \d+ shown/);
+    await page.locator('select.filter-home').selectOption({ index: 0 });
+    expect(await pr()).toEqual(all);
+    // By reason: only the PRs that wait because they delete files (ops's and demo's "late"), none that waits for another reason.
+    await page.locator('select.filter-reason').selectOption('deletes files');
+    const deleting = await pr();
+    expect(deleting).toContain(`ops/${ops}`);
+    expect(deleting.length).toBeLessThan(all.length);
+    for (const id of deleting) expect(await page.locator(`.card[data-pr="${id}"] .reasons`).textContent()).toMatch(/deletes /);
+    await page.reload();
+    await page.waitForSelector(`.card[data-pr="ops/${ops}"]`);
+    expect(await pr()).toEqual(deleting);
+    expect(await page.locator('select.filter-reason').inputValue()).toBe('deletes files');
+    await page.screenshot({ path: `${SHOTS}/web-inbox-filter.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
   it('logs out: the session is gone, and the page asks for a new link', async () => {
     const old = (await page.context().cookies()).find((c) => c.name === 'nas_session')!.value;
     await page.locator('#logout').click();
