@@ -7,6 +7,8 @@ export const open = promisify(fs.open) as (path: string, flags: number, mode?: n
 export const close = promisify(fs.close);
 export const ftruncate = promisify(fs.ftruncate) as (fd: number, len: number) => Promise<void>;
 export const fsync = promisify(fs.fsync);
+export const fchown = promisify(fs.fchown);
+export const fchmod = promisify(fs.fchmod) as (fd: number, mode: number) => Promise<void>;
 
 export function read(fd: number, buf: Buffer, len: number, pos: number): Promise<number> {
   return new Promise((resolve, reject) => fs.read(fd, buf, 0, len, pos, (err, n) => (err ? reject(err) : resolve(n))));

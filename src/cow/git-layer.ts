@@ -21,8 +21,9 @@ export class GitLayer {
   /** A path's attributes: git's mode, the view's owner and time, unless the path's metadata record says more. */
   async attr(rel: string, entry: Entry, owner: Owner, ino?: number): Promise<Attr> {
     const size = entry.mode === MODE.tree ? 0 : await this.store.blobSize(entry.oid);
-    const [meta, time] = await Promise.all([this.meta(rel, entry.mode), this.timeOf(rel)]);
-    const attr = attrFromGit(entry.mode, size, time, owner, ino);
+    // A record's times win: the history walk for the last change is only for paths without one.
+    const meta = await this.meta(rel, entry.mode);
+    const attr = attrFromGit(entry.mode, size, meta ? this.time : await this.timeOf(rel), owner, ino);
     if (meta) {
       // The record's permissions (a symlink's are always 0777), owner and times; the type stays git's.
       if (entry.mode !== MODE.link) attr.mode = (attr.mode & ~0o7777) | (entry.mode === MODE.tree ? meta.mode & 0o7777 : permsOf(meta, entry.mode === MODE.exec));

@@ -31,6 +31,9 @@ const opensForWriting = (flags: number) => (flags & 3) !== constants.O_RDONLY ||
 /** Codes a caller provokes in normal use: not worth more than a debug line (OpenFiles logs its own caps once). */
 const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL', 'EMFILE', 'ENFILE']);
 
+/** Metadata requests: the hottest path, where nothing but the answer is worth a call. */
+const LOOKUPS = new Set(['getattr', 'readdir', 'readlink', 'access', 'statfs']);
+
 /** Codes that are a rule saying no (policy, main, leases, quota, limits): kept with their reason for `nas why`. */
 const REFUSING = new Set(['EROFS', 'EPERM', 'EACCES', 'EDQUOT', 'EXDEV', 'EMFILE', 'ENFILE', 'ENOSPC', 'EBUSY', 'ENOTSUP']);
 
@@ -159,7 +162,8 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
 
   /** Run an op and answer the callback once, with a value. `other`: a rename's or link's other name. */
   function answer<T>(op: string, path: string, cb: Cb, fn: () => Promise<T>, other?: string): void {
-    const caller = refusals ? callerOf() : null;
+    // Lookups and listings are the hottest path: who asks is not read for them (their refusals keep no uid).
+    const caller = refusals && !LOOKUPS.has(op) ? callerOf() : null;
     settle(fn()).then(
       (value) => (value === undefined ? cb(0) : cb(0, value)),
       (err) => cb(fail(op, path, err, caller, other)),

@@ -3,6 +3,7 @@ import { constants } from 'node:fs';
 import { posix } from 'node:path';
 import { UserError } from '../util/errors.js';
 import { validateRelPath } from '../util/names.js';
+import { BUILT_IN_IGNORE } from '../policy/policy.js';
 
 /** The files a new Home starts with (SPEC.md, "Agent Home"). Empty directories cannot live in git, so each gets a README. */
 
@@ -35,7 +36,7 @@ export function defaultTemplate(role: string, owner: string, now: Date): Templat
       '# git\'s own syntax; nested .gitignore files and !re-includes work as in git.\n' +
       'node_modules/\n__pycache__/\n*.py[cod]\n.venv/\nvenv/\n.cache/\n.pytest_cache/\n.mypy_cache/\n.tox/\n' +
       '# editor swap, probe, backup and lock files (nasd treats these as scratch in every Home anyway)\n' +
-      '*.swp\n*.swo\n*.swx\n[._]*.sw[a-px]\n4913\n*~\n.#*\n\\#*#\n.DS_Store\n'),
+      `${BUILT_IN_IGNORE}\n.DS_Store\n`),
     f('.nas/role.yaml', `# Who this Home belongs to.\nversion: 1\nrole: ${role}\ndescription: "${role} agent"\n` +
       `# The person who reviews and merges changes into main.\nowner: ${owner}\ncreated: "${now.toISOString()}"\n`),
     f('.nas/limits.yaml', '# Quotas and budgets (see README, "Home metadata").\nversion: 1\n' +

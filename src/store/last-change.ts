@@ -1,4 +1,4 @@
-import type { CommitInfo, Entry, Tree } from './types.js';
+import { MODE, type CommitInfo, type Entry, type Tree } from './types.js';
 
 /** What the lookup reads from the object store (the Store, whose tree cache it shares). */
 export interface CommitReader {
@@ -56,7 +56,7 @@ export class LastChange {
     const out = new Map<string, number>();
     let cur = await this.commit(oid);
     let here = await this.store.lookupPath(cur.tree, dir);
-    if (!here || here.mode !== 0o040000) return out;
+    if (!here || here.mode !== MODE.tree) return out;
     // The names whose entry has been the same from `oid` down to `cur`, with that entry.
     const pending = new Map<string, Entry>(await this.store.readTree(here.oid));
     while (pending.size > 0) {
@@ -74,7 +74,7 @@ export class LastChange {
       const parent = await this.commit(parentOid);
       const there = await this.store.lookupPath(parent.tree, dir);
       if (there?.oid !== here.oid) {
-        const before = there?.mode === 0o040000 ? await this.store.readTree(there.oid) : new Map<string, Entry>();
+        const before = there?.mode === MODE.tree ? await this.store.readTree(there.oid) : new Map<string, Entry>();
         for (const [name, e] of pending) {
           const b = before.get(name);
           if (b?.oid === e.oid && b.mode === e.mode) continue;
@@ -82,7 +82,7 @@ export class LastChange {
           pending.delete(name);
         }
       }
-      if (!there || there.mode !== 0o040000) {
+      if (!there || there.mode !== MODE.tree) {
         for (const name of pending.keys()) out.set(name, cur.time);
         break;
       }

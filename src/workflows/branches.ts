@@ -105,12 +105,16 @@ export class Branches {
     const view = this.homes.branch(role, branch);
     // Out of the mount first, then commit what is pending: nothing can land after the work is counted.
     await this.homes.unbindScratch(view);
+    const record = m.records.get(branch);
     m.branches.delete(branch);
     m.records.delete(branch);
     try {
       await view.close();
     } catch (err) {
+      // The branch stays as it was: its view, its record (expiry and extend read it) and its scratch bind.
       m.branches.set(branch, view);
+      if (record) m.records.set(branch, record);
+      await this.homes.bindScratch(view);
       throw err;
     }
     const store = m.home.store;

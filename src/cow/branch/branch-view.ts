@@ -24,7 +24,7 @@ import { isFuseHidden } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
 import { BranchState } from './state.js';
-import { chmodNoFollow } from '../../util/beneath.js';
+import { chmodNoFollow, fdPath } from '../../util/beneath.js';
 
 export interface BranchContext {
   role: string;
@@ -86,7 +86,7 @@ export class BranchView implements WritableView {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
     this.state = new BranchState(ctx.quotaBytes, ctx.homeSpace);
-    const short = `/proc/${process.pid}/fd/${upperRoot.fd}`;
+    const short = fdPath(upperRoot.fd);
     this.overlay = new Overlay(`${ctx.dir}/upper`, short, ctx.rules, layer, this.state, () => this.committer.ignoreRulesChanged());
     this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.state, () => this.ctx.owner);
     this.deletions = new Deletions(this.overlay, this.state, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`);

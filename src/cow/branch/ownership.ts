@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import fsCb, { constants } from 'node:fs';
-import { promisify } from 'node:util';
+import { constants } from 'node:fs';
+import { fchmod, fchown } from '../fsx.js';
 import type { Owner } from '../../util/owner.js';
 
 /** The ids this daemon makes files with: what it makes for someone else needs a chown, nothing else does. */
@@ -24,8 +24,6 @@ export async function giveToCaller(file: string, caller: Owner | null | undefine
  * through the descriptor, so no name is looked up again (a link swapped in meanwhile gets nothing).
  */
 export async function ownNewFile(fd: number, dir: string, caller: Owner | null | undefined, mode: number): Promise<void> {
-  const fchown = promisify(fsCb.fchown);
-  const fchmod = promisify(fsCb.fchmod);
   if (caller && !isSelf(caller)) {
     const parent = await fs.stat(dir);
     await fchown(fd, caller.uid, parent.mode & S_ISGID ? -1 : caller.gid);
