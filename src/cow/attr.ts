@@ -6,7 +6,7 @@ import type { Owner } from '../util/owner.js';
 export type { Owner } from '../util/owner.js';
 
 /**
- * What getattr reports, in the field names fuse-native expects. The `*Ns` times (nanoseconds) win over the
+ * What getattr reports, in the field names fuse-ops packs for the binding. The `*Ns` times (nanoseconds) win over the
  * Date fields where the binding knows them; `ino` is shown as the inode number (the mount uses use_ino).
  */
 export interface Attr {

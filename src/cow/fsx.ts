@@ -1,6 +1,6 @@
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
+import { binding } from '../util/addon.js';
 
 /** Callback-style fs calls as promises on raw descriptors: no FileHandle objects on the hot path. */
 export const open = promisify(fs.open) as (path: string, flags: number, mode?: number) => Promise<number>;
@@ -21,14 +21,10 @@ export function write(fd: number, buf: Buffer, len: number, pos: number): Promis
 /** A time for setTimes: nanoseconds since the epoch, the current time, or "leave it". */
 export type NsTime = bigint | 'now' | 'omit';
 
-const require = createRequire(import.meta.url);
-let native: { lutimens(path: string, atime: NsTime, mtime: NsTime): void } | undefined;
-
 /**
- * Set a file's (or symlink's) times on disk with nanoseconds, through our fuse-native patch (Node's utimes keeps
+ * Set a file's (or symlink's) times on disk with nanoseconds, through our binding (Node's utimes keeps
  * microseconds). One synchronous syscall on a file of the upper directory: never a path inside the mount.
  */
 export function setTimes(path: string, atime: NsTime, mtime: NsTime): void {
-  native ??= require('fuse-native');
-  native!.lutimens(path, atime, mtime);
+  binding().lutimens(path, atime, mtime);
 }

@@ -27,9 +27,18 @@ export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Ha
   const guarded: Partial<Record<RouteName, Handler<RouteName>>> = {};
   for (const name of Object.keys(table) as RouteName[]) {
     const handler = table[name] as Handler<RouteName>;
+    const changes = ROUTES[name].method !== 'GET';
     guarded[name] = async (req) => {
       await mayCall(name, req);
-      return handler(req);
+      if (!changes) return handler(req);
+      // A request that may change views (a merge, a restore, a new branch...) answers once the mount has let go
+      // of what it kept of them: whoever asked reads the change at once, with the kernel's timeouts hours long.
+      const role = (req.params as { role?: string }).role ?? null;
+      try {
+        return await handler(req);
+      } finally {
+        await flows.homes.viewsChanged(role);
+      }
     };
   }
   return guarded as Handlers;

@@ -4,6 +4,7 @@ import { UserError } from '../util/errors.js';
 import { loadConfig, USAGE } from './config.js';
 import { HomeSet } from '../homes/home-set.js';
 import { MountTable } from '../homes/mount-table.js';
+import type { ActiveRun } from '../homes/run-tracker.js';
 import { openWorkflows } from '../workflows/all.js';
 import { preflight, mountFuse, fuseMountedAt, type FuseMount } from '../fuse-ops/mount.js';
 import path from 'node:path';
@@ -73,16 +74,22 @@ async function main(): Promise<void> {
   const web = new WebLogins();
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;
-  const mount: FuseMount = (fuse = await mountFuse(config.mount, fuseOps(new MountTable(homes), log, () => fuse?.context() ?? null, openFiles, refusals), log));
+  const table = new MountTable(homes);
+  const ops = fuseOps(table, log, () => fuse?.context() ?? null, openFiles, refusals);
+  const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p) }));
+  homes.kernelCache = { forget: (roles) => mount.invalidate(roles) };
+  const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
+  homes.runs.onChange = confine;
+  for (const run of homes.runs.all()) confine(run, true);
   await binds.start(homes.allScratchBinds());
-  const table = handlers(flows, web, config.state_dir);
-  const server = await serveControl(config.socket, table, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
+  const routes = handlers(flows, web, config.state_dir);
+  const server = await serveControl(config.socket, routes, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
     await binds.stop();
     await mount.unmount();
     throw err;
   });
 
-  const webServer = await serveWeb(config.web_listen, table, web, log);
+  const webServer = await serveWeb(config.web_listen, routes, web, log);
 
   // TTLs every 5 s (below); the recycle area's window once an hour (and a minute after start).
   await maintenance.expireBranches();

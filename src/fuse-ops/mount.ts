@@ -2,28 +2,36 @@ import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
 import type { Caller } from '../util/owner.js';
+import { binding, type NativeMount } from './native.js';
+import { dispatcher } from './requests.js';
+import type { fuseOps } from './ops.js';
 
 const run = promisify(execFile);
-const require = createRequire(import.meta.url);
-
-/** How long the kernel may cache names and attributes: short, because merges and restores change views underneath. */
-const CACHE_SECONDS = 1;
 
 /**
- * After this long, nothing the kernel cached of a view before nasd changed it on its own is used any more (the
- * binding cannot invalidate): a stale size would cut a read of a file that grew. A change a caller waits for
- * (nas branch update) answers no sooner.
+ * How long the kernel (and the binding's own cache) may keep names and attributes: hours, because nasd is the
+ * only writer of every view and invalidates what it changes on its own (FuseMount.invalidate).
  */
-export const KERNEL_CACHE_MS = CACHE_SECONDS * 1000;
+const CACHE_SECONDS = 3600;
+/** libfuse worker threads: lookups served from the cache run on them in parallel. */
+const THREADS = 8;
 
 export interface FuseMount {
   unmount(): Promise<void>;
   /** Who made the request being handled (valid synchronously at the start of a handler only). */
   context(): Caller | null;
+  /**
+   * Forget what the kernel and the cache hold of these Homes' views (every Home's when null) and the root's
+   * listing; resolves once the kernel was told, so a command that changed a view answers after it.
+   */
+  invalidate(roles: string[] | null): Promise<void>;
+  /** Requests from this pid namespace (a run) are served from the cache only under these names (null: lift). */
+  restrict(pidNamespace: string, names: string[] | null): void;
+  /** Requests answered from the cache (hits) and asked of JS (misses); nodes the kernel holds. */
+  stats(): { hits: number; misses: number; nodes: number };
 }
 
 /** Check what FUSE needs before trying, so a missing piece is named with what to install or do. */
@@ -87,49 +95,47 @@ async function isStale(path: string): Promise<boolean> {
   }
 }
 
-/** Load fuse-native, translating a missing libfuse into an instruction. */
-function loadFuse(): any {
-  try {
-    return require('fuse-native');
-  } catch (e) {
-    const msg = (e as Error).message;
-    if (/libfuse/.test(msg)) throw new UserError(`libfuse 2 is missing (${msg.split('\n')[0]}): apt-get install libfuse2`);
-    throw new UserError(`cannot load fuse-native: ${msg}. Run the set-up again (scripts/setup.sh)`);
-  }
+/** Mount options: always nodev and nosuid, however nasd is started (the broker adds them too): no device node or setuid file a view holds acts as one. */
+const OPTIONS = 'allow_other,default_permissions,fsname=nasd,subtype=nasd,nodev,nosuid';
+
+export interface MountOptions {
+  /** Whether the kernel may keep a file's pages between opens (read-only views; nasd invalidates them when it changes one). */
+  pageCache(path: string): boolean;
 }
 
-export async function mountFuse(mountpoint: string, ops: object, log: Logger): Promise<FuseMount> {
-  const Fuse = loadFuse();
-  const fuse = new Fuse(mountpoint, ops, {
-    allowOther: true,
-    defaultPermissions: true,
-    entryTimeout: CACHE_SECONDS,
-    attrTimeout: CACHE_SECONDS,
-    // 128 KiB writes (4 KiB ones are 16 times slower); inode numbers are the views' own (stable ones).
-    bigWrites: true,
-    maxWrite: 131072,
-    useIno: true,
-    // Always nodev and nosuid, however nasd is started (the broker adds them too): no device node or setuid file
-    // a view holds acts as one. fuse-native has no option for them; its fsname is passed through verbatim, so they ride along.
-    fsname: 'nasd,nodev,nosuid',
-    subtype: 'nasd',
-    // A safety net: a handler that never answers fails its caller with ETIMEDOUT instead of hanging it.
-    // Long enough for a copy-up of a large file; fsync waits for a commit, however long the batch.
-    timeout: { default: 120_000, fsync: false, fsyncdir: false },
-    debug: process.env.NASD_FUSE_DEBUG === '1',
-  });
-  await new Promise<void>((resolve, reject) =>
-    fuse.mount((err: Error | null) => (err ? reject(new UserError(`cannot mount ${mountpoint}: ${err.message}`)) : resolve())),
-  );
+export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseOps>, log: Logger, options: MountOptions): Promise<FuseMount> {
+  const native = binding();
+  const { dispatch, caller } = dispatcher(ops, native.reply, options.pageCache);
+  const barriers = new Map<number, () => void>();
+  let nextBarrier = 1;
+  let handle: NativeMount;
+  try {
+    handle = native.mount({ mountpoint, options: OPTIONS, ttl: CACHE_SECONDS, threads: THREADS }, dispatch, (id) => {
+      barriers.get(id)?.();
+      barriers.delete(id);
+    });
+  } catch (err) {
+    throw new UserError(`cannot mount ${mountpoint}: ${(err as Error).message}`);
+  }
   log.info({ mountpoint }, 'mounted');
+  let mounted = true;
   return {
-    context: () => fuse.context(),
-    unmount: () =>
-      new Promise<void>((resolve) =>
-        fuse.unmount((err: Error | null) => {
-          if (err) log.error({ err, mountpoint }, 'unmount failed');
-          resolve();
-        }),
-      ),
+    context: caller,
+    invalidate: (roles) =>
+      new Promise<void>((resolve) => {
+        if (!mounted) return resolve();
+        const id = nextBarrier++;
+        barriers.set(id, resolve);
+        native.invalidate(handle, roles, id);
+      }),
+    restrict: (pidNamespace, names) => mounted && native.restrict(handle, pidNamespace, names),
+    stats: () => native.stats(handle),
+    unmount: async () => {
+      if (!mounted) return;
+      mounted = false;
+      await native.unmount(handle);
+      for (const resolve of barriers.values()) resolve();
+      barriers.clear();
+    },
   };
 }

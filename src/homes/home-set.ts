@@ -93,6 +93,17 @@ export class HomeSet {
   private refreshing: Promise<unknown> = Promise.resolve();
   readonly clock: WallClock;
 
+  /** What the mount keeps of the views (kernel and binding caches): nasd sets it once mounted. */
+  kernelCache: { forget(roles: string[] | null): Promise<void> } = { forget: async () => undefined };
+
+  /**
+   * nasd changed a Home's views on its own (a merge, a restore, an expiry...; every Home's when null): what the
+   * kernel holds of them goes, and this resolves once it is told, so whoever asked then reads the change.
+   */
+  viewsChanged(role: string | null): Promise<void> {
+    return this.kernelCache.forget(role === null ? null : [role]);
+  }
+
   constructor(readonly opts: HomeSetOptions) {
     this.clock = opts.clock ?? new WallClock();
   }
@@ -313,6 +324,7 @@ export class HomeSet {
       m.pool.limit = m.config.limits.home_quota_bytes;
       for (const problem of m.config.problems) this.opts.log.warn({ role: m.home.role, problem }, 'Home metadata problem; defaults apply');
       m.main.setHead(new GitLayer(m.home.store, await m.home.store.readCommit(head)));
+      await this.viewsChanged(m.home.role);
     }
   }
 

@@ -78,6 +78,17 @@ export class MountTable {
     }
   }
 
+  /** Whether a path is in a read-only view (main, a checkpoint, a commit): the kernel may keep its pages between opens. */
+  readOnly(path: string): boolean {
+    const slash = path.indexOf('/', 1);
+    return this.view(slash < 0 ? path.slice(1) : path.slice(1, slash))?.kind === 'main';
+  }
+
+  /** The top-level names a run's processes reach (admit): its Home's main, under both names, and its own branch. */
+  namesOfRun(run: { role: string; branch: string }): string[] {
+    return [run.role, `${run.role}@main`, `${run.role}@${run.branch}`];
+  }
+
   /**
    * A run's processes reach two views: their own branch and their Home's main, where every read goes into the
    * run's manifest (readerOf). Any other view is EACCES: another branch (another run's, or one the run's user

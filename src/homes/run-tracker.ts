@@ -17,14 +17,20 @@ export interface ActiveRun {
 
 export class RunTracker {
   private readonly byNs = new Map<string, ActiveRun>();
+  /** Told when a run starts (true) or ends: the mount answers a run's processes from its cache only in its views. */
+  onChange?: (run: ActiveRun, active: boolean) => void;
 
   add(run: ActiveRun): void {
     this.byNs.set(run.ns, run);
+    this.onChange?.(run, true);
   }
 
   remove(id: string): ActiveRun | undefined {
     const run = this.all().find((r) => r.id === id);
-    if (run) this.byNs.delete(run.ns);
+    if (run) {
+      this.byNs.delete(run.ns);
+      this.onChange?.(run, false);
+    }
     return run;
   }
 

@@ -4,7 +4,6 @@ import type { BranchRecord } from '../home/home.js';
 import { itemsFromGit } from '../trash/trash.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
 import { mergeMainInto, type BranchUpdate } from '../merge/update.js';
-import { KERNEL_CACHE_MS } from '../fuse-ops/mount.js';
 import type { BranchCreated, BranchExtended, BranchListing, BranchUpdated, Discarded, SyncResult } from '../api/types.js';
 
 /**
@@ -90,8 +89,6 @@ export class Branches {
     const conflicts = outcome.kind === 'merged' ? outcome.conflicts : [];
     if (outcome.kind === 'merged') {
       this.homes.opts.log.info({ view: view.name, main, commit, conflicts: conflicts.length }, 'main merged into the branch');
-      // Once answered, every read through the mount sees the update: what the kernel kept from before has expired.
-      await new Promise((resolve) => setTimeout(resolve, KERNEL_CACHE_MS));
     }
     return { view: view.name, head: commit ?? view.head, main, upToDate: outcome.kind === 'up-to-date', conflicts };
   }

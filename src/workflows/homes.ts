@@ -14,6 +14,11 @@ import type { Exported, HomeSummary, Imported, StatusReport } from '../api/types
 export class Homes {
   constructor(private readonly homes: HomeSet, private readonly branches: Branches) {}
 
+  /** A request may have changed this Home's views (every Home's when null): the mount forgets what it kept. */
+  viewsChanged(role: string | null): Promise<void> {
+    return this.homes.viewsChanged(role);
+  }
+
   status(): StatusReport {
     return { mount: this.homes.opts.mount, state_dir: this.homes.opts.stateDir, pid: process.pid, homes: this.listHomes() };
   }

@@ -51,11 +51,13 @@ export class MaintenanceService {
     try {
       await this.branches.expireBranches({
         expired: async (role, branch) => {
+          await this.homes.viewsChanged(role);
           await this.leases.revokeBranch(role, branch);
           await this.leases.apply(role);
           await this.prs.expireBranch(role, branch);
         },
         discarded: async (role, branch) => {
+          await this.homes.viewsChanged(role);
           await this.leases.revokeBranch(role, branch);
           discarded.set(role, [...(discarded.get(role) ?? []), branch]);
         },

@@ -1,0 +1,311 @@
+// What JS calls: mount, reply, invalidate, restrict, unmount, stats, fd, lutimens (src/fuse-ops/native.ts).
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "invalidate.h"
+#include "ops.h"
+#include "replies.h"
+#include "table.h"
+
+namespace nas {
+
+static napi_value fail(napi_env env, const std::string& message, const char* code = nullptr) {
+  napi_throw_error(env, code, message.c_str());
+  return nullptr;
+}
+
+static std::string text(napi_env env, napi_value v) {
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, v, nullptr, 0, &len) != napi_ok) return std::string();
+  std::string out(len, '\0');
+  napi_get_value_string_utf8(env, v, out.data(), len + 1, &len);
+  return out;
+}
+
+static double number(napi_env env, napi_value v, double fallback = 0) {
+  double out;
+  return napi_get_value_double(env, v, &out) == napi_ok ? out : fallback;
+}
+
+static napi_value property(napi_env env, napi_value object, const char* name) {
+  napi_value out = nullptr;
+  napi_get_named_property(env, object, name, &out);
+  return out;
+}
+
+static Mount* mount_arg(napi_env env, napi_value v) {
+  void* data = nullptr;
+  napi_get_value_external(env, v, &data);
+  return static_cast<Mount*>(data);
+}
+
+static void barrier_done(napi_env env, napi_value callback, void*, void* data) {
+  if (!env) return;
+  napi_value id, global, result;
+  napi_create_double(env, static_cast<double>(reinterpret_cast<uintptr_t>(data)), &id);
+  napi_get_global(env, &global);
+  napi_call_function(env, global, callback, 1, &id, &result);
+}
+
+static void serve(Mount* m, unsigned threads) {
+  struct fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, threads);
+  fuse_loop_cfg_set_idle_threads(cfg, threads);
+  fuse_session_loop_mt(m->se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  std::lock_guard<std::mutex> lock(m->endmu);
+  m->ended = true;
+  m->endcv.notify_all();
+}
+
+// mount({ mountpoint, options, ttl, threads }, dispatch, barrierDone) -> a mount. The calling process must not
+// touch the mount synchronously (its JS thread answers it).
+static napi_value js_mount(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  if (argc < 3) return fail(env, "mount(options, dispatch, barrierDone)");
+  Mount* m = new Mount();
+  m->mountpoint = text(env, property(env, argv[0], "mountpoint"));
+  std::string options = text(env, property(env, argv[0], "options"));
+  m->ttl = number(env, property(env, argv[0], "ttl"), 3600);
+  unsigned threads = static_cast<unsigned>(number(env, property(env, argv[0], "threads"), 8));
+
+  napi_value name;
+  napi_create_string_utf8(env, "nasfuse", NAPI_AUTO_LENGTH, &name);
+  napi_create_threadsafe_function(env, argv[1], nullptr, name, 0, 1, nullptr, nullptr, nullptr, deliver, &m->requests);
+  napi_create_threadsafe_function(env, argv[2], nullptr, name, 0, 1, nullptr, nullptr, nullptr, barrier_done, &m->barriers);
+
+  const char* args[] = {"nasd", "-o", options.c_str()};
+  struct fuse_args fargs = FUSE_ARGS_INIT(options.empty() ? 1 : 3, const_cast<char**>(args));
+  m->se = fuse_session_new(&fargs, operations(), sizeof(struct fuse_lowlevel_ops), m);
+  if (!m->se || fuse_session_mount(m->se, m->mountpoint.c_str()) != 0) {
+    if (m->se) fuse_session_destroy(m->se);
+    napi_release_threadsafe_function(m->requests, napi_tsfn_abort);
+    napi_release_threadsafe_function(m->barriers, napi_tsfn_abort);
+    std::string where = m->mountpoint;
+    delete m;
+    return fail(env, "cannot mount " + where + " (libfuse said why above)", "EMOUNT");
+  }
+  m->fd = fuse_session_fd(m->se);
+  // The kernel connection is nasd's alone: git and every other child nasd starts must not inherit it.
+  fcntl(m->fd, F_SETFD, fcntl(m->fd, F_GETFD) | FD_CLOEXEC);
+  Node* root = new Node();
+  root->id = FUSE_ROOT_ID;
+  root->nlookup = 1;
+  m->nodes[FUSE_ROOT_ID] = root;
+  start_notifier(m);
+  m->loop = std::thread(serve, m, threads);
+  napi_value out;
+  napi_create_external(env, m, nullptr, nullptr, &out);
+  return out;
+}
+
+// reply(call, result, value, extra, flag)
+static napi_value js_reply(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Call* c = reinterpret_cast<Call*>(static_cast<uintptr_t>(number(env, argv[0])));
+  if (!c) return fail(env, "reply: no call");
+  finish(env, c, number(env, argv[1]), argc > 2 ? argv[2] : nullptr, argc > 3 ? argv[3] : nullptr,
+         argc > 4 ? static_cast<int>(number(env, argv[4])) : 0);
+  return nullptr;
+}
+
+static std::set<std::string> strings(napi_env env, napi_value array, bool* present) {
+  std::set<std::string> out;
+  bool is = false;
+  napi_is_array(env, array, &is);
+  *present = is;
+  uint32_t n = 0;
+  if (is) napi_get_array_length(env, array, &n);
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value item;
+    napi_get_element(env, array, i, &item);
+    out.insert(text(env, item));
+  }
+  return out;
+}
+
+// invalidate(mount, roles | null, barrierId): every view of these Homes; null is everything.
+static napi_value js_invalidate(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Mount* m = mount_arg(env, argv[0]);
+  if (!m) return fail(env, "invalidate: not a mount");
+  bool listed;
+  auto names = strings(env, argv[1], &listed);
+  invalidate_names(m, names, !listed, number(env, argv[2]));
+  return nullptr;
+}
+
+// restrict(mount, pidNamespace, allowedTopLevelNames | null): null lifts it.
+static napi_value js_restrict(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Mount* m = mount_arg(env, argv[0]);
+  if (!m) return fail(env, "restrict: not a mount");
+  bool listed;
+  auto names = strings(env, argv[2], &listed);
+  std::lock_guard<std::mutex> lock(m->mu);
+  if (listed) m->restricted[text(env, argv[1])] = names;
+  else m->restricted.erase(text(env, argv[1]));
+  return nullptr;
+}
+
+static napi_value js_stats(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Mount* m = mount_arg(env, argv[0]);
+  if (!m) return fail(env, "stats: not a mount");
+  size_t nodes;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    nodes = m->nodes.size();
+  }
+  napi_create_object(env, &out);
+  napi_value v;
+  napi_create_double(env, static_cast<double>(m->hits.load()), &v);
+  napi_set_named_property(env, out, "hits", v);
+  napi_create_double(env, static_cast<double>(m->misses.load()), &v);
+  napi_set_named_property(env, out, "misses", v);
+  napi_create_double(env, static_cast<double>(nodes), &v);
+  napi_set_named_property(env, out, "nodes", v);
+  return out;
+}
+
+struct Unmounting {
+  Mount* m;
+  napi_async_work work;
+  napi_deferred deferred;
+  bool ended;
+};
+
+static void unmount_execute(napi_env, void* data) {
+  auto* u = static_cast<Unmounting*>(data);
+  Mount* m = u->m;
+  fuse_session_exit(m->se);
+  fuse_session_unmount(m->se);
+  // The loop ends when the kernel lets go of the connection; a file still open in the detached mount keeps it.
+  std::unique_lock<std::mutex> lock(m->endmu);
+  u->ended = m->endcv.wait_for(lock, std::chrono::seconds(3), [m] { return m->ended; });
+}
+
+static void unmount_complete(napi_env env, napi_status, void* data) {
+  auto* u = static_cast<Unmounting*>(data);
+  Mount* m = u->m;
+  stop_notifier(m);
+  if (u->ended) {
+    m->loop.join();
+    fuse_session_destroy(m->se);
+  } else {
+    m->loop.detach();
+  }
+  napi_release_threadsafe_function(m->requests, napi_tsfn_abort);
+  napi_release_threadsafe_function(m->barriers, napi_tsfn_abort);
+  napi_value undefined;
+  napi_get_undefined(env, &undefined);
+  napi_resolve_deferred(env, u->deferred, undefined);
+  napi_delete_async_work(env, u->work);
+  delete u;
+}
+
+// unmount(mount) -> Promise<void>
+static napi_value js_unmount(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], promise, name;
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Mount* m = mount_arg(env, argv[0]);
+  if (!m) return fail(env, "unmount: not a mount");
+  auto* u = new Unmounting{m, nullptr, nullptr, false};
+  napi_create_promise(env, &u->deferred, &promise);
+  napi_create_string_utf8(env, "nasfuse-unmount", NAPI_AUTO_LENGTH, &name);
+  napi_create_async_work(env, nullptr, name, unmount_execute, unmount_complete, u, &u->work);
+  napi_queue_async_work(env, u->work);
+  return promise;
+}
+
+static napi_value js_fd(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Mount* m = mount_arg(env, argv[0]);
+  napi_create_int32(env, m ? m->fd : -1, &out);
+  return out;
+}
+
+// A time for lutimens: a bigint of nanoseconds since the epoch, 'now' or 'omit'.
+static bool timespec_of(napi_env env, napi_value v, struct timespec* ts) {
+  napi_valuetype type;
+  napi_typeof(env, v, &type);
+  if (type == napi_string) {
+    std::string s = text(env, v);
+    if (s == "now") ts->tv_nsec = UTIME_NOW;
+    else if (s == "omit") ts->tv_nsec = UTIME_OMIT;
+    else return false;
+    ts->tv_sec = 0;
+    return true;
+  }
+  if (type != napi_bigint) return false;
+  int64_t ns;
+  bool lossless;
+  napi_get_value_bigint_int64(env, v, &ns, &lossless);
+  ts->tv_sec = ns / 1000000000;
+  ts->tv_nsec = ns % 1000000000;
+  if (ts->tv_nsec < 0) {
+    ts->tv_nsec += 1000000000;
+    ts->tv_sec -= 1;
+  }
+  return true;
+}
+
+// lutimens(path, atime, mtime): exact times on a file of nasd's own (never a path inside a mount it serves),
+// not following a symlink. Node's utimes keeps microseconds; tar, rsync and touch set nanoseconds.
+static napi_value js_lutimens(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  std::string path = text(env, argv[0]);
+  struct timespec ts[2];
+  if (argc < 3 || !timespec_of(env, argv[1], &ts[0]) || !timespec_of(env, argv[2], &ts[1]))
+    return fail(env, "lutimens(path, atime, mtime): each time a bigint of nanoseconds, 'now' or 'omit'");
+  if (utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) {
+    int err = errno;
+    napi_value error, message, code, errnum;
+    std::string msg = std::string(strerror(err)) + ", lutimens '" + path + "'";
+    napi_create_string_utf8(env, msg.c_str(), NAPI_AUTO_LENGTH, &message);
+    napi_create_error(env, nullptr, message, &error);
+    const char* name = strerrorname_np(err);
+    napi_create_string_utf8(env, name ? name : "EIO", NAPI_AUTO_LENGTH, &code);
+    napi_set_named_property(env, error, "code", code);
+    napi_create_int32(env, -err, &errnum);
+    napi_set_named_property(env, error, "errno", errnum);
+    napi_throw(env, error);
+  }
+  return nullptr;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"mount", nullptr, js_mount, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"reply", nullptr, js_reply, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"invalidate", nullptr, js_invalidate, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"restrict", nullptr, js_restrict, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"stats", nullptr, js_stats, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"unmount", nullptr, js_unmount, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"fd", nullptr, js_fd, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"lutimens", nullptr, js_lutimens, nullptr, nullptr, nullptr, napi_default, nullptr},
+  };
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  return exports;
+}
+
+}  // namespace nas
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, nas::init)

@@ -1,0 +1,120 @@
+// The pieces of the binding shared by its files: a mount, its node table, and the requests that go to JS.
+#pragma once
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <node_api.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace nas {
+
+// Request kinds as JS sees them (src/fuse-ops/native.ts mirrors these numbers).
+enum Op {
+  LOOKUP = 1, GETATTR, SETATTR, READLINK, MKNOD, MKDIR, UNLINK, RMDIR, SYMLINK, RENAME, LINK,
+  OPEN, READ, WRITE, RELEASE, FSYNC, OPENDIR, FSYNCDIR, STATFS, CREATE,
+};
+
+// Node ids at or above this are the binding's own: given when a view's inode number is taken by another node.
+constexpr uint64_t PRIVATE_IDS = 1ull << 62;
+// Inode numbers of paths served from git (cow/attr.ts gitIno): bit 52 set. A copy-up gives the path a disk's.
+constexpr uint64_t GIT_INOS = 1ull << 52;
+
+// A directory's listing as JS gave it, with each entry's attributes: opendir, readdir(plus) and lookups of its
+// names are answered from it until something changes the directory.
+struct Listing {
+  std::vector<std::string> names;
+  std::vector<struct stat> attrs;
+  std::unordered_map<std::string, size_t> index;
+};
+
+// One node the kernel knows (its lookup count is above zero), named by one or more (parent, name) pairs.
+struct Node {
+  uint64_t id = 0;
+  uint64_t nlookup = 0;
+  std::vector<std::pair<uint64_t, std::string>> names;  // the first one builds the path
+  bool known = false;        // st holds the last attributes JS gave
+  struct stat st {};
+  double fresh_until = 0;    // st may be served without JS until then (monotonic seconds)
+  std::shared_ptr<Listing> listing;
+};
+
+struct Inval {
+  enum Kind { INODE, EXPIRE, BARRIER } kind;
+  uint64_t ino = 0;
+  std::string name;
+  off_t off = 0;
+  double barrier = 0;
+};
+
+struct Mount {
+  fuse_session* se = nullptr;
+  std::string mountpoint;
+  int fd = -1;
+  napi_threadsafe_function requests = nullptr;  // a request for JS
+  napi_threadsafe_function barriers = nullptr;  // an invalidation batch was sent
+  double ttl = 3600;
+
+  std::mutex mu;  // guards everything below it
+  std::unordered_map<uint64_t, Node*> nodes;
+  std::unordered_map<std::string, uint64_t> dentries;  // key(parent, name) -> node id
+  uint64_t next_private = PRIVATE_IDS;
+  // Run namespaces (readlink of /proc/<pid>/ns/pid) and the top-level names their processes may reach; a
+  // request from one is answered from the cache only inside those names (else JS refuses it).
+  std::map<std::string, std::set<std::string>> restricted;
+
+  // Changes made by requests (mutations) and by nasd on its own (invalidations): a fill from JS whose request
+  // saw either move is not cached, and one that saw an invalidation is given to the kernel with no timeout.
+  std::atomic<uint64_t> mutations{0};
+  std::atomic<uint64_t> invalidations{0};
+  std::atomic<uint64_t> hits{0}, misses{0};
+
+  std::thread loop;
+  std::thread notifier;
+  std::mutex qmu;
+  std::condition_variable qcv;
+  std::deque<Inval> queue;
+  bool qstop = false;
+  bool ended = false;  // the session loop returned
+  std::mutex endmu;
+  std::condition_variable endcv;
+  // What the kernel said at INIT, kept for a successor that takes the connection over.
+  struct fuse_conn_info conn {};
+  bool takeover = false;
+};
+
+// A request on its way to JS and back.
+struct Call {
+  Mount* m;
+  fuse_req_t req;
+  Op op;
+  uint64_t ino = 0, parent = 0, parent2 = 0;
+  std::string name, name2, path, path2, text;
+  double a = 0, b = 0, c = 0;
+  bool has_fi = false;
+  struct fuse_file_info fi {};
+  int valid = 0;
+  struct stat set {};
+  char* data = nullptr;  // a write's bytes (freed with the JS buffer), or where a read's go
+  size_t size = 0;
+  off_t off = 0;
+  napi_ref buffer = nullptr;
+  uint64_t mutations = 0, invalidations = 0;
+  struct fuse_ctx ctx {};
+};
+
+std::string dentry_key(uint64_t parent, const std::string& name);
+double now();
+
+}  // namespace nas

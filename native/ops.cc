@@ -1,0 +1,490 @@
+// libfuse's low-level handlers, on its worker threads. Lookups, attributes and listings of what the cache holds
+// are answered here; everything else goes to JS as a Call (which answers through replies.cc). A worker never
+// waits for JS.
+#include "ops.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "table.h"
+
+namespace nas {
+
+static Mount* mount_of(fuse_req_t req) { return static_cast<Mount*>(fuse_req_userdata(req)); }
+
+static Call* call(fuse_req_t req, Op op, uint64_t ino) {
+  Mount* m = mount_of(req);
+  Call* c = new Call();
+  c->m = m;
+  c->req = req;
+  c->op = op;
+  c->ino = ino;
+  c->ctx = *fuse_req_ctx(req);
+  c->mutations = m->mutations.load();
+  c->invalidations = m->invalidations.load();
+  return c;
+}
+
+static void send(Call* c) {
+  c->m->misses++;
+  if (napi_call_threadsafe_function(c->m->requests, c, napi_tsfn_nonblocking) != napi_ok) {
+    fuse_reply_err(c->req, EIO);
+    free(c->data);
+    delete c;
+  }
+}
+
+// A request that changes something: fills from JS that overlap it are not cached.
+static void changing(Call* c) { c->m->mutations++; }
+
+// The run a process belongs to, by its pid namespace (empty: none, or no run is restricted).
+static std::string namespace_of(Mount* m, pid_t pid) {
+  if (m->restricted.empty() || pid <= 0) return std::string();
+  char link[64], target[128];
+  snprintf(link, sizeof link, "/proc/%d/ns/pid", pid);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  if (n <= 0) return std::string();
+  return std::string(target, n);
+}
+
+// Whether the cache may answer this caller about a node under the top-level name `top` (runs reach only theirs;
+// JS says why not). Called with the mutex held.
+static bool may_serve(Mount* m, fuse_req_t req, const std::string& top) {
+  if (m->restricted.empty() || top.empty()) return true;
+  auto it = m->restricted.find(namespace_of(m, fuse_req_ctx(req)->pid));
+  return it == m->restricted.end() || it->second.count(top) > 0;
+}
+
+static std::string top_of(Mount* m, Node* n) {
+  std::string path, top;
+  path_of(m, n, path, &top);
+  return top;
+}
+
+// The path a request names (parent + name), or false when the parent is unknown.
+static bool named(Mount* m, uint64_t parent, const char* name, std::string& out) {
+  Node* p = get(m, parent);
+  if (!p || !path_of(m, p, out)) return false;
+  if (out.size() > 1) out += '/';
+  out += name;
+  return true;
+}
+
+static void ll_init(void* userdata, struct fuse_conn_info* conn) {
+  Mount* m = static_cast<Mount*>(userdata);
+  conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPORT_SUPPORT |
+                FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_AUTO_INVAL_DATA;
+  conn->want &= conn->capable;
+  // Writes go through (close-to-commit and fsync keep their guarantees); truncation comes as setattr, as before.
+  conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_HANDLE_KILLPRIV);
+  conn->max_write = 1 << 20;
+  conn->time_gran = 1;
+  m->conn = *conn;
+}
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Mount* m = mount_of(req);
+  std::string nm(name);
+  uint64_t self = 0;
+  std::string self_path;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    Node* p = get(m, parent);
+    if (!p) return (void)fuse_reply_err(req, ESTALE);
+    // NFS export: "." and ".." by node id.
+    if (nm == "." || nm == "..") {
+      Node* target = p;
+      if (nm == ".." && parent != FUSE_ROOT_ID) target = p->names.empty() ? nullptr : get(m, p->names[0].first);
+      if (!target) return (void)fuse_reply_err(req, ESTALE);
+      if (target->known) {
+        struct fuse_entry_param e {};
+        target->nlookup++;
+        fill_entry(m, target, &e, 0);
+        return (void)fuse_reply_entry(req, &e);
+      }
+      self = target->id;
+      if (!path_of(m, target, self_path)) return (void)fuse_reply_err(req, ESTALE);
+    } else {
+    std::string top = parent == FUSE_ROOT_ID ? nm : top_of(m, p);
+    if (may_serve(m, req, top)) {
+      Node* n = child(m, parent, nm);
+      if (n && fresh(n)) {
+        m->hits++;
+        struct fuse_entry_param e {};
+        n->nlookup++;
+        fill_entry(m, n, &e, m->ttl);
+        return (void)fuse_reply_entry(req, &e);
+      }
+      if (!n && p->listing) {
+        auto it = p->listing->index.find(nm);
+        if (it != p->listing->index.end()) {
+          m->hits++;
+          Node* c = bind(m, parent, nm, p->listing->attrs[it->second]);
+          remember(m, c, p->listing->attrs[it->second], true);
+          struct fuse_entry_param e {};
+          c->nlookup++;
+          fill_entry(m, c, &e, m->ttl);
+          return (void)fuse_reply_entry(req, &e);
+        }
+      }
+    }
+    }
+  }
+  if (self) {
+    // Answered for the node itself (replies.cc binds no name when the call has none).
+    Call* c = call(req, LOOKUP, self);
+    c->path = self_path;
+    return send(c);
+  }
+  Call* c = call(req, LOOKUP, 0);
+  c->parent = parent;
+  c->name = nm;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!named(m, parent, name, c->path)) {
+      delete c;
+      return (void)fuse_reply_err(req, ESTALE);
+    }
+  }
+  send(c);
+}
+
+static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  Mount* m = mount_of(req);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    forget(m, ino, nlookup);
+  }
+  fuse_reply_none(req);
+}
+
+static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data* list) {
+  Mount* m = mount_of(req);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    for (size_t i = 0; i < count; i++) forget(m, list[i].ino, list[i].nlookup);
+  }
+  fuse_reply_none(req);
+}
+
+// A request about one node, sent to JS with its path; false (and an error reply) when the node is unknown.
+static bool with_path(fuse_req_t req, Call* c) {
+  Mount* m = c->m;
+  std::lock_guard<std::mutex> lock(m->mu);
+  Node* n = get(m, c->ino);
+  if (n && path_of(m, n, c->path)) return true;
+  // A node whose every name is gone (unlinked while open): requests by handle still work without a path.
+  if (n && (c->op == READ || c->op == WRITE || c->op == RELEASE || c->op == FSYNC || (c->op == SETATTR && c->has_fi))) return true;
+  fuse_reply_err(req, n ? ENOENT : ESTALE);
+  delete c;
+  return false;
+}
+
+static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  (void)fi;
+  Mount* m = mount_of(req);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    Node* n = get(m, ino);
+    if (!n) return (void)fuse_reply_err(req, ESTALE);
+    bool unlinked = n->names.empty() && ino != FUSE_ROOT_ID;
+    if (n->known && (unlinked || (fresh(n) && may_serve(m, req, top_of(m, n))))) {
+      m->hits++;
+      return (void)fuse_reply_attr(req, &n->st, unlinked ? 0 : m->ttl);
+    }
+  }
+  Call* c = call(req, GETATTR, ino);
+  if (with_path(req, c)) send(c);
+}
+
+static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, struct fuse_file_info* fi) {
+  Call* c = call(req, SETATTR, ino);
+  c->valid = to_set;
+  c->set = *attr;
+  if (fi) {
+    c->has_fi = true;
+    c->fi = *fi;
+  }
+  if (!with_path(req, c)) return;
+  changing(c);
+  send(c);
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino) {
+  Call* c = call(req, READLINK, ino);
+  if (with_path(req, c)) send(c);
+}
+
+// A request that makes or removes a name in a directory.
+static void in_dir(fuse_req_t req, Op op, fuse_ino_t parent, const char* name, double a = 0, double b = 0) {
+  Mount* m = mount_of(req);
+  Call* c = call(req, op, 0);
+  c->parent = parent;
+  c->name = name;
+  c->a = a;
+  c->b = b;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!named(m, parent, name, c->path)) {
+      delete c;
+      return (void)fuse_reply_err(req, ESTALE);
+    }
+  }
+  changing(c);
+  send(c);
+}
+
+static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  in_dir(req, MKNOD, parent, name, mode, rdev);
+}
+static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) { in_dir(req, MKDIR, parent, name, mode); }
+static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { in_dir(req, UNLINK, parent, name); }
+static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) { in_dir(req, RMDIR, parent, name); }
+
+static void ll_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
+  Mount* m = mount_of(req);
+  Call* c = call(req, SYMLINK, 0);
+  c->parent = parent;
+  c->name = name;
+  c->text = link;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!named(m, parent, name, c->path)) {
+      delete c;
+      return (void)fuse_reply_err(req, ESTALE);
+    }
+  }
+  changing(c);
+  send(c);
+}
+
+static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
+                      unsigned int flags) {
+  Mount* m = mount_of(req);
+  Call* c = call(req, RENAME, 0);
+  c->parent = parent;
+  c->name = name;
+  c->parent2 = newparent;
+  c->name2 = newname;
+  c->a = flags;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!named(m, parent, name, c->path) || !named(m, newparent, newname, c->path2)) {
+      delete c;
+      return (void)fuse_reply_err(req, ESTALE);
+    }
+  }
+  changing(c);
+  send(c);
+}
+
+static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char* newname) {
+  Mount* m = mount_of(req);
+  Call* c = call(req, LINK, ino);
+  c->parent = newparent;
+  c->name = newname;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    Node* n = get(m, ino);
+    if (!n || !path_of(m, n, c->path) || !named(m, newparent, newname, c->path2)) {
+      delete c;
+      return (void)fuse_reply_err(req, n ? ENOENT : ESTALE);
+    }
+  }
+  changing(c);
+  send(c);
+}
+
+static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Call* c = call(req, OPEN, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  c->a = fi->flags;
+  if (!with_path(req, c)) return;
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) changing(c);
+  send(c);
+}
+
+static void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, struct fuse_file_info* fi) {
+  Mount* m = mount_of(req);
+  Call* c = call(req, CREATE, 0);
+  c->parent = parent;
+  c->name = name;
+  c->a = mode;
+  c->b = fi->flags;
+  c->has_fi = true;
+  c->fi = *fi;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (!named(m, parent, name, c->path)) {
+      delete c;
+      return (void)fuse_reply_err(req, ESTALE);
+    }
+  }
+  changing(c);
+  send(c);
+}
+
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
+  Call* c = call(req, READ, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  c->size = size;
+  c->off = off;
+  send(c);
+}
+
+static void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
+  Call* c = call(req, WRITE, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  // The bytes live in the worker's buffer only until this returns: JS gets its own copy.
+  c->data = static_cast<char*>(malloc(size ? size : 1));
+  if (!c->data) {
+    delete c;
+    return (void)fuse_reply_err(req, ENOMEM);
+  }
+  memcpy(c->data, buf, size);
+  c->size = size;
+  c->off = off;
+  changing(c);
+  send(c);
+}
+
+static void by_handle(fuse_req_t req, Op op, fuse_ino_t ino, struct fuse_file_info* fi, double a = 0) {
+  Call* c = call(req, op, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  c->a = a;
+  if (with_path(req, c)) send(c);
+}
+
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) { by_handle(req, RELEASE, ino, fi); }
+static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
+  by_handle(req, FSYNC, ino, fi, datasync);
+}
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Mount* m = mount_of(req);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    Node* n = get(m, ino);
+    if (!n) return (void)fuse_reply_err(req, ESTALE);
+    if (n->listing && may_serve(m, req, top_of(m, n))) {
+      m->hits++;
+      fi->fh = reinterpret_cast<uint64_t>(new std::shared_ptr<Listing>(n->listing));
+      fi->cache_readdir = 1;
+      fi->keep_cache = 1;
+      return (void)fuse_reply_open(req, fi);
+    }
+  }
+  Call* c = call(req, OPENDIR, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  if (with_path(req, c)) send(c);
+}
+
+// Entries of a listing from offset `off`: "." and ".." first, as on a disk. With `plus`, each entry (not "."
+// or "..") counts as a lookup and carries its attributes.
+static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi, bool plus) {
+  Mount* m = mount_of(req);
+  auto& listing = *reinterpret_cast<std::shared_ptr<Listing>*>(fi->fh);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  std::lock_guard<std::mutex> lock(m->mu);
+  Node* dir = get(m, ino);
+  // Attributes from a listing that is no longer the directory's current one are given without a timeout.
+  bool current = dir && dir->listing == listing;
+  for (size_t i = off; i < listing->names.size() + 2; i++) {
+    struct stat st {};
+    const char* name;
+    Node* n = nullptr;
+    if (i < 2) {
+      name = i == 0 ? "." : "..";
+      st.st_mode = S_IFDIR;
+      st.st_ino = ino;
+    } else {
+      name = listing->names[i - 2].c_str();
+      st = listing->attrs[i - 2];
+    }
+    size_t left = size - used;
+    size_t need;
+    if (plus) {
+      struct fuse_entry_param e {};
+      e.attr = st;
+      if (i >= 2) {
+        n = bind(m, ino, listing->names[i - 2], st);
+        remember(m, n, st, current);
+        fill_entry(m, n, &e, current ? m->ttl : 0);
+      }
+      need = fuse_add_direntry_plus(req, buf.data() + used, left, name, &e, i + 1);
+      if (need > left) break;
+      if (n) n->nlookup++;
+    } else {
+      need = fuse_add_direntry(req, buf.data() + used, left, name, &st, i + 1);
+      if (need > left) break;
+    }
+    used += need;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
+  list(req, ino, size, off, fi, false);
+}
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
+  list(req, ino, size, off, fi, true);
+}
+
+static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  (void)ino;
+  delete reinterpret_cast<std::shared_ptr<Listing>*>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
+  (void)datasync;
+  (void)fi;
+  Call* c = call(req, FSYNCDIR, ino);
+  if (with_path(req, c)) send(c);
+}
+
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino) {
+  Call* c = call(req, STATFS, ino);
+  if (with_path(req, c)) send(c);
+}
+
+const struct fuse_lowlevel_ops* operations() {
+  static struct fuse_lowlevel_ops ops = {};
+  ops.init = ll_init;
+  ops.lookup = ll_lookup;
+  ops.forget = ll_forget;
+  ops.forget_multi = ll_forget_multi;
+  ops.getattr = ll_getattr;
+  ops.setattr = ll_setattr;
+  ops.readlink = ll_readlink;
+  ops.mknod = ll_mknod;
+  ops.mkdir = ll_mkdir;
+  ops.unlink = ll_unlink;
+  ops.rmdir = ll_rmdir;
+  ops.symlink = ll_symlink;
+  ops.rename = ll_rename;
+  ops.link = ll_link;
+  ops.open = ll_open;
+  ops.read = ll_read;
+  ops.write = ll_write;
+  ops.release = ll_release;
+  ops.fsync = ll_fsync;
+  ops.opendir = ll_opendir;
+  ops.readdir = ll_readdir;
+  ops.readdirplus = ll_readdirplus;
+  ops.releasedir = ll_releasedir;
+  ops.fsyncdir = ll_fsyncdir;
+  ops.statfs = ll_statfs;
+  ops.create = ll_create;
+  // No flush: the kernel then stops sending FLUSH on every close; written files join a commit at release.
+  return &ops;
+}
+
+}  // namespace nas

@@ -1,0 +1,321 @@
+// Requests on the JS thread: a Call becomes the arguments of the JS dispatcher, and JS's answer (reply) becomes
+// the reply to the kernel and what the cache and the node table learn from it.
+#include "replies.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "invalidate.h"
+#include "table.h"
+
+namespace nas {
+
+// Attributes cross as 14 doubles: ino, mode, nlink, uid, gid, rdev, size, blocks, then seconds and
+// nanoseconds of atime, mtime, ctime (src/fuse-ops/native.ts packs them).
+constexpr size_t ATTR_WORDS = 14;
+
+static void unpack(const double* w, struct stat* st) {
+  memset(st, 0, sizeof *st);
+  st->st_ino = static_cast<ino_t>(w[0]);
+  st->st_mode = static_cast<mode_t>(w[1]);
+  st->st_nlink = static_cast<nlink_t>(w[2]);
+  st->st_uid = static_cast<uid_t>(w[3]);
+  st->st_gid = static_cast<gid_t>(w[4]);
+  st->st_rdev = static_cast<dev_t>(w[5]);
+  st->st_size = static_cast<off_t>(w[6]);
+  st->st_blocks = static_cast<blkcnt_t>(w[7]);
+  st->st_blksize = 4096;
+  st->st_atim = {static_cast<time_t>(w[8]), static_cast<long>(w[9])};
+  st->st_mtim = {static_cast<time_t>(w[10]), static_cast<long>(w[11])};
+  st->st_ctim = {static_cast<time_t>(w[12]), static_cast<long>(w[13])};
+}
+
+static bool doubles(napi_env env, napi_value v, const double** out, size_t* count) {
+  napi_typedarray_type type;
+  void* data;
+  size_t length;
+  if (napi_get_typedarray_info(env, v, &type, &length, &data, nullptr, nullptr) != napi_ok || type != napi_float64_array)
+    return false;
+  *out = static_cast<const double*>(data);
+  *count = length;
+  return true;
+}
+
+static napi_value num(napi_env env, double v) {
+  napi_value out;
+  napi_create_double(env, v, &out);
+  return out;
+}
+
+static napi_value str(napi_env env, const std::string& s) {
+  napi_value out;
+  napi_create_string_utf8(env, s.data(), s.size(), &out);
+  return out;
+}
+
+static void free_bytes(napi_env, void* data, void*) { free(data); }
+
+void deliver(napi_env env, napi_value dispatch, void* context, void* data) {
+  (void)context;
+  Call* c = static_cast<Call*>(data);
+  if (!env) {  // the JS side is going away: nothing will answer
+    fuse_reply_err(c->req, EIO);
+    free(c->data);
+    delete c;
+    return;
+  }
+  napi_value args[9];
+  napi_get_undefined(env, &args[3]);
+  args[4] = args[5] = args[3];
+  args[0] = num(env, c->op);
+  args[1] = num(env, static_cast<double>(reinterpret_cast<uintptr_t>(c)));
+  args[2] = str(env, c->path);
+  double fh = c->has_fi ? static_cast<double>(c->fi.fh) : -1;
+  switch (c->op) {
+    case SETATTR: {
+      napi_value buffer, array;
+      double* w;
+      napi_create_arraybuffer(env, 8 * sizeof(double), reinterpret_cast<void**>(&w), &buffer);
+      w[0] = c->set.st_mode;
+      w[1] = c->set.st_uid;
+      w[2] = c->set.st_gid;
+      w[3] = c->set.st_size;
+      w[4] = c->set.st_atim.tv_sec;
+      w[5] = c->set.st_atim.tv_nsec;
+      w[6] = c->set.st_mtim.tv_sec;
+      w[7] = c->set.st_mtim.tv_nsec;
+      napi_create_typedarray(env, napi_float64_array, 8, buffer, 0, &array);
+      args[3] = num(env, c->valid);
+      args[4] = array;
+      args[5] = num(env, fh);
+      break;
+    }
+    case READ: {
+      napi_value buffer;
+      void* bytes;
+      napi_create_buffer(env, c->size, &bytes, &buffer);
+      c->data = static_cast<char*>(bytes);
+      napi_create_reference(env, buffer, 1, &c->buffer);
+      args[3] = num(env, fh);
+      args[4] = buffer;
+      args[5] = num(env, static_cast<double>(c->off));
+      break;
+    }
+    case WRITE: {
+      napi_value buffer;
+      napi_create_external_buffer(env, c->size, c->data, free_bytes, nullptr, &buffer);
+      c->data = nullptr;  // the buffer owns the bytes now
+      args[3] = num(env, fh);
+      args[4] = buffer;
+      args[5] = num(env, static_cast<double>(c->off));
+      break;
+    }
+    case RENAME: args[3] = str(env, c->path2); args[4] = num(env, c->a); break;
+    case LINK: args[3] = str(env, c->path2); break;
+    case SYMLINK: args[3] = str(env, c->text); break;
+    case RELEASE: case OPENDIR: args[3] = num(env, fh); break;
+    case FSYNC: args[3] = num(env, fh); args[4] = num(env, c->a); break;
+    default: args[3] = num(env, c->a); args[4] = num(env, c->b); break;
+  }
+  args[6] = num(env, c->ctx.uid);
+  args[7] = num(env, c->ctx.gid);
+  args[8] = num(env, c->ctx.pid);
+  napi_value global, result;
+  napi_get_global(env, &global);
+  if (napi_call_function(env, global, dispatch, 9, args, &result) != napi_ok) {
+    // A dispatcher that throws leaves the call unanswered: answer it here, once.
+    napi_value error;
+    napi_get_and_clear_last_exception(env, &error);
+    finish(env, c, -EIO, nullptr, nullptr, 0);
+  }
+}
+
+static void reply_entry(Call* c, Node* n, bool cacheable, double ttl) {
+  struct fuse_entry_param e {};
+  n->nlookup++;
+  fill_entry(c->m, n, &e, ttl);
+  (void)cacheable;
+  fuse_reply_entry(c->req, &e);
+}
+
+// After a change by a request: the cache forgets the node and the directories it named; a path that was
+// served from git and now is on disk (copied up, with its parents) has new attributes the kernel must re-read.
+static void changed(Mount* m, Node* n) {
+  for (int depth = 0; n && depth < 4096; depth++) {
+    drop(n);
+    if (n->known && n->st.st_ino >= GIT_INOS && n->st.st_ino < PRIVATE_IDS) {
+      n->known = false;
+      queue_attr(m, n->id);
+    }
+    if (n->names.empty()) break;
+    n = get(m, n->names[0].first);
+  }
+}
+
+void finish(napi_env env, Call* c, double result, napi_value value, napi_value extra, int flag) {
+  Mount* m = c->m;
+  int err = result < 0 ? static_cast<int>(-result) : 0;
+  const double* w = nullptr;
+  size_t words = 0;
+  bool cacheable = c->mutations == m->mutations.load() && c->invalidations == m->invalidations.load();
+  double ttl = c->invalidations == m->invalidations.load() ? m->ttl : 0;
+  bool attr = value && doubles(env, value, &w, &words) && words >= ATTR_WORDS;
+  struct stat st {};
+  if (attr) unpack(w, &st);
+  std::unique_lock<std::mutex> lock(m->mu);
+  if (c->op != READ && c->op != WRITE && c->op != RELEASE && c->op != FSYNC && c->op != GETATTR && c->op != LOOKUP &&
+      c->op != READLINK && c->op != OPENDIR && c->op != STATFS && c->op != FSYNCDIR)
+    m->mutations++;
+  if (err) {
+    // A node JS no longer finds (nasd removed it on its own): the kernel looks its name up again.
+    if (err == ENOENT && (c->op == GETATTR || c->op == OPEN)) {
+      if (Node* n = get(m, c->ino)) {
+        for (auto& [parent, name] : n->names) queue_expire(m, parent, name);
+        n->known = false;
+        drop(n);
+      }
+    }
+    lock.unlock();
+    fuse_reply_err(c->req, err);
+  } else {
+    switch (c->op) {
+      case LOOKUP: {
+        if (!attr) goto bad;
+        Node* n = c->name.empty() ? get(m, c->ino) : bind(m, c->parent, c->name, st);
+        if (!n) { lock.unlock(); fuse_reply_err(c->req, ESTALE); break; }
+        remember(m, n, st, cacheable);
+        reply_entry(c, n, cacheable, ttl);
+        break;
+      }
+      case MKNOD: case MKDIR: case SYMLINK: case LINK: {
+        if (!attr) goto bad;
+        Node* n;
+        if (c->op == LINK && (n = get(m, c->ino))) alias(m, n, c->parent, c->name);
+        else n = bind(m, c->parent, c->name, st);
+        remember(m, n, st, false);
+        changed(m, get(m, c->parent));
+        reply_entry(c, n, false, ttl);
+        break;
+      }
+      case CREATE: {
+        if (!attr) goto bad;
+        Node* n = bind(m, c->parent, c->name, st);
+        remember(m, n, st, false);
+        changed(m, get(m, c->parent));
+        struct fuse_entry_param e {};
+        n->nlookup++;
+        fill_entry(m, n, &e, ttl);
+        c->fi.fh = static_cast<uint64_t>(result);
+        c->fi.keep_cache = 0;
+        lock.unlock();
+        fuse_reply_create(c->req, &e, &c->fi);
+        break;
+      }
+      case GETATTR: case SETATTR: {
+        if (!attr) goto bad;
+        Node* n = get(m, c->ino);
+        if (n) {
+          if (c->op == SETATTR) changed(m, n);
+          remember(m, n, st, cacheable && c->op == GETATTR);
+        }
+        lock.unlock();
+        fuse_reply_attr(c->req, &st, ttl);
+        break;
+      }
+      case UNLINK: case RMDIR:
+        unbind(m, c->parent, c->name);
+        changed(m, get(m, c->parent));
+        lock.unlock();
+        fuse_reply_err(c->req, 0);
+        break;
+      case RENAME:
+        move(m, c->parent, c->name, c->parent2, c->name2);
+        changed(m, get(m, c->parent));
+        changed(m, get(m, c->parent2));
+        lock.unlock();
+        fuse_reply_err(c->req, 0);
+        break;
+      case OPEN: {
+        if ((c->fi.flags & O_ACCMODE) != O_RDONLY) changed(m, get(m, c->ino));
+        c->fi.fh = static_cast<uint64_t>(result);
+        c->fi.keep_cache = flag & 1;
+        lock.unlock();
+        fuse_reply_open(c->req, &c->fi);
+        break;
+      }
+      case OPENDIR: {
+        // value: the names; extra: their attributes, ATTR_WORDS each.
+        auto listing = std::make_shared<Listing>();
+        uint32_t count = 0;
+        const double* aw = nullptr;
+        size_t awords = 0;
+        if (!value || napi_get_array_length(env, value, &count) != napi_ok || !doubles(env, extra, &aw, &awords) ||
+            awords < count * ATTR_WORDS)
+          goto bad;
+        lock.unlock();
+        listing->names.reserve(count);
+        listing->attrs.resize(count);
+        for (uint32_t i = 0; i < count; i++) {
+          napi_value item;
+          size_t len;
+          napi_get_element(env, value, i, &item);
+          napi_get_value_string_utf8(env, item, nullptr, 0, &len);
+          std::string name(len, '\0');
+          napi_get_value_string_utf8(env, item, name.data(), len + 1, &len);
+          listing->index.emplace(name, i);
+          listing->names.push_back(std::move(name));
+          unpack(aw + i * ATTR_WORDS, &listing->attrs[i]);
+        }
+        lock.lock();
+        cacheable = c->mutations == m->mutations.load() && c->invalidations == m->invalidations.load();
+        if (Node* n = get(m, c->ino); n && cacheable) n->listing = listing;
+        lock.unlock();
+        c->fi.fh = reinterpret_cast<uint64_t>(new std::shared_ptr<Listing>(listing));
+        c->fi.cache_readdir = cacheable;
+        c->fi.keep_cache = cacheable;
+        fuse_reply_open(c->req, &c->fi);
+        break;
+      }
+      case READ:
+        lock.unlock();
+        fuse_reply_buf(c->req, c->data, static_cast<size_t>(result));
+        break;
+      case WRITE:
+        lock.unlock();
+        fuse_reply_write(c->req, static_cast<size_t>(result));
+        break;
+      case READLINK: {
+        lock.unlock();
+        size_t len = 0;
+        if (!value || napi_get_value_string_utf8(env, value, nullptr, 0, &len) != napi_ok) goto bad;
+        std::string target(len, '\0');
+        napi_get_value_string_utf8(env, value, target.data(), len + 1, &len);
+        fuse_reply_readlink(c->req, target.c_str());
+        break;
+      }
+      case STATFS: {
+        lock.unlock();
+        if (!value || !doubles(env, value, &w, &words) || words < 11) goto bad;
+        struct statvfs sv {};
+        sv.f_bsize = w[0]; sv.f_frsize = w[1]; sv.f_blocks = w[2]; sv.f_bfree = w[3]; sv.f_bavail = w[4];
+        sv.f_files = w[5]; sv.f_ffree = w[6]; sv.f_favail = w[7]; sv.f_fsid = w[8]; sv.f_flag = w[9]; sv.f_namemax = w[10];
+        fuse_reply_statfs(c->req, &sv);
+        break;
+      }
+      default:
+        lock.unlock();
+        fuse_reply_err(c->req, 0);
+    }
+  }
+  goto done;
+bad:
+  if (lock.owns_lock()) lock.unlock();
+  fuse_reply_err(c->req, EIO);
+done:
+  if (c->buffer) napi_delete_reference(env, c->buffer);
+  if (c->op != READ) free(c->data);
+  delete c;
+}
+
+}  // namespace nas

@@ -1,0 +1,156 @@
+// The node table: node ids the kernel holds, their names, and what is cached of each. Every function here
+// runs with the mount's mutex held.
+#include "table.h"
+
+#include <time.h>
+
+namespace nas {
+
+double now() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+std::string dentry_key(uint64_t parent, const std::string& name) {
+  std::string key(reinterpret_cast<const char*>(&parent), sizeof parent);
+  key += name;
+  return key;
+}
+
+Node* get(Mount* m, uint64_t id) {
+  auto it = m->nodes.find(id);
+  return it == m->nodes.end() ? nullptr : it->second;
+}
+
+Node* child(Mount* m, uint64_t parent, const std::string& name) {
+  auto it = m->dentries.find(dentry_key(parent, name));
+  return it == m->dentries.end() ? nullptr : get(m, it->second);
+}
+
+bool path_of(Mount* m, Node* n, std::string& out, std::string* top) {
+  std::vector<const std::string*> parts;
+  while (n->id != FUSE_ROOT_ID) {
+    if (n->names.empty() || parts.size() > 4096) return false;
+    parts.push_back(&n->names[0].second);
+    n = get(m, n->names[0].first);
+    if (!n) return false;
+  }
+  out.clear();
+  if (parts.empty()) out = "/";
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    out += '/';
+    out += **it;
+  }
+  if (top) *top = parts.empty() ? std::string() : *parts.back();
+  return true;
+}
+
+bool fresh(const Node* n) { return n->known && n->fresh_until > now(); }
+
+void drop(Node* n) {
+  n->fresh_until = 0;
+  n->listing.reset();
+}
+
+static Node* make(Mount* m, uint64_t id) {
+  Node* n = new Node();
+  n->id = id;
+  m->nodes[id] = n;
+  return n;
+}
+
+static void name_node(Mount* m, Node* n, uint64_t parent, const std::string& name) {
+  n->names.emplace_back(parent, name);
+  m->dentries[dentry_key(parent, name)] = n->id;
+}
+
+static uint64_t private_id(Mount* m) {
+  while (m->nodes.count(m->next_private)) m->next_private++;
+  return m->next_private++;
+}
+
+Node* bind(Mount* m, uint64_t parent, const std::string& name, const struct stat& st) {
+  if (Node* n = child(m, parent, name)) {
+    // A copy-up gives a path a new inode number: the node stays. Another type is another file.
+    if (!n->known || ((n->st.st_mode ^ st.st_mode) & S_IFMT) == 0) return n;
+    unbind(m, parent, name);
+  }
+  uint64_t id = st.st_ino;
+  if (id > FUSE_ROOT_ID && id < PRIVATE_IDS) {
+    Node* same = get(m, id);
+    if (!same) {
+      Node* n = make(m, id);
+      name_node(m, n, parent, name);
+      return n;
+    }
+    // A hard link seen under a second name is one node; anything else keeps its own (the number was reused).
+    bool link = !S_ISDIR(st.st_mode) && st.st_nlink > 1 && !same->names.empty() && same->known &&
+                ((same->st.st_mode ^ st.st_mode) & S_IFMT) == 0;
+    if (link) {
+      name_node(m, same, parent, name);
+      return same;
+    }
+  }
+  Node* n = make(m, private_id(m));
+  name_node(m, n, parent, name);
+  return n;
+}
+
+void alias(Mount* m, Node* n, uint64_t parent, const std::string& name) {
+  if (child(m, parent, name)) unbind(m, parent, name);
+  name_node(m, n, parent, name);
+}
+
+void unbind(Mount* m, uint64_t parent, const std::string& name) {
+  auto it = m->dentries.find(dentry_key(parent, name));
+  if (it == m->dentries.end()) return;
+  Node* n = get(m, it->second);
+  m->dentries.erase(it);
+  if (!n) return;
+  for (auto i = n->names.begin(); i != n->names.end(); ++i) {
+    if (i->first == parent && i->second == name) {
+      n->names.erase(i);
+      break;
+    }
+  }
+  if (n->names.empty()) n->st.st_nlink = 0;
+}
+
+void move(Mount* m, uint64_t parent, const std::string& name, uint64_t parent2, const std::string& name2) {
+  Node* n = child(m, parent, name);
+  if (child(m, parent2, name2)) unbind(m, parent2, name2);
+  if (!n) return;
+  unbind(m, parent, name);
+  name_node(m, n, parent2, name2);
+}
+
+void forget(Mount* m, uint64_t id, uint64_t count) {
+  Node* n = get(m, id);
+  if (!n || id == FUSE_ROOT_ID) return;
+  n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
+  if (n->nlookup > 0) return;
+  for (auto& [parent, name] : n->names) {
+    auto it = m->dentries.find(dentry_key(parent, name));
+    if (it != m->dentries.end() && it->second == id) m->dentries.erase(it);
+  }
+  m->nodes.erase(id);
+  delete n;
+}
+
+void remember(Mount* m, Node* n, const struct stat& st, bool cacheable) {
+  n->st = st;
+  n->known = true;
+  n->fresh_until = cacheable ? now() + m->ttl : 0;
+}
+
+void fill_entry(Mount* m, Node* n, struct fuse_entry_param* e, double ttl) {
+  (void)m;
+  e->ino = n->id;
+  e->generation = 0;
+  e->attr = n->st;
+  e->attr_timeout = ttl;
+  e->entry_timeout = ttl;
+}
+
+}  // namespace nas

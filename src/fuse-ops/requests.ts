@@ -1,0 +1,133 @@
+import { constants as osConstants } from 'node:os';
+import type { Attr } from '../cow/attr.js';
+import type { FsStats, TimeArg } from '../cow/view.js';
+import type { Caller } from '../util/owner.js';
+import type { fuseOps } from './ops.js';
+import { ATTR_WORDS, OP, SET, packAttr, type Dispatch } from './native.js';
+
+type Ops = ReturnType<typeof fuseOps>;
+type Reply = (call: number, result: number, value?: unknown, extra?: unknown, flag?: number) => void;
+
+const { ENOENT, EEXIST, EINVAL } = osConstants.errno;
+const RENAME_NOREPLACE = 1;
+
+/**
+ * The requests the binding sends to JS, as calls of the path-based handlers (ops.ts). `caller` is set while a
+ * handler's synchronous start runs, where ops.ts reads who asks. `pageCache(path)`: whether the kernel may keep
+ * a file's pages between opens (views nasd alone changes, and invalidates when it does).
+ */
+export function dispatcher(ops: Ops, reply: Reply, pageCache: (path: string) => boolean): { dispatch: Dispatch; caller(): Caller | null } {
+  let current: Caller | null = null;
+
+  /** Run a handler with its caller known during its synchronous start. */
+  function as<T>(who: Caller, fn: () => T): T {
+    const outer = current;
+    current = who;
+    try {
+      return fn();
+    } finally {
+      current = outer;
+    }
+  }
+
+  /** Answer with the attributes of `path` (entries and setattr), or the error getting them. */
+  function withAttr(call: number, who: Caller, path: string, result = 0): void {
+    as(who, () => ops.getattr(path, (err: number, attr?: unknown) => (err ? reply(call, err) : reply(call, result, packAttr(attr as Attr)))));
+  }
+
+  /** Then: answer with the new name's attributes once the change succeeded. */
+  const entry = (call: number, who: Caller, path: string) => (err: number) => (err ? reply(call, err) : withAttr(call, who, path));
+  const done = (call: number) => (err: number) => reply(call, err || 0);
+
+  function setattr(call: number, who: Caller, path: string, valid: number, v: Float64Array, fh: number): void {
+    const time = (set: number, now: number, at: number): TimeArg => (valid & now ? 'now' : valid & set ? { sec: v[at], nsec: v[at + 1] } : 'omit');
+    const steps: Array<(cb: (err: number) => void) => void> = [];
+    if (valid & SET.MODE) steps.push((cb) => ops.chmod(path, v[0], cb));
+    if (valid & (SET.UID | SET.GID)) steps.push((cb) => ops.chown(path, valid & SET.UID ? v[1] : -1, valid & SET.GID ? v[2] : -1, cb));
+    if (valid & SET.SIZE) steps.push((cb) => (fh >= 0 ? ops.ftruncate(path, fh, v[3], cb) : ops.truncate(path, v[3], cb)));
+    if (valid & (SET.ATIME | SET.MTIME | SET.ATIME_NOW | SET.MTIME_NOW)) {
+      steps.push((cb) => ops.utimens(path, time(SET.ATIME, SET.ATIME_NOW, 4), time(SET.MTIME, SET.MTIME_NOW, 6), cb));
+    }
+    const next = (i: number) => {
+      if (i === steps.length) return path ? withAttr(call, who, path) : reply(call, -ENOENT);
+      as(who, () => steps[i]((err) => (err ? reply(call, err) : next(i + 1))));
+    };
+    next(0);
+  }
+
+  function opendir(call: number, who: Caller, path: string): void {
+    as(who, () =>
+      ops.readdir(path, (err: number, list?: unknown) => {
+        if (err) return reply(call, err);
+        const names = (list as string[]).filter((n) => n !== '.' && n !== '..');
+        const base = path === '/' ? '/' : `${path}/`;
+        const attrs = new Float64Array(names.length * ATTR_WORDS);
+        const found: boolean[] = new Array(names.length).fill(false);
+        let left = names.length;
+        const finish = () => {
+          // A name that vanished between the listing and its getattr is left out.
+          const keep = names.filter((_, i) => found[i]);
+          if (keep.length === names.length) return reply(call, 0, names, attrs);
+          const packed = new Float64Array(keep.length * ATTR_WORDS);
+          let j = 0;
+          names.forEach((_, i) => found[i] && packed.set(attrs.subarray(i * ATTR_WORDS, (i + 1) * ATTR_WORDS), ATTR_WORDS * j++));
+          reply(call, 0, keep, packed);
+        };
+        if (left === 0) return finish();
+        as(who, () =>
+          names.forEach((name, i) =>
+            ops.getattr(base + name, (e: number, attr?: unknown) => {
+              if (!e) {
+                packAttr(attr as Attr, attrs, i);
+                found[i] = true;
+              }
+              if (--left === 0) finish();
+            }),
+          ),
+        );
+      }),
+    );
+  }
+
+  function rename(call: number, who: Caller, from: string, to: string, flags: number): void {
+    if (flags & ~RENAME_NOREPLACE) return reply(call, -EINVAL);
+    if (!(flags & RENAME_NOREPLACE)) return as(who, () => ops.rename(from, to, done(call)));
+    as(who, () => ops.getattr(to, (err: number) => (err === -ENOENT ? as(who, () => ops.rename(from, to, done(call))) : reply(call, err || -EEXIST))));
+  }
+
+  const dispatch: Dispatch = (op, call, path, a, b, c, uid, gid, pid) => {
+    const who: Caller = { uid, gid, pid };
+    switch (op) {
+      case OP.LOOKUP: case OP.GETATTR: return withAttr(call, who, path);
+      case OP.SETATTR: return setattr(call, who, path, a, b, c);
+      case OP.READLINK: return as(who, () => ops.readlink(path, (err: number, target?: unknown) => reply(call, err || 0, target)));
+      case OP.MKNOD: return as(who, () => ops.mknod(path, a, b, entry(call, who, path)));
+      case OP.MKDIR: return as(who, () => ops.mkdir(path, a, entry(call, who, path)));
+      case OP.UNLINK: return as(who, () => ops.unlink(path, done(call)));
+      case OP.RMDIR: return as(who, () => ops.rmdir(path, done(call)));
+      case OP.SYMLINK: return as(who, () => ops.symlink(a, path, entry(call, who, path)));
+      case OP.RENAME: return rename(call, who, path, a, b);
+      case OP.LINK: return as(who, () => ops.link(path, a, entry(call, who, a)));
+      case OP.OPEN:
+        return as(who, () => ops.open(path, a, (err: number, fh?: unknown) => reply(call, err || (fh as number), null, null, pageCache(path) ? 1 : 0)));
+      case OP.CREATE:
+        return as(who, () => ops.create(path, a, (err: number, fh?: unknown) => (err ? reply(call, err) : withAttr(call, who, path, fh as number))));
+      case OP.READ: return ops.read(path, a, b, b.length, c, (n: number) => reply(call, n));
+      case OP.WRITE: return as(who, () => ops.write(path, a, b, b.length, c, (n: number) => reply(call, n)));
+      case OP.RELEASE: return as(who, () => ops.release(path, a, done(call)));
+      case OP.FSYNC: return as(who, () => ops.fsync(path, b, a, done(call)));
+      case OP.OPENDIR: return opendir(call, who, path);
+      case OP.FSYNCDIR: return as(who, () => ops.fsyncdir(path, 0, 0, done(call)));
+      case OP.STATFS:
+        return as(who, () =>
+          ops.statfs(path, (err: number, s?: unknown) => {
+            if (err) return reply(call, err);
+            const f = s as FsStats;
+            reply(call, 0, Float64Array.of(f.bsize, f.frsize, f.blocks, f.bfree, f.bavail, f.files, f.ffree, f.favail, f.fsid, f.flag, f.namemax));
+          }),
+        );
+      default: return reply(call, -osConstants.errno.ENOSYS);
+    }
+  };
+  return { dispatch, caller: () => current };
+}

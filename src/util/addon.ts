@@ -1,0 +1,38 @@
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UserError } from './errors.js';
+
+/** Our libfuse 3 binding (native/): a mount answers cached metadata on libfuse's threads and asks JS the rest. */
+export interface NativeBinding {
+  mount(options: { mountpoint: string; options: string; ttl: number; threads: number }, dispatch: Dispatch, barrierDone: (id: number) => void): NativeMount;
+  reply(call: number, result: number, value?: unknown, extra?: unknown, flag?: number): void;
+  invalidate(mount: NativeMount, roles: string[] | null, barrier: number): void;
+  restrict(mount: NativeMount, pidNamespace: string, names: string[] | null): void;
+  stats(mount: NativeMount): { hits: number; misses: number; nodes: number };
+  unmount(mount: NativeMount): Promise<void>;
+  fd(mount: NativeMount): number;
+  lutimens(path: string, atime: bigint | 'now' | 'omit', mtime: bigint | 'now' | 'omit'): void;
+}
+
+/** An opaque mount handle. */
+export type NativeMount = { readonly __brand: 'NativeMount' };
+
+/** dispatch(op, call, path, a, b, c, uid, gid, pid): one request for JS; answered once with reply(call, ...). */
+export type Dispatch = (op: number, call: number, path: string, a: any, b: any, c: any, uid: number, gid: number, pid: number) => void;
+
+const ADDON = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../native/build/Release/nasfuse.node');
+let loaded: NativeBinding | undefined;
+
+/** The binding, or an instruction when it was not built or libfuse 3 is missing. */
+export function binding(): NativeBinding {
+  if (loaded) return loaded;
+  try {
+    loaded = createRequire(import.meta.url)(ADDON) as NativeBinding;
+    return loaded;
+  } catch (e) {
+    const msg = (e as Error).message.split('\n')[0];
+    if (/libfuse3/.test(msg)) throw new UserError(`libfuse 3 is missing (${msg}): apt-get install libfuse3-3`);
+    throw new UserError(`cannot load the FUSE binding (${msg}): build it with scripts/build-native.sh (run scripts/setup.sh)`);
+  }
+}
