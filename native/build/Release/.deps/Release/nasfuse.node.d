@@ -1,1 +1,0 @@
-cmd_Release/nasfuse.node := ln -f "Release/obj.target/nasfuse.node" "Release/nasfuse.node" 2>/dev/null || (rm -rf "Release/nasfuse.node" && cp -af "Release/obj.target/nasfuse.node" "Release/nasfuse.node")

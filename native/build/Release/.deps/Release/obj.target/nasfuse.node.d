@@ -1,1 +1,0 @@
-cmd_Release/obj.target/nasfuse.node := g++ -o Release/obj.target/nasfuse.node -shared -pthread -rdynamic -m64  -Wl,-soname=nasfuse.node -Wl,--start-group Release/obj.target/nasfuse/addon.o Release/obj.target/nasfuse/ops.o Release/obj.target/nasfuse/replies.o Release/obj.target/nasfuse/table.o Release/obj.target/nasfuse/invalidate.o -Wl,--end-group -lfuse3 -lpthread
