@@ -175,26 +175,37 @@ static bool with_path(fuse_req_t req, Call* c) {
   Node* n = get(m, c->ino);
   if (n && path_of(m, n, c->path)) return true;
   // A node whose every name is gone (unlinked while open): requests by handle still work without a path.
-  if (n && (c->op == READ || c->op == WRITE || c->op == RELEASE || c->op == FSYNC || (c->op == SETATTR && c->has_fi))) return true;
+  if (n && (c->op == READ || c->op == WRITE || c->op == RELEASE || c->op == FSYNC || ((c->op == SETATTR || c->op == GETATTR) && c->has_fi))) {
+    c->path.clear();
+    return true;
+  }
   fuse_reply_err(req, n ? ENOENT : ESTALE);
   delete c;
   return false;
 }
 
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  (void)fi;
   Mount* m = mount_of(req);
   {
     std::lock_guard<std::mutex> lock(m->mu);
     Node* n = get(m, ino);
     if (!n) return (void)fuse_reply_err(req, ESTALE);
     bool unlinked = n->names.empty() && ino != FUSE_ROOT_ID;
-    if (n->known && (unlinked || (fresh(n) && may_serve(m, req, top_of(m, n))))) {
+    if (n->known && fresh(n) && (unlinked || may_serve(m, req, top_of(m, n)))) {
       m->hits++;
       return (void)fuse_reply_attr(req, &n->st, unlinked ? 0 : m->ttl);
     }
+    // An unlinked file has no path: asked through the descriptor it is open on, else as last seen.
+    if (unlinked && !fi) return n->known ? (void)fuse_reply_attr(req, &n->st, 0) : (void)fuse_reply_err(req, ENOENT);
   }
   Call* c = call(req, GETATTR, ino);
+  if (fi) {
+    c->has_fi = true;
+    c->fi = *fi;
+    c->a = static_cast<double>(fi->fh);
+  } else {
+    c->a = -1;
+  }
   if (with_path(req, c)) send(c);
 }
 
@@ -348,6 +359,11 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t siz
   memcpy(c->data, buf, size);
   c->size = size;
   c->off = off;
+  {
+    // The kernel keeps its own size and times of a file it writes; the cache's copy is stale from now on.
+    std::lock_guard<std::mutex> lock(c->m->mu);
+    if (Node* n = get(c->m, ino)) n->fresh_until = 0;
+  }
   changing(c);
   send(c);
 }

@@ -9,6 +9,8 @@ export const ftruncate = promisify(fs.ftruncate) as (fd: number, len: number) =>
 export const fsync = promisify(fs.fsync);
 export const fchown = promisify(fs.fchown);
 export const fchmod = promisify(fs.fchmod) as (fd: number, mode: number) => Promise<void>;
+export const fstat = (fd: number): Promise<fs.BigIntStats> =>
+  new Promise((resolve, reject) => fs.fstat(fd, { bigint: true }, (err, st) => (err ? reject(err) : resolve(st))));
 
 export function read(fd: number, buf: Buffer, len: number, pos: number): Promise<number> {
   return new Promise((resolve, reject) => fs.read(fd, buf, 0, len, pos, (err, n) => (err ? reject(err) : resolve(n))));

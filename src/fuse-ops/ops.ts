@@ -6,6 +6,8 @@ import { isWritable, type FsStats, type Handle, type TimeArg, type View, type Wr
 import type { Caller } from '../util/owner.js';
 import { mainRefusal } from '../cow/main-view.js';
 import type { Mutation } from '../policy/policy.js';
+import { attrFromStats } from '../cow/attr.js';
+import { fstat } from '../cow/fsx.js';
 import type { OpenFiles } from './open-files.js';
 import type { Refusals } from '../homes/refusals.js';
 
@@ -195,6 +197,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
         }
         const r = route(path, caller);
         return r ? r.view.getattr(r.rel) : rootAttr();
+      }),
+    /** Attributes through an open descriptor: a file unlinked while open has no path left. */
+    fgetattr: (fd: number, cb: Cb) =>
+      answer('getattr', '', cb, async () => {
+        const { h } = handle(fd);
+        if (h.mode === 'content') throw fsError('ENOENT');
+        return attrFromStats(await fstat(h.fd));
       }),
     readdir: (path: string, cb: Cb) =>
       answer('readdir', path, cb, async () => {

@@ -98,7 +98,11 @@ export function dispatcher(ops: Ops, reply: Reply, pageCache: (path: string) => 
   const dispatch: Dispatch = (op, call, path, a, b, c, uid, gid, pid) => {
     const who: Caller = { uid, gid, pid };
     switch (op) {
-      case OP.LOOKUP: case OP.GETATTR: return withAttr(call, who, path);
+      case OP.LOOKUP: return withAttr(call, who, path);
+      case OP.GETATTR:
+        // A file unlinked while open has no path: its descriptor answers.
+        if (!path && a >= 0) return ops.fgetattr(a, (err: number, attr?: unknown) => (err ? reply(call, err) : reply(call, 0, packAttr(attr as Attr))));
+        return withAttr(call, who, path);
       case OP.SETATTR: return setattr(call, who, path, a, b, c);
       case OP.READLINK: return as(who, () => ops.readlink(path, (err: number, target?: unknown) => reply(call, err || 0, target)));
       case OP.MKNOD: return as(who, () => ops.mknod(path, a, b, entry(call, who, path)));

@@ -21,7 +21,9 @@ export type NativeMount = { readonly __brand: 'NativeMount' };
 /** dispatch(op, call, path, a, b, c, uid, gid, pid): one request for JS; answered once with reply(call, ...). */
 export type Dispatch = (op: number, call: number, path: string, a: any, b: any, c: any, uid: number, gid: number, pid: number) => void;
 
-const ADDON = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../native/build/Release/nasfuse.node');
+/** native/ at the project's root: three levels up from dist/src/util, two from src/util (tests run the source). */
+const here = path.dirname(fileURLToPath(import.meta.url));
+const ADDON = path.resolve(here, here.split(path.sep).includes('dist') ? '../../..' : '../..', 'native/build/Release/nasfuse.node');
 let loaded: NativeBinding | undefined;
 
 /** The binding, or an instruction when it was not built or libfuse 3 is missing. */

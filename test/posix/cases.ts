@@ -374,10 +374,6 @@ const FILE_CASES: PosixCase[] = [
       }
       same(await names(fs, d), [], 'names');
     },
-    expect: { versioned: 'names-while-open', ignored: 'names-while-open', 'in-process': 'OK', 'in-process-ignored': 'OK' },
-    why: 'libfuse keeps an unlinked open file under a hidden name (.fuse_hidden…) that readdir lists until the last close (workspace/ is the disk ' +
-      'itself; called directly, without libfuse, the view unlinks the name at once and the descriptor keeps the file)',
-    gap: true,
   },
   {
     name: 'cp -r copies a tree, mode and symlink included',
