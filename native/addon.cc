@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "handover.h"
 #include "invalidate.h"
 #include "ops.h"
 #include "replies.h"
@@ -60,8 +62,55 @@ static void serve(Mount* m, unsigned threads) {
   m->endcv.notify_all();
 }
 
-// mount({ mountpoint, options, ttl, threads }, dispatch, barrierDone) -> a mount. The calling process must not
-// touch the mount synchronously (its JS thread answers it).
+// The node table as a flat array: id, lookup count, number of names, then parent and name for each.
+static napi_value export_nodes(napi_env env, Mount* m) {
+  napi_value out;
+  napi_create_array(env, &out);
+  uint32_t i = 0;
+  auto push = [&](napi_value v) { napi_set_element(env, out, i++, v); };
+  auto num = [&](double d) { napi_value v; napi_create_double(env, d, &v); push(v); };
+  std::lock_guard<std::mutex> lock(m->mu);
+  for (auto& [id, n] : m->nodes) {
+    num(static_cast<double>(id));
+    num(static_cast<double>(n->nlookup));
+    num(static_cast<double>(n->names.size()));
+    for (auto& [parent, name] : n->names) {
+      num(static_cast<double>(parent));
+      napi_value v;
+      napi_create_string_utf8(env, name.data(), name.size(), &v);
+      push(v);
+    }
+  }
+  return out;
+}
+
+static void import_nodes(napi_env env, Mount* m, napi_value array) {
+  uint32_t len = 0;
+  if (napi_get_array_length(env, array, &len) != napi_ok) return;
+  auto at = [&](uint32_t i) { napi_value v; napi_get_element(env, array, i, &v); return v; };
+  for (uint32_t i = 0; i + 3 <= len;) {
+    uint64_t id = static_cast<uint64_t>(number(env, at(i)));
+    uint64_t nlookup = static_cast<uint64_t>(number(env, at(i + 1)));
+    uint32_t names = static_cast<uint32_t>(number(env, at(i + 2)));
+    i += 3;
+    Node* n = m->nodes.count(id) ? m->nodes[id] : new Node();
+    n->id = id;
+    n->nlookup = nlookup;
+    m->nodes[id] = n;
+    for (uint32_t k = 0; k < names && i + 2 <= len; k++, i += 2) {
+      uint64_t parent = static_cast<uint64_t>(number(env, at(i)));
+      std::string name = text(env, at(i + 1));
+      n->names.emplace_back(parent, name);
+      m->dentries[dentry_key(parent, name)] = id;
+    }
+    if (id >= m->next_private && id >= PRIVATE_IDS) m->next_private = id + 1;
+  }
+}
+
+// mount({ mountpoint, options, ttl, threads, fd?, init?, nodes? }, dispatch, barrierDone) -> a mount. With `fd`
+// (a kernel connection an earlier nasd handed on), `init` (the INIT it read) and `nodes` (its node table), the
+// connection is taken over instead of mounted. The calling process must not touch the mount synchronously
+// (its JS thread answers it).
 static napi_value js_mount(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3];
@@ -78,18 +127,31 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   napi_create_threadsafe_function(env, argv[1], nullptr, name, 0, 1, nullptr, nullptr, nullptr, deliver, &m->requests);
   napi_create_threadsafe_function(env, argv[2], nullptr, name, 0, 1, nullptr, nullptr, nullptr, barrier_done, &m->barriers);
 
+  int inherited = static_cast<int>(number(env, property(env, argv[0], "fd"), -1));
+  std::vector<char> init;
+  if (inherited >= 0) {
+    void* bytes = nullptr;
+    size_t len = 0;
+    if (napi_get_buffer_info(env, property(env, argv[0], "init"), &bytes, &len) == napi_ok && bytes)
+      init.assign(static_cast<char*>(bytes), static_cast<char*>(bytes) + len);
+  }
   const char* args[] = {"nasd", "-o", options.c_str()};
   struct fuse_args fargs = FUSE_ARGS_INIT(options.empty() ? 1 : 3, const_cast<char**>(args));
   m->se = fuse_session_new(&fargs, operations(), sizeof(struct fuse_lowlevel_ops), m);
-  if (!m->se || fuse_session_mount(m->se, m->mountpoint.c_str()) != 0) {
+  bool ready = m->se && (inherited >= 0 ? prepare_takeover(m, init) && install_io(m, inherited)
+                                        : fuse_session_mount(m->se, m->mountpoint.c_str()) == 0 &&
+                                              install_io(m, fuse_session_fd(m->se)));
+  if (!ready) {
     if (m->se) fuse_session_destroy(m->se);
     napi_release_threadsafe_function(m->requests, napi_tsfn_abort);
     napi_release_threadsafe_function(m->barriers, napi_tsfn_abort);
     std::string where = m->mountpoint;
     delete m;
-    return fail(env, "cannot mount " + where + " (libfuse said why above)", "EMOUNT");
+    return fail(env, inherited >= 0 ? "cannot take over the kernel connection of " + where
+                                     : "cannot mount " + where + " (libfuse said why above)", "EMOUNT");
   }
   m->fd = fuse_session_fd(m->se);
+  if (inherited >= 0) import_nodes(env, m, property(env, argv[0], "nodes"));
   // The kernel connection is nasd's alone: git and every other child nasd starts must not inherit it.
   fcntl(m->fd, F_SETFD, fcntl(m->fd, F_GETFD) | FD_CLOEXEC);
   Node* root = new Node();
@@ -231,6 +293,61 @@ static napi_value js_unmount(napi_env env, napi_callback_info info) {
   return promise;
 }
 
+struct Suspending {
+  Mount* m;
+  napi_async_work work;
+  napi_deferred deferred;
+  bool drained;
+};
+
+static void suspend_execute(napi_env, void* data) {
+  auto* s = static_cast<Suspending*>(data);
+  s->m->paused = true;
+  for (int i = 0; i < 6000 && !(s->drained = drained(s->m)); i++) usleep(5000);
+}
+
+static void suspend_complete(napi_env env, napi_status, void* data) {
+  auto* s = static_cast<Suspending*>(data);
+  Mount* m = s->m;
+  napi_value out, v;
+  napi_create_object(env, &out);
+  void* bytes;
+  napi_create_buffer_copy(env, m->init_request.size(), m->init_request.data(), &bytes, &v);
+  napi_set_named_property(env, out, "init", v);
+  napi_set_named_property(env, out, "nodes", export_nodes(env, m));
+  napi_get_boolean(env, s->drained, &v);
+  napi_set_named_property(env, out, "drained", v);
+  napi_resolve_deferred(env, s->deferred, out);
+  napi_delete_async_work(env, s->work);
+  delete s;
+}
+
+// suspend(mount) -> Promise<{ init, nodes, drained }>: stop reading requests, wait until every request read
+// was answered (JS keeps answering meanwhile), and give what a successor needs to take the connection over.
+static napi_value js_suspend(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], promise, name;
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Mount* m = mount_arg(env, argv[0]);
+  if (!m) return fail(env, "suspend: not a mount");
+  auto* s = new Suspending{m, nullptr, nullptr, false};
+  napi_create_promise(env, &s->deferred, &promise);
+  napi_create_string_utf8(env, "nasfuse-suspend", NAPI_AUTO_LENGTH, &name);
+  napi_create_async_work(env, nullptr, name, suspend_execute, suspend_complete, s, &s->work);
+  napi_queue_async_work(env, s->work);
+  return promise;
+}
+
+// notify(socket, state, fd) -> 0 or -errno: sd_notify, with a descriptor for systemd's store when fd >= 0.
+static napi_value js_notify(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], out;
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  int rc = notify(text(env, argv[0]), text(env, argv[1]), argc > 2 ? static_cast<int>(number(env, argv[2], -1)) : -1);
+  napi_create_int32(env, rc, &out);
+  return out;
+}
+
 static napi_value js_fd(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], out;
@@ -300,6 +417,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"stats", nullptr, js_stats, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"unmount", nullptr, js_unmount, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"fd", nullptr, js_fd, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"suspend", nullptr, js_suspend, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"notify", nullptr, js_notify, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"lutimens", nullptr, js_lutimens, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);

@@ -89,9 +89,16 @@ struct Mount {
   bool ended = false;  // the session loop returned
   std::mutex endmu;
   std::condition_variable endcv;
-  // What the kernel said at INIT, kept for a successor that takes the connection over.
+  // What the kernel said at INIT (conn.max_write is set once it came).
   struct fuse_conn_info conn {};
+  // The connection's hand-over (handover.cc): the kernel's INIT as read, whether this session took the
+  // connection over from an earlier nasd (and replays that INIT once), requests read but not answered, and
+  // whether reading is paused for a stop that hands the connection on.
+  std::vector<char> init_request;
   bool takeover = false;
+  std::atomic<bool> replay_init{false};
+  std::atomic<int64_t> inflight{0};
+  std::atomic<bool> paused{false};
 };
 
 // A request on its way to JS and back.

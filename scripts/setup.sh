@@ -7,12 +7,11 @@ repo=$(pwd)
 
 fail() { echo "setup: $*" >&2; exit 1; }
 
-# fuse3 provides fusermount (and is what bindfs and fuse-overlayfs need); fuse-native links libfuse.so.2.
-# nodegit 0.27 builds from source: it needs a compiler, python3, and the Kerberos and OpenSSL headers.
-# fuse-native is compiled from source too, with our patch (patches/, scripts/build-fuse-native.sh): a compiler,
-# make, python3 and Node's headers (libfuse's headers come with the npm package fuse-shared-library-linux).
+# fuse3 provides fusermount3 (and is what bindfs and fuse-overlayfs need); our FUSE binding (native/) is
+# compiled against libfuse3-dev (scripts/build-native.sh): a C++ compiler, make, python3, pkg-config and Node's
+# headers. nodegit 0.27 builds from source: it needs a compiler, python3, and the Kerberos and OpenSSL headers.
 # rsync is used by the test suite (real tools in branch views).
-packages=(fuse3 libfuse2 git ca-certificates python3 make g++ pkg-config libkrb5-dev libssl-dev rsync)
+packages=(fuse3 libfuse3-dev git ca-certificates python3 make g++ pkg-config libkrb5-dev libssl-dev rsync)
 # The test suite also drives the web page in a real browser: Debian's chromium (scripts/test.sh asks for it).
 if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium); fi
 missing=()
@@ -31,21 +30,27 @@ command -v node >/dev/null || fail "Node.js is not installed: install Node.js 20
 major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$major" -ge 20 ] || fail "Node.js $(node -v) is too old: Agent NAS needs Node.js 20 or newer"
 
-# npm packages: reinstall only when the lockfile or a patch of a package changed since the last successful
-# install. npm ci's postinstall applies patches/ (patch-package) and compiles the patched fuse-native.
+# npm packages: reinstall only when the lockfile changed since the last successful install. npm ci's
+# postinstall compiles our FUSE binding.
 stamp=node_modules/.agent-nas-setup
-want=$(cat package-lock.json patches/*.patch | sha256sum | cut -d' ' -f1)
+want=$(sha256sum < package-lock.json | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing npm packages (nodegit builds from source: about 6-9 minutes on 2 cores)"
   if ! npm ci --no-audit --no-fund >/tmp/agent-nas-npm.log 2>&1; then
     tail -40 /tmp/agent-nas-npm.log >&2
-    # The fuse-native build names what it is missing in its own lines: repeat them last, where they are seen.
-    why=$(grep -E '^(build-fuse-native|\*\*ERROR\*\* Failed to apply patch)' /tmp/agent-nas-npm.log || true)
+    # The binding's build names what it is missing in its own lines: repeat them last, where they are seen.
+    why=$(grep -E '^build-native' /tmp/agent-nas-npm.log || true)
     [ -z "$why" ] || fail "$why"
     fail "npm ci failed; full log in /tmp/agent-nas-npm.log"
   fi
-  node -e "require('nodegit'); require('fuse-native')" || fail "nodegit or fuse-native does not load after npm ci; see /tmp/agent-nas-npm.log"
+  node -e "require('nodegit')" || fail "nodegit does not load after npm ci; see /tmp/agent-nas-npm.log"
   echo "$want" > "$stamp"
+fi
+
+# The FUSE binding again whenever native/ changed since it was built (a pull, an edit).
+sources=$(cat native/*.cc native/*.h native/binding.gyp | sha256sum | cut -d' ' -f1)
+if [ "$(cat native/build/.sources 2>/dev/null)" != "$sources" ]; then
+  bash scripts/build-native.sh
 fi
 
 npm run -s build || fail "TypeScript build failed"

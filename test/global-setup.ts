@@ -85,11 +85,12 @@ async function sweep(when: 'setup' | 'teardown'): Promise<void> {
   }
 }
 
-/** The newest mtime of any .ts file below dir. */
-function newestSource(dir: string): { file: string; mtimeMs: number } | null {
+/** The newest mtime of any source file (.ts, .cc, .h) below dir, outside `skip`. */
+function newestSource(dir: string, skip?: string): { file: string; mtimeMs: number } | null {
   let newest: { file: string; mtimeMs: number } | null = null;
   for (const rel of fs.readdirSync(dir, { recursive: true }) as string[]) {
-    if (!rel.endsWith('.ts')) continue;
+    if (skip && rel.startsWith(skip)) continue;
+    if (!/\.(ts|cc|h)$/.test(rel)) continue;
     const file = path.join(dir, rel);
     const { mtimeMs } = fs.statSync(file);
     if (!newest || mtimeMs > newest.mtimeMs) newest = { file, mtimeMs };
@@ -104,6 +105,13 @@ export async function setup(): Promise<void> {
   const newest = newestSource(`${ROOT}/src`);
   if (newest && newest.mtimeMs > built) {
     throw new Error(`dist/ is stale: ${path.relative(ROOT, newest.file)} is newer than dist/src/daemon/main.js; run \`npm run -s build\` (\`npm test\` builds first)`);
+  }
+  // The same for the FUSE binding: native/ compiled before its last edit would test an older binding.
+  const addon = `${ROOT}/native/build/Release/nasfuse.node`;
+  if (!fs.existsSync(addon)) throw new Error('the FUSE binding is not built: run scripts/build-native.sh (scripts/setup.sh does)');
+  const source = newestSource(`${ROOT}/native`, 'build');
+  if (source && source.mtimeMs > fs.statSync(addon).mtimeMs) {
+    throw new Error(`the FUSE binding is stale: ${path.relative(ROOT, source.file)} is newer than it; run scripts/build-native.sh`);
   }
   await sweep('setup');
 }

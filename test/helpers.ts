@@ -47,6 +47,11 @@ export interface DaemonOptions {
    * without CAP_SYS_ADMIN, its fusermount being nas-mount-relay, talking to the nas-mount-broker at this socket.
    */
   sandboxBroker?: string;
+  /**
+   * Run nasd under a stand-in for systemd's file descriptor store (fixtures/fd-store.py): it keeps the kernel
+   * connection nasd stores, and `restartKeepingConnection()` restarts nasd as `systemctl restart` would.
+   */
+  fdStore?: boolean;
 }
 
 /** nasd's sandbox as the unit makes it: $1 relay, $2 broker socket, then the command (one process, exec'd through). */
@@ -105,7 +110,9 @@ export class TestDaemon {
     ];
     this.child = this.opts.sandboxBroker
       ? spawn('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', SANDBOX, 'sandbox', `${ROOT}/libexec/nas-mount-relay`, this.opts.sandboxBroker, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-      : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      : this.opts.fdStore
+        ? spawn('python3', [`${ROOT}/test/fixtures/fd-store.py`, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+        : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d) => (this.log += d));
     this.child.stderr!.on('data', (d) => (this.log += d));
     let onExit: (code: number | null) => void = () => undefined;
@@ -224,6 +231,19 @@ export class TestDaemon {
     const gone = new Promise((r) => this.child.once('exit', r));
     process.kill(this.child.pid!, 'SIGKILL');
     await gone;
+  }
+
+  /**
+   * Under the fd-store stand-in: stop nasd and start it again, the kernel connection kept (SIGHUP to the stand-in,
+   * which is what the child's pid is). Resolves once the new nasd is ready.
+   */
+  async restartKeepingConnection(): Promise<void> {
+    if (!this.opts.fdStore) throw new Error('restartKeepingConnection needs { fdStore: true }');
+    const readies = () => this.log.split('"nasd ready"').length - 1;
+    const before = readies();
+    process.kill(this.child.pid!, 'SIGHUP');
+    for (let i = 0; i < 600 && readies() === before; i++) await new Promise((r) => setTimeout(r, 50));
+    if (readies() === before) throw new Error(`nasd was not ready again after 30 s:\n${this.log}`);
   }
 
   async restart(): Promise<TestDaemon> {

@@ -24,6 +24,7 @@ import { openFileLimits } from './file-limit.js';
 import { OpenFiles } from '../fuse-ops/open-files.js';
 import { WallClock } from '../util/clock.js';
 import { Refusals } from '../homes/refusals.js';
+import { inheritedConnection, leaveForSuccessor, storeConnection } from './handover.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -57,7 +58,9 @@ async function main(): Promise<void> {
     clock: new WallClock(config.test_clock_offset_file),
   });
   const openFiles = new OpenFiles(await openFileLimits(config, log), log);
-  await preflight(config.mount, log);
+  // A restart under systemd: the kernel connection the nasd before handed on (handover.ts).
+  const inherited = await inheritedConnection(config.state_dir, log);
+  if (!inherited) await preflight(config.mount, log);
   await homes.ensureStateDir();
   if (config.demo && !(await Home.list(config.state_dir)).includes('demo')) {
     await Home.create(config.state_dir, 'demo', { owner: 'root', identity: config.identity });
@@ -76,12 +79,15 @@ async function main(): Promise<void> {
   let fuse: FuseMount | undefined;
   const table = new MountTable(homes);
   const ops = fuseOps(table, log, () => fuse?.context() ?? null, openFiles, refusals);
-  const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p) }));
+  const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined }));
+  if (inherited) ops.inheritHandles(inherited.handles);
+  const kept = storeConnection(mount.fd(), log);
   homes.kernelCache = { forget: (roles) => mount.invalidate(roles) };
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
   homes.runs.onChange = confine;
   for (const run of homes.runs.all()) confine(run, true);
-  await binds.start(homes.allScratchBinds());
+  // Binds made before a hand-over are still there, on the same mount.
+  await binds.start(homes.allScratchBinds(), { adopt: !!inherited });
   const routes = handlers(flows, web, config.state_dir);
   const server = await serveControl(config.socket, routes, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
     await binds.stop();
@@ -127,13 +133,22 @@ async function main(): Promise<void> {
     clearInterval(hourly);
     clearTimeout(firstHourly);
     await refs.close();
+    // With the connection in systemd's store, the mount outlives this process: a restart's successor takes it
+    // over; a stop has systemd close it, and the unit unmounts. Every request taken is answered first.
+    const handOn = kept && signal !== 'umount' ? await mount.suspend() : null;
     server.close();
     webServer?.close();
     webServer?.closeAllConnections();
     await runs.close();
-    await binds.stop();
+    if (!handOn) await binds.stop();
     await homes.close();
-    if (await fuseMountedAt(config.mount)) await mount.unmount();
+    if (handOn?.drained) {
+      await leaveForSuccessor(config.state_dir, handOn, ops.openHandles());
+      log.info({ nodes: handOn.nodes.length / 3 }, 'stopped: the kernel connection stays in systemd\'s store for the next nasd');
+      process.exit(0);
+    }
+    if (handOn) log.warn('stopped with requests unanswered after 30 s: the next nasd mounts afresh');
+    else if (await fuseMountedAt(config.mount)) await mount.unmount();
     log.info('stopped');
     process.exit(0);
   };

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
 import type { Caller } from '../util/owner.js';
-import { binding, type NativeMount } from './native.js';
+import { binding, type Connection, type NativeMount } from './native.js';
 import { dispatcher } from './requests.js';
 import type { fuseOps } from './ops.js';
 
@@ -32,6 +32,10 @@ export interface FuseMount {
   restrict(pidNamespace: string, names: string[] | null): void;
   /** Requests answered from the cache (hits) and asked of JS (misses); nodes the kernel holds. */
   stats(): { hits: number; misses: number; nodes: number };
+  /** The kernel connection's descriptor (for systemd's store). */
+  fd(): number;
+  /** Stop taking requests and answer every one taken: a stop that hands the connection on (FuseMount stays mounted). */
+  suspend(): Promise<Connection & { drained: boolean }>;
 }
 
 /** Check what FUSE needs before trying, so a missing piece is named with what to install or do. */
@@ -43,6 +47,8 @@ export async function preflight(mountpoint: string, log: Logger): Promise<void> 
       '/dev/fuse is missing or not accessible: load the module (modprobe fuse) or, in a container, pass --device /dev/fuse --cap-add SYS_ADMIN',
     );
   }
+  // The binding links libfuse 3: a missing library is named now, before anything is opened.
+  binding();
   try {
     await run('fusermount', ['-V']);
   } catch {
@@ -101,6 +107,8 @@ const OPTIONS = 'allow_other,default_permissions,fsname=nasd,subtype=nasd,nodev,
 export interface MountOptions {
   /** Whether the kernel may keep a file's pages between opens (read-only views; nasd invalidates them when it changes one). */
   pageCache(path: string): boolean;
+  /** A kernel connection an earlier nasd handed on (its /dev/fuse descriptor): taken over, not mounted again. */
+  takeover?: Connection & { fd: number };
 }
 
 export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseOps>, log: Logger, options: MountOptions): Promise<FuseMount> {
@@ -110,14 +118,15 @@ export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseO
   let nextBarrier = 1;
   let handle: NativeMount;
   try {
-    handle = native.mount({ mountpoint, options: OPTIONS, ttl: CACHE_SECONDS, threads: THREADS }, dispatch, (id) => {
+    const debug = process.env.NASD_FUSE_DEBUG === '1' ? ',debug' : '';
+    handle = native.mount({ mountpoint, options: OPTIONS + debug, ttl: CACHE_SECONDS, threads: THREADS, ...options.takeover }, dispatch, (id) => {
       barriers.get(id)?.();
       barriers.delete(id);
     });
   } catch (err) {
     throw new UserError(`cannot mount ${mountpoint}: ${(err as Error).message}`);
   }
-  log.info({ mountpoint }, 'mounted');
+  log.info({ mountpoint, takenOver: !!options.takeover }, options.takeover ? 'took the kernel connection over' : 'mounted');
   let mounted = true;
   return {
     context: caller,
@@ -130,9 +139,14 @@ export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseO
       }),
     restrict: (pidNamespace, names) => mounted && native.restrict(handle, pidNamespace, names),
     stats: () => native.stats(handle),
+    fd: () => native.fd(handle),
+    suspend: () => native.suspend(handle),
     unmount: async () => {
       if (!mounted) return;
       mounted = false;
+      // fusermount unmounts (under the unit it is the relay to the broker: nasd itself may not; and a connection
+      // taken over has no mount libfuse knows of); libfuse then sees the connection end.
+      await run('fusermount', ['-uz', mountpoint]).catch((err) => log.error({ err, mountpoint }, 'unmount failed'));
       await native.unmount(handle);
       for (const resolve of barriers.values()) resolve();
       barriers.clear();

@@ -1,5 +1,5 @@
 import type { Attr } from '../cow/attr.js';
-export { binding, type Dispatch, type NativeBinding, type NativeMount } from '../util/addon.js';
+export { binding, type Connection, type Dispatch, type NativeBinding, type NativeMount } from '../util/addon.js';
 
 /** Request kinds; native/nasfuse.h has the same numbers. */
 export const OP = {

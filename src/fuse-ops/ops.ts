@@ -27,6 +27,13 @@ export interface Router {
 
 type Cb = (err: number, ...rest: unknown[]) => void;
 
+/** An open file as a successor needs it after a hand-over: the handle number the kernel uses, the path, how. */
+export interface OpenHandle {
+  fd: number;
+  path: string;
+  flags: number;
+}
+
 /** An open that may change the file: for writing, or truncating. */
 const opensForWriting = (flags: number) => (flags & 3) !== constants.O_RDONLY || (flags & constants.O_TRUNC) !== 0;
 
@@ -50,7 +57,10 @@ const REFUSING = new Set(['EROFS', 'EPERM', 'EACCES', 'EDQUOT', 'EXDEV', 'EMFILE
  * refusal with its reason and who met it (`nas why`).
  */
 export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | null = () => null, openFiles?: OpenFiles, refusals?: Refusals) {
-  const handles = new Map<number, { view: View; h: Handle; close?: () => void }>();
+  const handles = new Map<number, { view: View; h: Handle; flags: number; close?: () => void }>();
+  /** Handles an earlier nasd opened before it handed the kernel connection on: opened again at first use. */
+  const inherited = new Map<number, OpenHandle>();
+  const reviving = new Map<number, Promise<void>>();
   let nextHandle = 1;
   const started = new Date();
 
@@ -130,18 +140,35 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return { view: changing(view, false), h };
   }
 
-  function register(view: View, h: Handle, close?: () => void): number {
-    while (handles.has(nextHandle) || nextHandle === 0) nextHandle = (nextHandle + 1) % 0x7fffffff;
+  function register(view: View, h: Handle, flags: number, close?: () => void): number {
+    while (handles.has(nextHandle) || inherited.has(nextHandle) || nextHandle === 0) nextHandle = (nextHandle + 1) % 0x7fffffff;
     const fd = nextHandle++;
-    handles.set(fd, { view, h, close });
+    handles.set(fd, { view, h, flags, close });
     return fd;
   }
 
+  /** A handle the kernel knows from before a hand-over: its file opened again, as it was (not truncated again). */
+  function revive(fd: number): Promise<void> {
+    const was = inherited.get(fd);
+    if (!was || handles.has(fd)) return Promise.resolve();
+    let pending = reviving.get(fd);
+    if (!pending) {
+      pending = (async () => {
+        const r = need(was.path);
+        const h = await r.view.open(r.rel, was.flags & ~(constants.O_TRUNC | constants.O_CREAT | constants.O_EXCL));
+        handles.set(fd, { view: r.view, h, flags: was.flags, close: openFiles?.take(0, r.view.name) });
+        inherited.delete(fd);
+      })().finally(() => reviving.delete(fd));
+      reviving.set(fd, pending);
+    }
+    return pending;
+  }
+
   /** Open a handle counted against the caller's and the view's open-file caps (given back if the open fails). */
-  async function counted(view: View, caller: Caller | null, open: () => Promise<Handle>): Promise<number> {
+  async function counted(view: View, caller: Caller | null, flags: number, open: () => Promise<Handle>): Promise<number> {
     const close = openFiles?.take(caller?.uid ?? 0, view.name);
     try {
-      return register(view, await open(), close);
+      return register(view, await open(), flags, close);
     } catch (err) {
       close?.();
       throw err;
@@ -185,6 +212,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   });
 
   return {
+    /** The files open now (a stop that hands the kernel connection on): the successor opens them again lazily. */
+    openHandles: (): OpenHandle[] => [
+      ...[...handles].map(([fd, e]) => ({ fd, path: `/${e.view.name}/${e.h.rel}`, flags: e.flags })),
+      ...inherited.values(),
+    ],
+    /** Handles an earlier nasd had open: answered as the same handle numbers, each file opened again at first use. */
+    inheritHandles: (list: OpenHandle[]) => list.forEach((o) => inherited.set(o.fd, o)),
     getattr: (path: string, cb: Cb) =>
       answer('getattr', path, cb, async () => {
         // The kernel looks a name up (getattr) before anything else uses it: the one place a view is made on demand
@@ -201,6 +235,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     /** Attributes through an open descriptor: a file unlinked while open has no path left. */
     fgetattr: (fd: number, cb: Cb) =>
       answer('getattr', '', cb, async () => {
+        await revive(fd);
         const { h } = handle(fd);
         if (h.mode === 'content') throw fsError('ENOENT');
         return attrFromStats(await fstat(h.fd));
@@ -223,7 +258,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
         if (caller && isWritable(r.view) && opensForWriting(flags)) mayWrite(r.view, caller);
         // Who reads main is asked now, while the request is current; recorded before the open is answered.
         const reader = r.view.kind === 'main' ? router.readerOf?.(r.view, caller) : undefined;
-        return counted(r.view, caller, async () => {
+        return counted(r.view, caller, flags, async () => {
           const h = await r.view.open(r.rel, flags);
           if (reader && h.oid) await reader.record(r.rel, h.oid);
           return h;
@@ -232,14 +267,15 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     create: (path: string, mode: number, cb: Cb) =>
       answer('create', path, cb, async (caller = callerOf()) => {
         const r = mutable(path, 'create');
-        return counted(r.view, caller, () => r.view.create(r.rel, mode, caller));
+        return counted(r.view, caller, constants.O_RDWR, () => r.view.create(r.rel, mode, caller));
       }),
     read: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
-      answerCount('read', path, cb, async () => { const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
+      answerCount('read', path, cb, async () => { await revive(fd); const { view, h } = handle(fd); return view.read(h, buf, len, pos); }),
     write: (path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
-      answerCount('write', path, cb, async () => { const { view, h } = writableHandle(fd, 'write'); return view.write(h, buf, len, pos); }),
+      answerCount('write', path, cb, async () => { await revive(fd); const { view, h } = writableHandle(fd, 'write'); return view.write(h, buf, len, pos); }),
     release: (path: string, fd: number, cb: Cb) =>
       answer('release', path, cb, async () => {
+        if (inherited.delete(fd)) return;
         const { view, h, close } = handle(fd);
         handles.delete(fd);
         try {
@@ -250,6 +286,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
       }),
     fsync: (path: string, _datasync: number, fd: number, cb: Cb) =>
       answer('fsync', path, cb, async () => {
+        await revive(fd);
         const entry = handles.get(fd);
         if (entry) return entry.view.fsync(entry.h);
         const r = route(path);
@@ -263,7 +300,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     truncate: (path: string, size: number, cb: Cb) =>
       answer('truncate', path, cb, async () => { const r = mutable(path, 'truncate'); await r.view.truncate(r.rel, size); }),
     ftruncate: (path: string, fd: number, size: number, cb: Cb) =>
-      answer('ftruncate', path, cb, async () => { const { view, h } = writableHandle(fd, 'truncate'); await view.ftruncate(h, size); }),
+      answer('ftruncate', path, cb, async () => { await revive(fd); const { view, h } = writableHandle(fd, 'truncate'); await view.ftruncate(h, size); }),
     unlink: (path: string, cb: Cb) => answer('unlink', path, cb, async () => { const r = mutable(path, 'unlink'); await r.view.unlink(r.rel); }),
     mkdir: (path: string, mode: number, cb: Cb) =>
       answer('mkdir', path, cb, async (caller = callerOf()) => { const r = mutable(path, 'mkdir'); await r.view.mkdir(r.rel, mode, caller); }),

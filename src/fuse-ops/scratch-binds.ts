@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -33,9 +34,14 @@ export class ScratchBinds {
   constructor(private readonly log: Logger) {}
 
   /** The FUSE mount is up: make every bind asked for so far, and from now on each as it is asked for. */
-  async start(pending: { source: string; target: string }[]): Promise<void> {
+  async start(pending: { source: string; target: string }[], opts: { adopt?: boolean } = {}): Promise<void> {
     this.live = true;
-    for (const b of pending) await this.bind(b.source, b.target);
+    // After a hand-over the binds the nasd before made are still mounted: they are taken as made.
+    const mounted = opts.adopt ? await mountPoints() : new Set<string>();
+    for (const b of pending) {
+      if (mounted.has(b.target)) this.binds.set(b.target, b.source);
+      else await this.bind(b.source, b.target);
+    }
   }
 
   async bind(source: string, target: string): Promise<void> {
@@ -71,4 +77,11 @@ export class ScratchBinds {
     }
     this.binds.delete(target);
   }
+}
+
+/** Every mount point this process sees (/proc/self/mountinfo's fifth field, octal escapes undone). */
+async function mountPoints(): Promise<Set<string>> {
+  const text = await fs.readFile('/proc/self/mountinfo', 'utf8');
+  const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)));
+  return new Set(text.split('\n').filter(Boolean).map((line) => unescape(line.split(' ')[4])));
 }

@@ -5,14 +5,35 @@ import { UserError } from './errors.js';
 
 /** Our libfuse 3 binding (native/): a mount answers cached metadata on libfuse's threads and asks JS the rest. */
 export interface NativeBinding {
-  mount(options: { mountpoint: string; options: string; ttl: number; threads: number }, dispatch: Dispatch, barrierDone: (id: number) => void): NativeMount;
+  mount(options: MountOptions, dispatch: Dispatch, barrierDone: (id: number) => void): NativeMount;
   reply(call: number, result: number, value?: unknown, extra?: unknown, flag?: number): void;
   invalidate(mount: NativeMount, roles: string[] | null, barrier: number): void;
   restrict(mount: NativeMount, pidNamespace: string, names: string[] | null): void;
   stats(mount: NativeMount): { hits: number; misses: number; nodes: number };
   unmount(mount: NativeMount): Promise<void>;
   fd(mount: NativeMount): number;
+  /** Stop reading requests and wait until every request read was answered: what a successor takes over with. */
+  suspend(mount: NativeMount): Promise<Connection & { drained: boolean }>;
+  /** sd_notify: `state` to systemd's notify socket, with a descriptor for its store when fd >= 0; 0 or -errno. */
+  notify(socket: string, state: string, fd: number): number;
   lutimens(path: string, atime: bigint | 'now' | 'omit', mtime: bigint | 'now' | 'omit'): void;
+}
+
+/** What a successor needs to take a kernel connection over: the kernel's INIT as read, and the node table. */
+export interface Connection {
+  init: Buffer;
+  nodes: unknown[];
+}
+
+export interface MountOptions {
+  mountpoint: string;
+  options: string;
+  ttl: number;
+  threads: number;
+  /** Take over this kernel connection (/dev/fuse, handed on by an earlier nasd) instead of mounting. */
+  fd?: number;
+  init?: Buffer;
+  nodes?: unknown[];
 }
 
 /** An opaque mount handle. */

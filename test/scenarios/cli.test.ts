@@ -120,9 +120,9 @@ describe('nas CLI and bad input', () => {
     // Private mount namespaces hide the device or the library from nasd alone.
     const noDevice = await run('unshare', ['--mount', 'sh', '-c', `mount -t tmpfs none /dev && exec ${node} ${daemon} ${args.join(' ')}`]);
     expect(noDevice.stderr).toMatch(/\/dev\/fuse is missing.*modprobe fuse/);
-    const lib = (await run('sh', ['-c', 'ldconfig -p | grep -o "/.*libfuse.so.2$" | head -1'])).stdout.trim();
+    const lib = (await run('sh', ['-c', 'ldconfig -p | grep -o "/.*libfuse3.so.3$" | head -1'])).stdout.trim();
     expect(lib).not.toBe('');
     const noLib = await run('unshare', ['--mount', 'sh', '-c', `mount --bind /dev/null ${lib} && exec ${node} ${daemon} ${args.join(' ')}`]);
-    expect(noLib.stderr).toMatch(/libfuse 2 is missing.*apt-get install libfuse2/);
+    expect(noLib.stderr).toMatch(/libfuse 3 is missing.*apt-get install libfuse3-3/);
   });
 });

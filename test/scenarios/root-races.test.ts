@@ -72,7 +72,7 @@ describe('root-side operations in trees users change (issue 20, Critical 1 and 2
    * `round()` waits for the next.
    */
   function swapping(a: string, b: string, spare: string, rounds = 2_000_000) {
-    // Through the mount, two renames a round (fuse-native refuses RENAME_EXCHANGE).
+    // Through the mount, two renames a round (nasd refuses RENAME_EXCHANGE: no view can swap two names in one commit).
     const how = rounds === 2_000_000 ? 'exchange' : 'renames';
     const child = spawn('python3', ['-c', SWAPPER, a, b, spare, String(rounds), how], { stdio: ['ignore', 'pipe', 'inherit'] });
     swappers.push(child);

@@ -212,7 +212,7 @@ describe('who may call', () => {
     const flows = {
       leases: { authorize: record('authorize', { principal: 'p' }), revokeBranch: record('revokeBranch', []) },
       trash: { trashTarget: async (_role: string, b: { branch?: string }) => b.branch ?? 'deleted-in', trashRestore: record('trashRestore') },
-      homes: { createHome: record('createHome') },
+      homes: { createHome: record('createHome'), viewsChanged: async () => undefined },
       branches: { discardBranch: record('discardBranch', {}), updateBranch: record('updateBranch') },
       memory: { import: record('import'), index: record('index') },
       prs: { propose: record('propose') },

@@ -1,0 +1,120 @@
+// Keeping the kernel connection across a restart. Every mount reads and writes /dev/fuse through these hooks:
+// they keep the kernel's INIT (a successor replays it to its own libfuse: the kernel sends INIT once per
+// connection), count requests read but not yet answered, and stop reading when asked, so a stopping nasd
+// answers everything it took and leaves the rest queued in the kernel for the next one.
+#include "handover.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "table.h"
+
+namespace nas {
+
+// The unique id of the replayed INIT: the kernel's own ids are even, so its reply is told apart and dropped.
+constexpr uint64_t REPLAYED_INIT = 1;
+
+static ssize_t io_read(int fd, void* buf, size_t len, void* userdata) {
+  Mount* m = static_cast<Mount*>(userdata);
+  if (m->replay_init.exchange(false)) {
+    memcpy(buf, m->init_request.data(), m->init_request.size());
+    return static_cast<ssize_t>(m->init_request.size());
+  }
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    int ready = poll(&p, 1, 200);
+    if (ready < 0 && errno != EINTR) return -1;
+    if (ready <= 0 || m->paused.load()) continue;
+    // Counted before the read, so a stop that waits for zero cannot miss a request being read right now.
+    m->inflight++;
+    ssize_t n = read(fd, buf, len);
+    if (n < 0) {
+      int err = errno;
+      m->inflight--;
+      if (err == EAGAIN || err == EINTR) continue;  // another thread took it
+      errno = err;
+      return -1;
+    }
+    auto* in = static_cast<const struct fuse_in_header*>(buf);
+    if (n >= static_cast<ssize_t>(sizeof *in)) {
+      // These get no reply.
+      if (in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET || in->opcode == FUSE_INTERRUPT) m->inflight--;
+      if (in->opcode == FUSE_INIT && m->init_request.empty()) {
+        m->init_request.assign(static_cast<char*>(buf), static_cast<char*>(buf) + n);
+      }
+    }
+    return n;
+  }
+}
+
+static ssize_t io_writev(int fd, struct iovec* iov, int count, void* userdata) {
+  Mount* m = static_cast<Mount*>(userdata);
+  auto* out = static_cast<const struct fuse_out_header*>(iov[0].iov_base);
+  if (out->unique == REPLAYED_INIT && m->takeover) {
+    ssize_t total = 0;
+    for (int i = 0; i < count; i++) total += iov[i].iov_len;
+    return total;  // the kernel was answered by the nasd that mounted
+  }
+  ssize_t n = writev(fd, iov, count);
+  if (out->unique != 0) m->inflight--;  // a reply (unique 0: a notification)
+  return n;
+}
+
+bool install_io(Mount* m, int fd) {
+  static const struct fuse_custom_io io = {io_writev, io_read, nullptr, nullptr};
+  // Reads poll first and never block: a thread waits in poll, where a stop can find it idle.
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fuse_session_custom_io(m->se, &io, fd) == 0;
+}
+
+bool prepare_takeover(Mount* m, const std::vector<char>& init) {
+  if (init.size() < sizeof(struct fuse_in_header) + sizeof(struct fuse_init_in)) return false;
+  m->init_request = init;
+  auto* in = reinterpret_cast<struct fuse_in_header*>(m->init_request.data());
+  if (in->opcode != FUSE_INIT) return false;
+  in->unique = REPLAYED_INIT;
+  m->takeover = true;
+  m->replay_init = true;
+  return true;
+}
+
+bool drained(Mount* m) { return m->inflight.load() <= 0; }
+
+int notify(const std::string& socket_path, const std::string& state, int fd) {
+  if (socket_path.empty() || socket_path.size() >= sizeof(sockaddr_un::sun_path)) return -EINVAL;
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -errno;
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, socket_path.data(), socket_path.size());
+  if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';  // an abstract socket
+  socklen_t alen = offsetof(struct sockaddr_un, sun_path) + socket_path.size();
+  struct iovec iov = {const_cast<char*>(state.data()), state.size()};
+  struct msghdr msg {};
+  msg.msg_name = &addr;
+  msg.msg_namelen = alen;
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  int rc = sendmsg(s, &msg, MSG_NOSIGNAL) < 0 ? -errno : 0;
+  close(s);
+  return rc;
+}
+
+}  // namespace nas

@@ -1,0 +1,76 @@
+import fs from 'node:fs/promises';
+import { closeSync } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { binding, type Connection } from '../util/addon.js';
+import type { OpenHandle } from '../fuse-ops/ops.js';
+
+/**
+ * A restart that clients do not see. The kernel connection (/dev/fuse) is kept in systemd's file descriptor
+ * store (the unit's FileDescriptorStoreMax=; the tests use a small stand-in that speaks the same protocol), so it
+ * outlives nasd; a stopping nasd answers every request it took, then leaves its successor what that needs
+ * (the kernel's INIT, the node table, the open files) in the state directory; the successor takes the
+ * connection over, and requests made meanwhile wait in the kernel instead of failing.
+ */
+
+/** The name the connection is stored under (FDNAME=, LISTEN_FDNAMES). */
+const NAME = 'fuse';
+const FILE = 'handover.json';
+
+export interface Inherited extends Connection {
+  fd: number;
+  handles: OpenHandle[];
+}
+
+interface Left {
+  init: string;
+  nodes: unknown[];
+  handles: OpenHandle[];
+}
+
+/**
+ * The connection systemd passed this process (LISTEN_FDS, named `fuse`) with what the nasd before left for it, or
+ * null. A connection its nasd did not hand on (it crashed) is dropped: requests that nasd had taken would never
+ * be answered, and dropping it ends them; the mount is then made afresh.
+ */
+export async function inheritedConnection(stateDir: string, log: Logger): Promise<Inherited | null> {
+  const file = path.join(stateDir, FILE);
+  const left = await fs.readFile(file, 'utf8').then((t) => JSON.parse(t) as Left, () => null);
+  await fs.rm(file, { force: true });
+  const count = Number(process.env.LISTEN_FDS ?? 0);
+  const ours = Number(process.env.LISTEN_PID) === process.pid;
+  const index = (process.env.LISTEN_FDNAMES ?? '').split(':').indexOf(NAME);
+  // Not passed on to anything nasd starts.
+  delete process.env.LISTEN_FDS;
+  delete process.env.LISTEN_PID;
+  delete process.env.LISTEN_FDNAMES;
+  if (!ours || count < 1 || index < 0) return null;
+  const fd = 3 + index;
+  if (!left?.init) {
+    log.warn('systemd kept a kernel connection, but the nasd before did not hand it on (it crashed?): dropping it and mounting afresh');
+    const socket = process.env.NOTIFY_SOCKET;
+    if (socket) binding().notify(socket, `FDSTOREREMOVE=1\nFDNAME=${NAME}`, -1);
+    closeSync(fd);
+    // The kernel ends the connection once its last descriptor is closed: then the mount reads as stale.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    return null;
+  }
+  return { fd, init: Buffer.from(left.init, 'base64'), nodes: left.nodes, handles: left.handles };
+}
+
+/** Put the connection in systemd's store, when nasd runs under a notify socket; whether it is kept there. */
+export function storeConnection(fd: number, log: Logger): boolean {
+  const socket = process.env.NOTIFY_SOCKET;
+  if (!socket) return false;
+  const rc = binding().notify(socket, `FDSTORE=1\nFDNAME=${NAME}`, fd);
+  if (rc !== 0) log.warn({ errno: rc }, 'cannot keep the kernel connection in systemd\'s store (FileDescriptorStoreMax=): a restart will unmount');
+  return rc === 0;
+}
+
+/** What the successor needs, written once every request taken was answered (root's state directory, 0600). */
+export async function leaveForSuccessor(stateDir: string, conn: Connection, handles: OpenHandle[]): Promise<void> {
+  const left: Left = { init: conn.init.toString('base64'), nodes: conn.nodes, handles };
+  const file = path.join(stateDir, FILE);
+  await fs.writeFile(`${file}.tmp`, JSON.stringify(left), { mode: 0o600 });
+  await fs.rename(`${file}.tmp`, file);
+}

@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import { TestDaemon, eventually } from '../helpers.js';
+
+/**
+ * A restart that clients do not see: nasd keeps its kernel connection in systemd's file descriptor store (here a
+ * stand-in speaking the same protocol), and the next nasd takes it over. A shell inside the mount and a file held
+ * open for writing keep working across it, and requests made while no nasd runs wait instead of failing.
+ */
+describe('restart with the kernel connection kept', () => {
+  let d: TestDaemon;
+  let shell: ChildProcess | undefined;
+  let writer: ChildProcess | undefined;
+
+  /** Send a line to a child and read what it prints up to the marker it echoes back. */
+  function ask(child: ChildProcess, line: string): Promise<string> {
+    return new Promise((resolve) => {
+      let out = '';
+      const marker = `--done-${Math.random().toString(36).slice(2)}--`;
+      const onData = (chunk: Buffer) => {
+        out += chunk;
+        if (out.includes(marker)) {
+          child.stdout!.off('data', onData);
+          resolve(out.slice(0, out.indexOf(marker)));
+        }
+      };
+      child.stdout!.on('data', onData);
+      child.stdin!.write(`${line}\necho ${marker}\n`);
+    });
+  }
+
+  beforeAll(async () => {
+    d = await TestDaemon.start({ fdStore: true, extraArgs: ['--demo'] });
+    const r = await d.nas('branch', 'create', 'demo/kept');
+    expect(r.code, r.stderr).toBe(0);
+  });
+  afterAll(async () => {
+    for (const child of [shell, writer]) if (child && child.exitCode === null) child.kill('SIGKILL');
+    await d?.cleanup();
+  });
+
+  it('keeps a shell in a branch and a file open for writing working across the restart, losing nothing', async () => {
+    const branch = d.path('demo@kept');
+    await fs.mkdir(`${branch}/outbox/deep`, { recursive: true });
+    shell = spawn('bash', ['--norc'], { cwd: `${branch}/outbox/deep`, stdio: ['pipe', 'pipe', 'pipe'] });
+    shell.stderr!.on('data', () => undefined);
+    expect(await ask(shell, 'echo before > a.txt; cat a.txt; pwd')).toBe(`before\n${branch}/outbox/deep\n`);
+    // A writer with its file open across the restart: it writes once before, once after, then closes.
+    writer = spawn('bash', ['--norc', '-c', `exec 3>${branch}/outbox/held.txt; while read -r line; do echo "$line" >&3; echo "--done-$line--"; done`], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    writer.stdin!.write('first\n');
+    await new Promise<void>((resolve) => writer!.stdout!.on('data', (c: Buffer) => c.toString().includes('--done-first--') && resolve()));
+
+    // A request made while no nasd serves waits for the next one (no "Transport endpoint is not connected").
+    const restarted = d.restartKeepingConnection();
+    const during = fs.readdir(`${branch}/outbox`);
+    await restarted;
+    expect(await during).toEqual(expect.arrayContaining(['deep', 'held.txt']));
+
+    // The shell's cwd is still there: relative paths, pwd, new files.
+    expect(await ask(shell, 'cat a.txt; echo after >> a.txt; cat a.txt; pwd; ls')).toBe(`before\nbefore\nafter\n${branch}/outbox/deep\na.txt\n`);
+    // The writer's descriptor writes on, and its close commits both lines.
+    writer.stdin!.end('second\n');
+    await new Promise((resolve) => writer!.once('exit', resolve));
+    expect(await fs.readFile(`${branch}/outbox/held.txt`, 'utf8')).toBe('first\nsecond\n');
+    const committed = async (rel: string) => (await d.gitBlob(`kept:${rel}`).catch(() => Buffer.from(''))).toString();
+    await eventually(async () => (await committed('outbox/held.txt')) === 'first\nsecond\n', 'the held file committed whole');
+    await eventually(async () => (await committed('outbox/deep/a.txt')) === 'before\nafter\n', "the shell's file committed");
+    expect(d.log).toContain('took the kernel connection over');
+  });
+
+  it('keeps /dev/fuse to nasd alone: the git processes it starts do not inherit it', async () => {
+    const pids = (await fs.readdir('/proc')).filter((p) => /^\d+$/.test(p));
+    const nasd = [] as number[];
+    for (const pid of pids) {
+      const cmd = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+      if (cmd.startsWith(process.execPath) && cmd.includes(d.state) && cmd.includes('daemon/main.js')) nasd.push(Number(pid));
+    }
+    expect(nasd).toHaveLength(1);
+    // Its /dev/fuse descriptor is close-on-exec (flags in fdinfo are octal; O_CLOEXEC is 02000000).
+    let found = 0;
+    for (const fd of await fs.readdir(`/proc/${nasd[0]}/fd`)) {
+      const target = await fs.readlink(`/proc/${nasd[0]}/fd/${fd}`).catch(() => '');
+      if (target !== '/dev/fuse') continue;
+      const flags = /flags:\s+([0-7]+)/.exec(await fs.readFile(`/proc/${nasd[0]}/fdinfo/${fd}`, 'utf8'))![1];
+      expect(parseInt(flags, 8) & 0o2000000).not.toBe(0);
+      found++;
+    }
+    expect(found).toBeGreaterThan(0);
+  });
+});
