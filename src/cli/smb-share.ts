@@ -13,8 +13,8 @@ export const DEFAULT_SMB_CONF = '/etc/samba/smb.conf';
 /** The name of the installed file, in smb.conf's folder. */
 export const SHARE_FILE = 'agent-nas.conf';
 
-/** The shipped definition (dist/src/cli/ is three levels below the checkout). */
-export const TEMPLATE = new URL('../../../contrib/samba/agent-nas.conf', import.meta.url);
+/** The shipped definition: dist/src/cli/ is three levels below the checkout (src/cli/ two, under vitest). */
+export const TEMPLATE = new URL(`${import.meta.url.includes('/dist/src/cli/') ? '../../../' : '../../'}contrib/samba/agent-nas.conf`, import.meta.url);
 
 export async function template(): Promise<string> {
   try {
