@@ -110,11 +110,17 @@ export async function install(mount: string, conf0 = DEFAULT_SMB_CONF): Promise<
     throw e;
   });
   const wroteFile = before !== text;
-  if (wroteFile) await writeWhole(file, text);
   const addedInclude = !includes(conf, file);
-  if (addedInclude) {
-    const sep = conf === '' || conf.endsWith('\n') ? '' : '\n';
-    await fs.appendFile(smbConf, `${sep}\n# Agent NAS: the [${SHARE}] share of nasd's mount (installed by nas share smb)\ninclude = ${file}\n`);
+  try {
+    if (wroteFile) await writeWhole(file, text);
+    if (addedInclude) {
+      const sep = conf === '' || conf.endsWith('\n') ? '' : '\n';
+      await fs.appendFile(smbConf, `${sep}\n# Agent NAS: the [${SHARE}] share of nasd's mount (installed by nas share smb)\ninclude = ${file}\n`);
+    }
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM') throw new Error(`cannot write ${wroteFile ? file : smbConf} (${code}): run nas share smb as root, or print the section with --print`);
+    throw e;
   }
   const checked = await testparm(smbConf);
   if (checked.ran && !checked.ok) {
