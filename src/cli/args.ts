@@ -45,6 +45,8 @@ const FLAGS = {
   propose: { takes: 'switch' },
   'no-propose': { takes: 'switch' },
   'propose-on-failure': { takes: 'switch' },
+  print: { takes: 'switch' },
+  'smb-conf': { takes: 'value', needs: 'a file' },
 } as const satisfies Record<string, FlagSpec>;
 
 export type Flag = keyof typeof FLAGS;

@@ -34,6 +34,7 @@ commands:
   trash restore <role> <path> [--branch B] [--to P] [--id ID]
                                             bring a deleted path back into a branch
   trash purge <role> [--older-than 7d]      owner: remove older deletions for good (default trash_keep_days)
+  share smb [--print] [--smb-conf FILE]     share the Homes over SMB: print or install Samba's [agents] section
   remote add <role> <git-url>               owner: mirror every ref to a git server; remote list, remote remove
   maintenance run [<role>]                  owner: expired branches, recycle window, stale PRs, git pack; a report
   memory check <role>[@<branch>]            budgets, indexes and trust labels; exit 1 on any error

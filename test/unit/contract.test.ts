@@ -152,6 +152,7 @@ describe('coverage of the contract', () => {
     'log': ['log', 'demo@draft', 'outbox', '--limit', '20'],
     'diff': ['diff', 'demo@draft', 'before-refactor', 'abc1234', '--path', 'outbox'],
     'why': ['why', '/agents/demo/AGENTS.md', '--limit', '5'],
+    'share smb': ['share', 'smb', '--print'],
   };
 
   it("builds, for every command, a request the daemon's validation accepts", async () => {

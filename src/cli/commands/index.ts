@@ -16,10 +16,11 @@ import * as maintenance from './maintenance.js';
 import * as remote from './remote.js';
 import * as web from './web.js';
 import * as why from './why.js';
+import * as share from './share.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote, web, why];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote, web, why, share];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 
