@@ -76,8 +76,16 @@ export class Container {
     let init = 0;
     for (let i = 0; i < 200 && !init && nspawn.exitCode === null; i++) {
       await new Promise((r) => setTimeout(r, 50));
-      const children = fs.readFileSync(`/proc/${nspawn.pid}/task/${nspawn.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
-      for (const pid of children) if (fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'systemd') init = Number(pid);
+      const read = (file: string) => {
+        try {
+          return fs.readFileSync(file, 'utf8').trim();
+        } catch {
+          return '';
+        }
+      };
+      for (const pid of read(`/proc/${nspawn.pid}/task/${nspawn.pid}/children`).split(/\s+/).filter(Boolean)) {
+        if (read(`/proc/${pid}/comm`) === 'systemd') init = Number(pid);
+      }
     }
     const c = new Container(nspawn, init, dir);
     c.exited = exited;
@@ -85,7 +93,8 @@ export class Container {
       await c.stop();
       throw new Error(`systemd-nspawn did not start systemd: ${await c.console()}`);
     }
-    const up = await c.sh('timeout 90 systemctl is-system-running --wait');
+    // systemctl needs the manager's socket, made early in the boot; then it waits for the boot's end itself.
+    const up = await c.sh('for i in $(seq 300); do [ -S /run/systemd/private ] && break; sleep 0.1; done; timeout 90 systemctl is-system-running --wait');
     if (!/running|degraded/.test(up.stdout)) {
       const failed = await c.sh('systemctl --failed --no-legend; journalctl -b --no-pager | tail -30');
       await c.stop();
