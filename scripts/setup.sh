@@ -13,8 +13,10 @@ fail() { echo "setup: $*" >&2; exit 1; }
 # make, python3 and Node's headers (libfuse's headers come with the npm package fuse-shared-library-linux).
 # rsync is used by the test suite (real tools in branch views).
 packages=(fuse3 libfuse2 git ca-certificates python3 make g++ pkg-config libkrb5-dev libssl-dev rsync)
-# The test suite also drives the web page in a real browser: Debian's chromium (scripts/test.sh asks for it).
-if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium); fi
+# The test suite also drives the web page in a real browser: Debian's chromium (scripts/test.sh asks for it), and
+# runs the systemd units in a Debian container booted with systemd-nspawn (test/systemd/; debootstrap builds its root
+# once, from Debian's archive, under /var/cache/agent-nas-test).
+if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium debootstrap systemd-container); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
