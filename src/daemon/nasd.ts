@@ -129,7 +129,7 @@ async function main(): Promise<void> {
     webServer?.close();
     webServer?.closeAllConnections();
     await runs.close();
-    await binds.stop();
+    await binds.stop(signal === 'umount');
     await homes.close();
     if (await fuseMountedAt(config.mount)) await mount.unmount();
     log.info('stopped');

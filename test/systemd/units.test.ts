@@ -138,6 +138,7 @@ describe('the units under systemd (systemd-nspawn)', () => {
     const warnings = await ok('journalctl -u nasd -p warning..warning -o cat --no-pager');
     expect(warnings).toContain('"msg":"the mount was removed from outside: stopping"');
     expect(warnings).not.toContain('"level":30');
+    expect(await ok('journalctl -u nasd -p err -o cat --no-pager')).toBe(''); // the binds went with the mount: nothing to undo
     await ok('systemctl start nasd');
   }, 120_000);
 
