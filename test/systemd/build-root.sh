@@ -18,6 +18,7 @@ rm -rf "$new"
 echo "systemd suite: building the container root in $root (debootstrap from $mirror, about a minute)" >&2
 if ! debootstrap --variant=minbase --include="$packages" bookworm "$new" "$mirror" >"$log" 2>&1; then
   echo "debootstrap bookworm from $mirror failed: $(grep -E '^(E|W):' "$log" | tail -1)" >&2
+  rm -rf "$new"
   exit 1
 fi
 # What scripts/setup.sh does as root for a checkout at /opt/agent-nas (it cannot run in here: it builds).

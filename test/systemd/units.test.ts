@@ -145,6 +145,10 @@ describe('the units under systemd (systemd-nspawn)', () => {
   it('the maintenance timer is scheduled, and its service runs and writes its report to the journal', async () => {
     await ok(`cp ${UNITS}/nas-maintenance.service ${UNITS}/nas-maintenance.timer /etc/systemd/system/ && systemctl enable --now nas-maintenance.timer`);
     expect(await ok('systemctl list-timers --all --no-pager')).toContain('nas-maintenance.timer');
+    // Every unit as systemd reads it: no warning about any setting.
+    const verify = await c.sh('cd /etc/systemd/system && systemd-analyze verify nasd.service nas-mount-broker.service nas-maintenance.service nas-maintenance.timer');
+    expect(verify.stdout + verify.stderr).toBe('');
+    expect(verify.code).toBe(0);
     await ok('systemctl start nas-maintenance.service');
     const report = await ok('journalctl -u nas-maintenance -o cat --no-pager');
     expect(report).toMatch(/HOME\s+PURGED/);
