@@ -12,9 +12,11 @@ fail() { echo "setup: $*" >&2; exit 1; }
 # headers. nodegit 0.27 builds from source: it needs a compiler, python3, and the Kerberos and OpenSSL headers.
 # rsync is used by the test suite (real tools in branch views).
 packages=(fuse3 libfuse3-dev git ca-certificates python3 make g++ pkg-config libkrb5-dev libssl-dev rsync)
-# The test suite also drives the web page in a real browser: Debian's chromium (scripts/test.sh asks for it),
-# and the SMB share through a private smbd on loopback with smbclient: samba, smbclient.
-if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium samba smbclient); fi
+# The test suite also drives the web page in a real browser: Debian's chromium (scripts/test.sh asks for it); the
+# SMB share through a private smbd on loopback with smbclient (samba, smbclient); and runs the systemd units in a
+# Debian container booted with systemd-nspawn (test/systemd/; debootstrap builds its root once, from Debian's
+# archive, under /var/cache/agent-nas-test).
+if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium samba smbclient debootstrap systemd-container); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,8 @@ import fs from 'node:fs/promises';
 import { closeSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { binding, type Connection } from '../util/addon.js';
+import type { Connection } from '../util/addon.js';
+import { dropDescriptor, storeDescriptor } from './sd-notify.js';
 import type { OpenHandle } from '../fuse-ops/ops.js';
 
 /**
@@ -48,8 +49,7 @@ export async function inheritedConnection(stateDir: string, log: Logger): Promis
   const fd = 3 + index;
   if (!left?.init) {
     log.warn('systemd kept a kernel connection, but the nasd before did not hand it on (it crashed?): dropping it and mounting afresh');
-    const socket = process.env.NOTIFY_SOCKET;
-    if (socket) binding().notify(socket, `FDSTOREREMOVE=1\nFDNAME=${NAME}`, -1);
+    dropDescriptor(NAME);
     closeSync(fd);
     // The kernel ends the connection once its last descriptor is closed: then the mount reads as stale.
     await new Promise((resolve) => setTimeout(resolve, 500));
@@ -58,13 +58,9 @@ export async function inheritedConnection(stateDir: string, log: Logger): Promis
   return { fd, init: Buffer.from(left.init, 'base64'), nodes: left.nodes, handles: left.handles };
 }
 
-/** Put the connection in systemd's store, when nasd runs under a notify socket; whether it is kept there. */
-export function storeConnection(fd: number, log: Logger): boolean {
-  const socket = process.env.NOTIFY_SOCKET;
-  if (!socket) return false;
-  const rc = binding().notify(socket, `FDSTORE=1\nFDNAME=${NAME}`, fd);
-  if (rc !== 0) log.warn({ errno: rc }, 'cannot keep the kernel connection in systemd\'s store (FileDescriptorStoreMax=): a restart will unmount');
-  return rc === 0;
+/** Put the connection in systemd's store, when nasd runs under systemd; whether it is kept there. */
+export function storeConnection(fd: number): boolean {
+  return storeDescriptor(NAME, fd);
 }
 
 /** What the successor needs, written once every request taken was answered (root's state directory, 0600). */

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import { pino } from 'pino';
 import { UserError } from '../util/errors.js';
@@ -25,6 +26,7 @@ import { OpenFiles } from '../fuse-ops/open-files.js';
 import { WallClock } from '../util/clock.js';
 import { Refusals } from '../homes/refusals.js';
 import { inheritedConnection, leaveForSuccessor, storeConnection } from './handover.js';
+import { journalPrefixer, notifyReady, notifyStopping } from './sd-notify.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -44,7 +46,9 @@ async function main(): Promise<void> {
     return;
   }
   const config = await loadConfig(argv);
-  const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() } });
+  // Under systemd each line goes to the journal at its level's priority (sd-notify.ts).
+  const toJournal = journalPrefixer(() => fs.fstatSync(1));
+  const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() }, ...(toJournal ? { hooks: { streamWrite: toJournal } } : {}) });
   const binds = new ScratchBinds(log);
   const homes = new HomeSet({
     stateDir: config.state_dir,
@@ -81,7 +85,7 @@ async function main(): Promise<void> {
   const ops = fuseOps(table, log, () => fuse?.context() ?? null, openFiles, refusals);
   const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined }));
   if (inherited) ops.inheritHandles(inherited.handles);
-  const kept = storeConnection(mount.fd(), log);
+  const kept = storeConnection(mount.fd());
   homes.kernelCache = { forget: (roles) => mount.invalidate(roles) };
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
   homes.runs.onChange = confine;
@@ -128,6 +132,7 @@ async function main(): Promise<void> {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
+    void notifyStopping();
     log.info({ signal }, 'stopping: committing pending changes, then unmounting');
     clearInterval(follow);
     clearInterval(hourly);
@@ -140,7 +145,7 @@ async function main(): Promise<void> {
     webServer?.close();
     webServer?.closeAllConnections();
     await runs.close();
-    if (!handOn) await binds.stop();
+    if (!handOn) await binds.stop(signal === 'umount');
     await homes.close();
     if (handOn?.drained) {
       await leaveForSuccessor(config.state_dir, handOn, ops.openHandles());
@@ -156,6 +161,8 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   log.info({ mount: config.mount, state: config.state_dir, socket: config.socket }, 'nasd ready');
+  // Type=notify: systemd holds units ordered after nasd.service until now, when the mount and the socket serve.
+  await notifyReady(`serving ${config.mount}, control socket ${config.socket}`);
   // Loading the tokenizer takes some 400 ms: done once, soon after start, so the first nas run's briefing does not wait for it.
   setTimeout(() => countTokens(''), 1000).unref();
 }

@@ -62,9 +62,13 @@ export class ScratchBinds {
     }
   }
 
-  /** Undo every bind (shutdown): the FUSE mount cannot be unmounted while mounts sit on it. */
-  async stop(): Promise<void> {
+  /**
+   * Undo every bind (shutdown): the FUSE mount cannot be unmounted while mounts sit on it. When the mount was
+   * removed from outside (umount -R, umount -l), the binds went with it: there is nothing left to undo.
+   */
+  async stop(mountGone = false): Promise<void> {
     this.live = false;
+    if (mountGone) this.binds.clear();
     for (const target of [...this.binds.keys()]) await this.unbind(target);
   }
 

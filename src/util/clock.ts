@@ -1,11 +1,16 @@
 import fs from 'node:fs/promises';
+import os from 'node:os';
 
 /** How far the wall clock may run ahead of the time this process saw pass between two readings before it is a jump. */
 const JUMP_MS = 60_000;
 
-/** Milliseconds since boot, suspended time included (CLOCK_BOOTTIME): no one can set it. */
+/**
+ * Milliseconds since boot, suspended time included (CLOCK_BOOTTIME): no one can set it. libuv reads /proc/uptime,
+ * or, where that is hidden (the unit's ProcSubset=pid), asks CLOCK_BOOTTIME itself (whole seconds: enough for a jump
+ * of a minute).
+ */
 async function sinceBoot(): Promise<number> {
-  return Number((await fs.readFile('/proc/uptime', 'utf8')).split(' ')[0]) * 1000;
+  return os.uptime() * 1000;
 }
 
 /**
