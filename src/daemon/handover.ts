@@ -24,6 +24,8 @@ export interface Inherited extends Connection {
 }
 
 interface Left {
+  /** The mount point it serves: a successor configured for another one mounts afresh (the unit unmounts this). */
+  mount: string;
   init: string;
   nodes: unknown[];
   handles: OpenHandle[];
@@ -34,7 +36,7 @@ interface Left {
  * null. A connection its nasd did not hand on (it crashed) is dropped: requests that nasd had taken would never
  * be answered, and dropping it ends them; the mount is then made afresh.
  */
-export async function inheritedConnection(stateDir: string, log: Logger): Promise<Inherited | null> {
+export async function inheritedConnection(stateDir: string, mount: string, log: Logger): Promise<Inherited | null> {
   const file = path.join(stateDir, FILE);
   const left = await fs.readFile(file, 'utf8').then((t) => JSON.parse(t) as Left, () => null);
   await fs.rm(file, { force: true });
@@ -47,8 +49,9 @@ export async function inheritedConnection(stateDir: string, log: Logger): Promis
   delete process.env.LISTEN_FDNAMES;
   if (!ours || count < 1 || index < 0) return null;
   const fd = 3 + index;
-  if (!left?.init) {
-    log.warn('systemd kept a kernel connection, but the nasd before did not hand it on (it crashed?): dropping it and mounting afresh');
+  if (!left?.init || left.mount !== mount) {
+    if (left?.init) log.warn({ was: left.mount, mount }, 'the mount point changed: dropping the kernel connection kept for the old one, mounting afresh');
+    else log.warn('systemd kept a kernel connection, but the nasd before did not hand it on (it crashed?): dropping it and mounting afresh');
     dropDescriptor(NAME);
     closeSync(fd);
     // The kernel ends the connection once its last descriptor is closed: then the mount reads as stale.
@@ -64,8 +67,8 @@ export function storeConnection(fd: number): boolean {
 }
 
 /** What the successor needs, written once every request taken was answered (root's state directory, 0600). */
-export async function leaveForSuccessor(stateDir: string, conn: Connection, handles: OpenHandle[]): Promise<void> {
-  const left: Left = { init: conn.init.toString('base64'), nodes: conn.nodes, handles };
+export async function leaveForSuccessor(stateDir: string, mount: string, conn: Connection, handles: OpenHandle[]): Promise<void> {
+  const left: Left = { mount, init: conn.init.toString('base64'), nodes: conn.nodes, handles };
   const file = path.join(stateDir, FILE);
   await fs.writeFile(`${file}.tmp`, JSON.stringify(left), { mode: 0o600 });
   await fs.rename(`${file}.tmp`, file);

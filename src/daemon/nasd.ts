@@ -63,7 +63,7 @@ async function main(): Promise<void> {
   });
   const openFiles = new OpenFiles(await openFileLimits(config, log), log);
   // A restart under systemd: the kernel connection the nasd before handed on (handover.ts).
-  const inherited = await inheritedConnection(config.state_dir, log);
+  const inherited = await inheritedConnection(config.state_dir, config.mount, log);
   if (!inherited) await preflight(config.mount, log);
   await homes.ensureStateDir();
   if (config.demo && !(await Home.list(config.state_dir)).includes('demo')) {
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     if (!handOn) await binds.stop(signal === 'umount');
     await homes.close();
     if (handOn?.drained) {
-      await leaveForSuccessor(config.state_dir, handOn, ops.openHandles());
+      await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles());
       log.info({ nodes: handOn.nodes.length / 3 }, 'stopped: the kernel connection stays in systemd\'s store for the next nasd');
       process.exit(0);
     }
