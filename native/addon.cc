@@ -104,6 +104,7 @@ static void import_nodes(napi_env env, Mount* m, napi_value array) {
       m->dentries[dentry_key(parent, name)] = id;
     }
     if (id >= m->next_private && id >= PRIVATE_IDS) m->next_private = id + 1;
+    if (nlookup == 0) m->forgotten.push_back(id);
   }
 }
 
@@ -175,6 +176,25 @@ static napi_value js_reply(napi_env env, napi_callback_info info) {
   finish(env, c, number(env, argv[1]), argc > 2 ? argv[2] : nullptr, argc > 3 ? argv[3] : nullptr,
          argc > 4 ? static_cast<int>(number(env, argv[4])) : 0);
   return nullptr;
+}
+
+// groups(call) -> the caller's supplementary groups (fuse_req_getgroups reads them from /proc: asked only when
+// a handler wants them, while its request is unanswered).
+static napi_value js_groups(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Call* c = reinterpret_cast<Call*>(static_cast<uintptr_t>(number(env, argv[0])));
+  napi_create_array(env, &out);
+  if (!c) return out;
+  gid_t list[256];
+  int n = fuse_req_getgroups(c->req, 256, list);
+  for (int i = 0; i < n && i < 256; i++) {
+    napi_value v;
+    napi_create_uint32(env, list[i], &v);
+    napi_set_element(env, out, i, v);
+  }
+  return out;
 }
 
 static std::set<std::string> strings(napi_env env, napi_value array, bool* present) {
@@ -412,6 +432,7 @@ static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mount", nullptr, js_mount, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"reply", nullptr, js_reply, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"groups", nullptr, js_groups, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"invalidate", nullptr, js_invalidate, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"restrict", nullptr, js_restrict, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"stats", nullptr, js_stats, nullptr, nullptr, nullptr, napi_default, nullptr},

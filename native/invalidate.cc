@@ -34,6 +34,7 @@ void invalidate_names(Mount* m, const std::set<std::string>& names, bool all, do
       if (!path_of(m, n, path, &top) || (!all && !names.count(role_of(top)))) continue;
     }
     drop(n);
+    if (n->nlookup == 0) continue;  // the kernel holds nothing of a node it forgot
     // Attributes, pages (and a directory's cached listing) go; names only expire, so a directory someone is
     // in, or one with a bind mounted on it, stays where it is until it is looked up again.
     push(m, Inval{Inval::INODE, id, std::string(), 0, 0});

@@ -28,6 +28,9 @@ enum Op {
 
 // Node ids at or above this are the binding's own: given when a view's inode number is taken by another node.
 constexpr uint64_t PRIVATE_IDS = 1ull << 62;
+// Nodes the kernel forgot stay known (names, attributes) up to this many: a file handle (NFS export,
+// open_by_handle_at) names a node by id long after the kernel dropped it, and the id still finds its path.
+constexpr size_t FORGOTTEN_KEPT = 65536;
 // Inode numbers of paths served from git (cow/attr.ts gitIno): bit 52 set. A copy-up gives the path a disk's.
 constexpr uint64_t GIT_INOS = 1ull << 52;
 
@@ -39,7 +42,8 @@ struct Listing {
   std::unordered_map<std::string, size_t> index;
 };
 
-// One node the kernel knows (its lookup count is above zero), named by one or more (parent, name) pairs.
+// One node the kernel knows (its lookup count is above zero), or knew (kept while FORGOTTEN_KEPT allows), named
+// by one or more (parent, name) pairs.
 struct Node {
   uint64_t id = 0;
   uint64_t nlookup = 0;
@@ -70,6 +74,7 @@ struct Mount {
   std::unordered_map<uint64_t, Node*> nodes;
   std::unordered_map<std::string, uint64_t> dentries;  // key(parent, name) -> node id
   uint64_t next_private = PRIVATE_IDS;
+  std::deque<uint64_t> forgotten;  // oldest first; an id may be there again if its node came back
   // Run namespaces (readlink of /proc/<pid>/ns/pid) and the top-level names their processes may reach; a
   // request from one is answered from the cache only inside those names (else JS refuses it).
   std::map<std::string, std::set<std::string>> restricted;

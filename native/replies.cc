@@ -65,7 +65,7 @@ void deliver(napi_env env, napi_value dispatch, void* context, void* data) {
     delete c;
     return;
   }
-  napi_value args[9];
+  napi_value args[10];
   napi_get_undefined(env, &args[3]);
   args[4] = args[5] = args[3];
   args[0] = num(env, c->op);
@@ -121,9 +121,10 @@ void deliver(napi_env env, napi_value dispatch, void* context, void* data) {
   args[6] = num(env, c->ctx.uid);
   args[7] = num(env, c->ctx.gid);
   args[8] = num(env, c->ctx.pid);
+  args[9] = num(env, c->ctx.umask);
   napi_value global, result;
   napi_get_global(env, &global);
-  if (napi_call_function(env, global, dispatch, 9, args, &result) != napi_ok) {
+  if (napi_call_function(env, global, dispatch, 10, args, &result) != napi_ok) {
     // A dispatcher that throws leaves the call unanswered: answer it here, once.
     napi_value error;
     napi_get_and_clear_last_exception(env, &error);

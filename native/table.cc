@@ -79,6 +79,18 @@ Node* bind(Mount* m, uint64_t parent, const std::string& name, const struct stat
   uint64_t id = st.st_ino;
   if (id > FUSE_ROOT_ID && id < PRIVATE_IDS) {
     Node* same = get(m, id);
+    if (same && same->nlookup == 0 && same->id != FUSE_ROOT_ID) {
+      // A node the kernel forgot: its number now names this path (a disk reuses inode numbers).
+      for (auto& [p, nm] : same->names) {
+        auto it = m->dentries.find(dentry_key(p, nm));
+        if (it != m->dentries.end() && it->second == id) m->dentries.erase(it);
+      }
+      same->names.clear();
+      same->known = false;
+      drop(same);
+      name_node(m, same, parent, name);
+      return same;
+    }
     if (!same) {
       Node* n = make(m, id);
       name_node(m, n, parent, name);
@@ -125,17 +137,28 @@ void move(Mount* m, uint64_t parent, const std::string& name, uint64_t parent2, 
   name_node(m, n, parent2, name2);
 }
 
+static void erase(Mount* m, Node* n) {
+  for (auto& [parent, name] : n->names) {
+    auto it = m->dentries.find(dentry_key(parent, name));
+    if (it != m->dentries.end() && it->second == n->id) m->dentries.erase(it);
+  }
+  m->nodes.erase(n->id);
+  delete n;
+}
+
 void forget(Mount* m, uint64_t id, uint64_t count) {
   Node* n = get(m, id);
   if (!n || id == FUSE_ROOT_ID) return;
   n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
   if (n->nlookup > 0) return;
-  for (auto& [parent, name] : n->names) {
-    auto it = m->dentries.find(dentry_key(parent, name));
-    if (it != m->dentries.end() && it->second == id) m->dentries.erase(it);
+  // Kept, for a lookup by id; the oldest forgotten go once there are too many (unless the kernel took them back).
+  if (n->names.empty()) return erase(m, n);
+  m->forgotten.push_back(id);
+  while (m->forgotten.size() > FORGOTTEN_KEPT) {
+    Node* old = get(m, m->forgotten.front());
+    m->forgotten.pop_front();
+    if (old && old->nlookup == 0) erase(m, old);
   }
-  m->nodes.erase(id);
-  delete n;
 }
 
 void remember(Mount* m, Node* n, const struct stat& st, bool cacheable) {

@@ -113,7 +113,7 @@ export interface MountOptions {
 
 export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseOps>, log: Logger, options: MountOptions): Promise<FuseMount> {
   const native = binding();
-  const { dispatch, caller } = dispatcher(ops, native.reply, options.pageCache);
+  const { dispatch, caller } = dispatcher(ops, native.reply, native.groups, options.pageCache);
   const barriers = new Map<number, () => void>();
   let nextBarrier = 1;
   let handle: NativeMount;

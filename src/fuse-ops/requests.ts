@@ -16,8 +16,14 @@ const RENAME_NOREPLACE = 1;
  * handler's synchronous start runs, where ops.ts reads who asks. `pageCache(path)`: whether the kernel may keep
  * a file's pages between opens (views nasd alone changes, and invalidates when it does).
  */
-export function dispatcher(ops: Ops, reply: Reply, pageCache: (path: string) => boolean): { dispatch: Dispatch; caller(): Caller | null } {
+export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => number[], pageCache: (path: string) => boolean): { dispatch: Dispatch; caller(): Caller | null } {
   let current: Caller | null = null;
+  /** Requests not answered yet: only theirs may still be asked for the caller's groups (the binding frees a call once answered). */
+  const open = new Set<number>();
+  const reply: Reply = (call, ...rest) => {
+    open.delete(call);
+    send(call, ...rest);
+  };
 
   /** Run a handler with its caller known during its synchronous start. */
   function as<T>(who: Caller, fn: () => T): T {
@@ -95,8 +101,9 @@ export function dispatcher(ops: Ops, reply: Reply, pageCache: (path: string) => 
     as(who, () => ops.getattr(to, (err: number) => (err === -ENOENT ? as(who, () => ops.rename(from, to, done(call))) : reply(call, err || -EEXIST))));
   }
 
-  const dispatch: Dispatch = (op, call, path, a, b, c, uid, gid, pid) => {
-    const who: Caller = { uid, gid, pid };
+  const dispatch: Dispatch = (op, call, path, a, b, c, uid, gid, pid, umask) => {
+    open.add(call);
+    const who: Caller = { uid, gid, pid, umask, groups: () => (open.has(call) ? groups(call) : []) };
     switch (op) {
       case OP.LOOKUP: return withAttr(call, who, path);
       case OP.GETATTR:

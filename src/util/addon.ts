@@ -7,6 +7,8 @@ import { UserError } from './errors.js';
 export interface NativeBinding {
   mount(options: MountOptions, dispatch: Dispatch, barrierDone: (id: number) => void): NativeMount;
   reply(call: number, result: number, value?: unknown, extra?: unknown, flag?: number): void;
+  /** The supplementary groups of the process behind a request not yet answered. */
+  groups(call: number): number[];
   invalidate(mount: NativeMount, roles: string[] | null, barrier: number): void;
   restrict(mount: NativeMount, pidNamespace: string, names: string[] | null): void;
   stats(mount: NativeMount): { hits: number; misses: number; nodes: number };
@@ -39,8 +41,8 @@ export interface MountOptions {
 /** An opaque mount handle. */
 export type NativeMount = { readonly __brand: 'NativeMount' };
 
-/** dispatch(op, call, path, a, b, c, uid, gid, pid): one request for JS; answered once with reply(call, ...). */
-export type Dispatch = (op: number, call: number, path: string, a: any, b: any, c: any, uid: number, gid: number, pid: number) => void;
+/** dispatch(op, call, path, a, b, c, uid, gid, pid, umask): one request for JS; answered once with reply(call, ...). */
+export type Dispatch = (op: number, call: number, path: string, a: any, b: any, c: any, uid: number, gid: number, pid: number, umask: number) => void;
 
 /** native/ at the project's root: three levels up from dist/src/util, two from src/util (tests run the source). */
 const here = path.dirname(fileURLToPath(import.meta.url));

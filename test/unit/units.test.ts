@@ -25,8 +25,12 @@ describe('systemd units', () => {
       }
     }
     const nasd = await unit('nasd.service');
-    expect(values(nasd, 'ExecStartPost').join('\n')).toMatch(/--print-config socket/);
-    expect(values(nasd, 'ExecStopPost').join('\n')).toMatch(/--print-config mount/);
+    // Readiness is nasd's own (Type=notify): no command waits for the socket. What a stop unmounts, the script asks.
+    expect(values(nasd, 'Type')).toEqual(['notify']);
+    expect(values(nasd, 'ExecStopPost').join('\n')).toMatch(/libexec\/nasd-stop-post/);
+    const stopPost = await fs.readFile(`${ROOT}/libexec/nasd-stop-post`, 'utf8');
+    expect(stopPost).toMatch(/--print-config mount/);
+    expect(stopPost).toMatch(/--print-config state_dir/);
     // A shell's $ is written $$ (systemd would expand $name itself).
     for (const line of [...values(nasd, 'ExecStartPost'), ...values(nasd, 'ExecStopPost')]) expect(line.replace(/\$\$/g, '')).not.toMatch(/\$/);
     expect(values(nasd, 'LimitNOFILE')).toHaveLength(1);
