@@ -23,6 +23,10 @@ import { openFileLimits } from './file-limit.js';
 import { OpenFiles } from '../fuse-ops/open-files.js';
 import { WallClock } from '../util/clock.js';
 import { Refusals } from '../homes/refusals.js';
+import { meter } from '../metrics/meter.js';
+import { MetricsSampler } from '../workflows/metrics-sample.js';
+import { serveMetrics } from './metrics-server.js';
+import { parseListen } from './web-server.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -43,6 +47,8 @@ async function main(): Promise<void> {
   }
   const config = await loadConfig(argv);
   const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() } });
+  // Counted from the start (recovery's commits, the first FUSE requests); served once the mount is up.
+  if (parseListen(config.metrics_listen, 'metrics_listen')) meter.enable();
   const binds = new ScratchBinds(log);
   const homes = new HomeSet({
     stateDir: config.state_dir,
@@ -83,6 +89,9 @@ async function main(): Promise<void> {
   });
 
   const webServer = await serveWeb(config.web_listen, table, web, log);
+  const sampler = new MetricsSampler(homes);
+  meter.sampleWith(() => sampler.sample());
+  const metricsServer = await serveMetrics(config.metrics_listen, log);
 
   // TTLs every 5 s (below); the recycle area's window once an hour (and a minute after start).
   await maintenance.expireBranches();
@@ -123,6 +132,8 @@ async function main(): Promise<void> {
     server.close();
     webServer?.close();
     webServer?.closeAllConnections();
+    metricsServer?.close();
+    metricsServer?.closeAllConnections();
     await runs.close();
     await binds.stop();
     await homes.close();
