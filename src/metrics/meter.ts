@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { StateGauges, type StateSample } from './state-gauges.js';
+import { LabelledHistogram, PairCounter } from './hot.js';
 
 /**
  * nasd's Prometheus metrics (`--metrics-listen`): one registry of its own, off until `enable()`. Until then every
@@ -22,8 +23,8 @@ const WAIT_BUCKETS = [60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400,
 export type MergeResult = 'merged' | 'conflict' | 'up_to_date' | 'error';
 
 interface Instruments {
-  fuseSeconds: Histogram<'op'>;
-  fuseErrors: Counter<'op' | 'errno'>;
+  fuseSeconds: LabelledHistogram;
+  fuseErrors: PairCounter;
   commits: Counter<string>;
   commitFailures: Counter<string>;
   commitLatency: Histogram<string>;
@@ -43,15 +44,11 @@ interface Instruments {
   storeBytes: Gauge<'home' | 'where'>;
 }
 
-/** Per FUSE operation: the histogram's child, looked up once (labels are hashed on every call otherwise). */
-type OpChild = ReturnType<Histogram<'op'>['labels']>;
-
 export class Meter {
   private on = false;
   private registry: Registry | null = null;
   private m!: Instruments;
   private state!: StateGauges;
-  private readonly ops = new Map<string, OpChild>();
   private sampler: (() => Promise<StateSample>) | null = null;
   /** Where /metrics is served once it listens (nas status reports it). */
   url: string | null = null;
@@ -69,9 +66,14 @@ export class Meter {
     const histogram = <L extends string>(name: string, help: string, buckets: number[], labelNames: L[] = []) =>
       new Histogram<L>({ name, help, buckets, labelNames, registers });
     const gauge = <L extends string>(name: string, help: string, labelNames: L[] = []) => new Gauge<L>({ name, help, labelNames, registers });
+    // The FUSE hot path's two: plain numbers per label, turned into prom-client's shape when scraped (hot.ts).
+    const hot = <M extends LabelledHistogram | PairCounter>(metric: M): M => {
+      this.registry!.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
+      return metric;
+    };
     this.m = {
-      fuseSeconds: histogram('nas_fuse_request_duration_seconds', 'FUSE requests answered by nasd, by operation: time from the request reaching JavaScript to its answer (_count: requests)', FUSE_BUCKETS, ['op']),
-      fuseErrors: counter('nas_fuse_errors_total', 'FUSE requests answered with an error, by operation and errno (EROFS, EPERM, EACCES, EDQUOT: a rule said no; ENOENT: a name not there)', ['op', 'errno']),
+      fuseSeconds: hot(new LabelledHistogram('nas_fuse_request_duration_seconds', 'FUSE requests answered by nasd, by operation: time from the request reaching JavaScript to its answer (_count: requests)', 'op', FUSE_BUCKETS)),
+      fuseErrors: hot(new PairCounter('nas_fuse_errors_total', 'FUSE requests answered with an error, by operation and errno (EROFS, EPERM, EACCES, EDQUOT: a rule said no; ENOENT: a name not there)', ['op', 'errno'])),
       commits: counter('nas_commits_total', 'Commits made on branches from what was written through the mount'),
       commitFailures: counter('nas_commit_failures_total', 'Commit attempts that failed (the changes stay on disk and are retried)'),
       commitLatency: histogram('nas_commit_latency_seconds', 'From the first change a commit takes (a close, fsync or delete) to the commit on its branch', COMMIT_BUCKETS),
@@ -120,15 +122,12 @@ export class Meter {
 
   /** A FUSE request was answered (with a value or an errno); `started` from start(). */
   fuse(op: string, started: number): void {
-    if (!this.on) return;
-    let child = this.ops.get(op);
-    if (!child) this.ops.set(op, (child = this.m.fuseSeconds.labels(op)));
-    child.observe((performance.now() - started) / 1000);
+    if (this.on) this.m.fuseSeconds.observe(op, (performance.now() - started) / 1000);
   }
 
   /** A FUSE request was answered with an error: its errno's name (EROFS, ENOENT...). */
   fuseError(op: string, errno: string): void {
-    if (this.on) this.m.fuseErrors.labels(op, errno).inc();
+    if (this.on) this.m.fuseErrors.inc(op, errno);
   }
 
   // ---- commits, merges, decisions -----------------------------------------------------------------

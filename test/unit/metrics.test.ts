@@ -102,6 +102,20 @@ describe('metrics exposition', () => {
     expect([0, 3]).toContain(r.status);
   });
 
+  it("the Grafana dashboard (contrib/grafana/agent-nas.json) asks only for metrics nasd exposes", async () => {
+    const e = parseExposition(await exposed());
+    const dash = JSON.parse(await fs.readFile(path.resolve(import.meta.dirname, '../../contrib/grafana/agent-nas.json'), 'utf8'));
+    const exprs: string[] = dash.panels.flatMap((p: { targets?: { expr: string }[] }) => (p.targets ?? []).map((t) => t.expr));
+    expect(exprs.length).toBeGreaterThan(30);
+    const named = new Set(exprs.flatMap((x) => [...x.matchAll(/\b((?:nas|process|nodejs)_[a-z0-9_]+)\b/g)].map((m) => m[1])));
+    const families = new Set([...e.families.keys()]);
+    const unknown = [...named].filter((n) => !families.has(n) && !families.has(n.replace(/_(bucket|count|sum)$/, '')));
+    expect(unknown).toEqual([]);
+    // Every family of nasd's own shows on the dashboard.
+    const shown = new Set([...named].map((n) => n.replace(/_(bucket|count|sum)$/, '')));
+    expect([...families].filter((f) => f.startsWith('nas_') && !shown.has(f))).toEqual([]);
+  });
+
   it('the parser refuses what is not the format', () => {
     expect(() => parseExposition('x 1\n')).toThrow(/no declared family/);
     expect(() => parseExposition('# TYPE x counter\nx{a="1} 2\n')).toThrow(/not closed|bad value|not a sample/);
