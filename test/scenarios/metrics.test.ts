@@ -26,6 +26,7 @@ describe('Prometheus metrics', () => {
     url = (await d.nasJson<{ metrics: string }>('status')).metrics;
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
     expect(d.log).toContain(url);
+    expect((await d.nas('status')).stdout).toContain(`metrics: ${url}\n`);
   });
   afterAll(async () => {
     await d?.cleanup();
@@ -91,6 +92,13 @@ describe('Prometheus metrics', () => {
     expect(moved(before, after, 'nas_trash_items', { home: 'demo' })).toBe(1);
     expect(moved(before, after, 'nas_trash_bytes', { home: 'demo' })).toBe(Buffer.byteLength(sizes[0]));
     expect(after.samples.get('process_resident_memory_bytes')).toBeGreaterThan(0);
+
+    // State is read again when it moves (and only then): a purge empties the recycle area at the next scrape.
+    expect(total(await scrape(), 'nas_trash_items')).toBe(total(after, 'nas_trash_items'));
+    expect((await d.nas('trash', 'purge', 'demo', '--older-than', '0d')).code).toBe(0);
+    const purged = await scrape();
+    expect(total(purged, 'nas_trash_items', { home: 'demo' })).toBe(0);
+    expect(total(purged, 'nas_trash_bytes', { home: 'demo' })).toBe(0);
   });
 
   it.skipIf(spawnSync('promtool', ['--version']).status !== 0)("a live scrape passes promtool check metrics (but for prom-client's nodejs_active_*_total)", async () => {
