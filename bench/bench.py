@@ -11,7 +11,11 @@ Two sections:
          untar, cold find / grep -r / du -s, warm find, git clone, rm -rf
          (workloads and targets from the issue "Real tools see a real filesystem").
 
-usage: bench/run.sh [--only micro|agent] [--files N] [--seq-mib N] [--big-home N] [--agent-entries N] [--json FILE]
+  metrics the agent workload on two nasd, /metrics on (scraped every second) and off, interleaved
+         (issue 24: the cost of metrics; bench/metrics_cost.py)
+
+usage: bench/run.sh [--only micro|agent|metrics] [--files N] [--seq-mib N] [--big-home N] [--agent-entries N]
+                    [--rounds N] [--json FILE]
 """
 import argparse
 import contextlib
@@ -136,7 +140,7 @@ def git_workload(d):
 class Nasd:
     """A nasd of its own: state dir, mount point and socket under the bench directory."""
 
-    def __init__(self, root, window_ms=100):
+    def __init__(self, root, window_ms=100, extra=()):
         self.root = root
         self.state = f'{root}/state'
         self.mnt = f'{root}/mnt'
@@ -145,7 +149,7 @@ class Nasd:
         self.log = open(f'{root}/nasd.log', 'w')
         self.proc = subprocess.Popen(
             [NODE, f'{REPO}/dist/src/daemon/main.js', '--state-dir', self.state, '--mount', self.mnt,
-             '--socket', self.sock, '--commit-window-ms', str(window_ms), '--log-level', 'warn'],
+             '--socket', self.sock, '--commit-window-ms', str(window_ms), '--log-level', 'warn', *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(300):
             if os.path.exists(self.sock) and self._alive():
@@ -592,7 +596,10 @@ def run_agent(a):
 
 def main():
     ap = argparse.ArgumentParser(description='Agent NAS benchmark (as root): prints tables of ratios, asserts nothing.')
-    ap.add_argument('--only', choices=('micro', 'agent'), help='run one section (default: both)')
+    ap.add_argument('--only', choices=('micro', 'agent', 'metrics'),
+                    help='run one section (default: micro and agent; metrics: the agent workload with /metrics on and off)')
+    ap.add_argument('--rounds', type=int, default=3, help='metrics: rounds of the workload on each daemon')
+    ap.add_argument('--scrape-every', type=float, default=1.0, help='metrics: seconds between scrapes while it runs')
     ap.add_argument('--files', type=int, default=10_000, help='micro: small files per target')
     ap.add_argument('--seq-mib', type=int, default=256, help='micro: size of the sequential file')
     ap.add_argument('--big-home', type=int, default=100_000, help='micro: files in the big Home')
@@ -613,6 +620,9 @@ def main():
             out.update(run_micro(a))
         if a.only in (None, 'agent'):
             out['agent'] = run_agent(a)
+        if a.only == 'metrics':
+            from metrics_cost import run_metrics_cost
+            out['metrics'] = run_metrics_cost(a)
         if a.json:
             with open(a.json, 'w') as f:
                 json.dump(out, f, indent=2)

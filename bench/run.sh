@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmark: installs its peers (bindfs, fuse-overlayfs, fio) when missing, builds, and prints the table.
-# Run as root on an idle machine: bench/run.sh [--only micro|agent] [--files N] [--seq-mib N] [--big-home N]
+# Run as root on an idle machine: bench/run.sh [--only micro|agent|metrics] [--files N] [--seq-mib N] [--big-home N]
 #   [--agent-entries N] [--json FILE]   (micro: small files, sequential I/O, git; agent: untar, find, grep, du,
 #   git clone, rm -rf on a ~6,000-entry source tree)
 set -euo pipefail

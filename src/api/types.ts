@@ -39,6 +39,8 @@ export interface StatusReport {
   state_dir: string;
   /** nasd's process id (the daemon a mount helper started in the background, for instance). */
   pid: number;
+  /** Where Prometheus scrapes nasd (metrics_listen), when it serves metrics. */
+  metrics?: string;
   homes: HomeSummary[];
 }
 

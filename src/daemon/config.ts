@@ -21,6 +21,8 @@ export interface DaemonConfig {
   templates_dir: string;
   /** Where the web page (the Human Gate) listens: host:port, or off. */
   web_listen: string;
+  /** Where Prometheus scrapes /metrics: host:port (port 0: any free one, logged and in nas status), or off. */
+  metrics_listen: string;
   /** Files one user may hold open through the mount at once; one more gets EMFILE. */
   open_files_per_user: number;
   /** Files that may be open in one branch (or main) at once, whoever holds them; one more gets EMFILE. */
@@ -45,6 +47,7 @@ export const DEFAULTS: DaemonConfig = {
   log_level: 'info',
   templates_dir: '/etc/agent-nas/templates',
   web_listen: '127.0.0.1:7465',
+  metrics_listen: 'off',
   open_files_per_user: 4096,
   open_files_per_branch: 8192,
   open_files_reserve: 2048,
@@ -59,11 +62,13 @@ const FLAGS: Record<string, keyof DaemonConfig> = {
   '--socket-group': 'socket_group',
   '--templates-dir': 'templates_dir',
   '--web-listen': 'web_listen',
+  '--metrics-listen': 'metrics_listen',
 };
 
 export const USAGE = `usage: nasd [--config FILE] [--state-dir DIR] [--mount DIR] [--socket PATH]
             [--commit-window-ms N] [--log-level LEVEL] [--socket-group GROUP] [--templates-dir DIR]
-            [--web-listen HOST:PORT|off] [--demo] [--version] [--print-config KEY]
+            [--web-listen HOST:PORT|off] [--metrics-listen HOST:PORT|off] [--demo] [--version]
+            [--print-config KEY]
 
 Serves every Home in the state directory through one FUSE mount:
   <mount>/<role>            main, read-only (EROFS)
@@ -78,11 +83,12 @@ Serves every Home in the state directory through one FUSE mount:
   --socket-group GROUP   let this group use the socket (runs propose with their lease; default root only)
   --templates-dir DIR    named Home templates, one directory each (default ${DEFAULTS.templates_dir})
   --web-listen ADDR      the web page for reviews (nas web open): host:port or off (default ${DEFAULTS.web_listen})
+  --metrics-listen ADDR  Prometheus metrics at http://ADDR/metrics: host:port or off (default off)
   --demo                 create a Home named "demo" if it does not exist
 
 As a mount helper (mount -t fuse.nasd, /etc/fstab, a systemd .mount unit):
-  nasd <source> <mountpoint> [-o state_dir=DIR,socket=PATH,socket_group=G,web_listen=ADDR,templates_dir=DIR,
-                               log_level=L,config=FILE,log=FILE,demo]
+  nasd <source> <mountpoint> [-o state_dir=DIR,socket=PATH,socket_group=G,web_listen=ADDR,metrics_listen=ADDR,
+                               templates_dir=DIR,log_level=L,config=FILE,log=FILE,demo]
   starts nasd in the background (log in /var/log/agent-nas/nasd.log unless log=) and returns once it serves;
   umount <mountpoint> (umount -R when branches have workspace/ binds) stops it.
   A second instance needs its own state_dir, socket and web_listen (e.g. 127.0.0.1:0 for any free port, or off).
@@ -149,6 +155,7 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
     if (!Number.isInteger(config[key]) || config[key] < 1) throw new UserError(`${key} must be a whole number >= 1`);
   }
   parseListen(String(config.web_listen));
+  parseListen(String(config.metrics_listen), 'metrics_listen');
   // A unix socket's path holds at most 107 bytes; each run's socket lives in <dir>/runs/<id>/ beside it.
   const runSocket = `${config.socket.slice(0, config.socket.lastIndexOf('/'))}/runs/r00000000/nasd.sock`;
   if (Buffer.byteLength(runSocket) > 107) {

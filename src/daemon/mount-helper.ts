@@ -12,6 +12,7 @@ import { UserError } from '../util/errors.js';
 const KEYS: Record<string, string> = {
   state_dir: '--state-dir', socket: '--socket', socket_group: '--socket-group', commit_window_ms: '--commit-window-ms',
   log_level: '--log-level', config: '--config', web_listen: '--web-listen', templates_dir: '--templates-dir',
+  metrics_listen: '--metrics-listen',
 };
 /** Options mount(8) and systemd pass to every filesystem, which mean nothing more to nasd. */
 const GENERIC = new Set(['rw', 'defaults', 'auto', 'noauto', 'user', 'nouser', 'users', 'nofail', '_netdev', 'suid', 'nosuid', 'dev', 'nodev', 'exec', 'noexec', 'atime', 'noatime', 'relatime', 'allow_other']);

@@ -27,6 +27,10 @@ import { WallClock } from '../util/clock.js';
 import { Refusals } from '../homes/refusals.js';
 import { inheritedConnection, leaveForSuccessor, storeConnection } from './handover.js';
 import { journalPrefixer, notifyReady, notifyStopping } from './sd-notify.js';
+import { meter } from '../metrics/meter.js';
+import { MetricsSampler } from '../workflows/metrics-sample.js';
+import { serveMetrics } from './metrics-server.js';
+import { parseListen } from './web-server.js';
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -49,6 +53,8 @@ async function main(): Promise<void> {
   // Under systemd each line goes to the journal at its level's priority (sd-notify.ts).
   const toJournal = journalPrefixer(() => fs.fstatSync(1));
   const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() }, ...(toJournal ? { hooks: { streamWrite: toJournal } } : {}) });
+  // Counted from the start (recovery's commits, the first FUSE requests); served once the mount is up.
+  if (parseListen(config.metrics_listen, 'metrics_listen')) meter.enable();
   const binds = new ScratchBinds(log);
   const homes = new HomeSet({
     stateDir: config.state_dir,
@@ -86,7 +92,7 @@ async function main(): Promise<void> {
   const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined }));
   if (inherited) ops.inheritHandles(inherited.handles);
   const kept = storeConnection(mount.fd());
-  homes.kernelCache = { forget: (roles) => mount.invalidate(roles) };
+  homes.kernelCache = { forget: (roles) => mount.invalidate(roles), stats: () => mount.stats() };
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
   homes.runs.onChange = confine;
   for (const run of homes.runs.all()) confine(run, true);
@@ -100,6 +106,9 @@ async function main(): Promise<void> {
   });
 
   const webServer = await serveWeb(config.web_listen, routes, web, log);
+  const sampler = new MetricsSampler(homes);
+  meter.sampleWith(() => sampler.sample());
+  const metricsServer = await serveMetrics(config.metrics_listen, log);
 
   // TTLs every 5 s (below); the recycle area's window once an hour (and a minute after start).
   await maintenance.expireBranches();
@@ -144,6 +153,8 @@ async function main(): Promise<void> {
     server.close();
     webServer?.close();
     webServer?.closeAllConnections();
+    metricsServer?.close();
+    metricsServer?.closeAllConnections();
     await runs.close();
     if (!handOn) await binds.stop(signal === 'umount');
     await homes.close();

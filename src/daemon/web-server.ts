@@ -46,11 +46,11 @@ function cookieOf(req: http.IncomingMessage): string | undefined {
   return undefined;
 }
 
-/** Parse `host:port` (`off` or empty: no web page). */
-export function parseListen(listen: string): { host: string; port: number } | null {
+/** Parse `host:port` (`off` or empty: not served). `setting`: its name, for the error. */
+export function parseListen(listen: string, setting = 'web_listen'): { host: string; port: number } | null {
   if (!listen || listen === 'off') return null;
   const m = /^(.+):(\d{1,5})$/.exec(listen);
-  if (!m || Number(m[2]) > 65535) throw new UserError(`web_listen "${listen}": give host:port (127.0.0.1:7465), or off`);
+  if (!m || Number(m[2]) > 65535) throw new UserError(`${setting} "${listen}": give host:port (127.0.0.1:${setting === 'web_listen' ? 7465 : 9465}), or off`);
   return { host: m[1].replace(/^\[|\]$/g, ''), port: Number(m[2]) };
 }
 

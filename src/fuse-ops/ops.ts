@@ -10,6 +10,7 @@ import { attrFromStats } from '../cow/attr.js';
 import { fstat } from '../cow/fsx.js';
 import type { OpenFiles } from './open-files.js';
 import type { Refusals } from '../homes/refusals.js';
+import { meter } from '../metrics/meter.js';
 
 /** What the adapter needs from the daemon: the names under the mount root, the view each stands for, space. */
 export interface Router {
@@ -33,6 +34,11 @@ export interface OpenHandle {
   path: string;
   flags: number;
 }
+
+/** An answer's errno by name, as the caller sees it (EROFS, not the message): the metrics' label. */
+const ERRNO_NAMES = new Map<number, string>();
+for (const [name, n] of Object.entries(osConstants.errno)) if (!ERRNO_NAMES.has(-n)) ERRNO_NAMES.set(-n, name);
+const errnoName = (errno: number): string => ERRNO_NAMES.get(errno) ?? `E${-errno}`;
 
 /** An open that may change the file: for writing, or truncating. */
 const opensForWriting = (flags: number) => (flags & 3) !== constants.O_RDONLY || (flags & constants.O_TRUNC) !== 0;
@@ -179,6 +185,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   function fail(op: string, path: string, err: unknown, caller: Caller | null, other?: string): number {
     const errno = toErrno(err);
     const code = (err as { code?: string }).code ?? (isDiskFull(err) ? 'ENOSPC' : 'EIO');
+    meter.fuseError(op, errnoName(errno));
     if (refusals && err instanceof FsError && REFUSING.has(code)) {
       refusals.note({ path, other, op, code, why: err.message === code ? `refused (${code})` : err.message, uid: caller?.uid, pid: caller?.pid });
     }
@@ -193,9 +200,17 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   function answer<T>(op: string, path: string, cb: Cb, fn: () => Promise<T>, other?: string): void {
     // Lookups and listings are the hottest path: who asks is not read for them (their refusals keep no uid).
     const caller = refusals && !LOOKUPS.has(op) ? callerOf() : null;
+    const started = meter.start();
     settle(fn()).then(
-      (value) => (value === undefined ? cb(0) : cb(0, value)),
-      (err) => cb(fail(op, path, err, caller, other)),
+      (value) => {
+        meter.fuse(op, started);
+        return value === undefined ? cb(0) : cb(0, value);
+      },
+      (err) => {
+        const errno = fail(op, path, err, caller, other);
+        meter.fuse(op, started);
+        cb(errno);
+      },
     );
   }
 
@@ -203,7 +218,18 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   function answerCount(op: string, path: string, cb: (n: number) => void, fn: () => Promise<number>): void {
     // Reads are refused by nothing kept here: who reads is not asked (the hottest path).
     const caller = refusals && op !== 'read' ? callerOf() : null;
-    settle(fn()).then(cb, (err) => cb(fail(op, path, err, caller)));
+    const started = meter.start();
+    settle(fn()).then(
+      (n) => {
+        meter.fuse(op, started);
+        cb(n);
+      },
+      (err) => {
+        const errno = fail(op, path, err, caller);
+        meter.fuse(op, started);
+        cb(errno);
+      },
+    );
   }
 
   const rootAttr = () => ({

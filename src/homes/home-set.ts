@@ -94,7 +94,9 @@ export class HomeSet {
   readonly clock: WallClock;
 
   /** What the mount keeps of the views (kernel and binding caches): nasd sets it once mounted. */
-  kernelCache: { forget(roles: string[] | null): Promise<void> } = { forget: async () => undefined };
+  kernelCache: { forget(roles: string[] | null): Promise<void>; stats?(): { hits: number; misses: number; nodes: number } } = {
+    forget: async () => undefined,
+  };
 
   /**
    * nasd changed a Home's views on its own (a merge, a restore, an expiry...; every Home's when null): what the

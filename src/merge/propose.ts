@@ -15,6 +15,7 @@ import { needsPerson } from './structured.js';
 import { decide, runFailed } from './merge-policy.js';
 import { modeRisks as findModeRisks } from './mode-risk.js';
 import { PrStateConflict, PrStore, type PrState, type PullRequest } from './pr-store.js';
+import { meter } from '../metrics/meter.js';
 
 /**
  * The Agent PR workflow (SPEC.md, Agent Branch, requirement 4): judge a branch against main (its checks,
@@ -184,6 +185,8 @@ export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promis
     `Nas-Reads-Digest: ${pr.provenance.reads_digest}`, `Nas-Merged-By: ${by}`,
   ];
   let outcome: MergeOutcome;
+  const started = performance.now();
+  const decidedBy = by === 'policy' ? 'policy' : 'owner';
   try {
     outcome = await mergeIntoMain(home.store, home.trash, {
       head: pr.head, run: pr.provenance.run,
@@ -195,8 +198,10 @@ export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promis
     pr.state = 'waiting';
     pr.reasons = [`the merge did not complete (${(err as Error).message}); approve it again`];
     await home.prs.update(pr);
+    meter.merge(decidedBy, 'error', (performance.now() - started) / 1000);
     throw err;
   }
+  meter.merge(decidedBy, outcome.kind === 'merged' ? 'merged' : outcome.kind === 'conflict' ? 'conflict' : 'up_to_date', (performance.now() - started) / 1000);
   if (outcome.kind === 'merged') {
     pr.state = 'merged';
     pr.merged = { commit: outcome.commit, at: new Date().toISOString(), by };
@@ -240,6 +245,7 @@ export async function approvePr(home: PrHome, id: number, owner: string): Promis
     p.state = 'merging';
     p.decision = { by: owner, at: new Date().toISOString(), action: 'approve' };
   }, 'only a waiting PR can be approved');
+  meter.decided('approve', (Date.parse(pr.decision!.at) - Date.parse(pr.created)) / 1000);
   return mergePr(home, pr, owner);
 }
 
@@ -247,10 +253,12 @@ export async function approvePr(home: PrHome, id: number, owner: string): Promis
 export async function rejectPr(home: PrHome, id: number, owner: string, why: string | undefined): Promise<PullRequest> {
   if (!why?.trim()) throw new UserError('say why: --why "..." (the run reads it)');
   await findPr(home, id);
-  return transition(home.prs, id, ['waiting', 'conflict', 'failed'], (p) => {
+  const pr = await transition(home.prs, id, ['waiting', 'conflict', 'failed'], (p) => {
     p.state = 'rejected';
     p.decision = { by: owner, at: new Date().toISOString(), action: 'reject', why: why.trim() };
   }, 'it can no longer be rejected');
+  meter.decided('reject', (Date.parse(pr.decision!.at) - Date.parse(pr.created)) / 1000);
+  return pr;
 }
 
 export interface PrStats {

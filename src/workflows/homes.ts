@@ -9,6 +9,7 @@ import { archiveDirFor, moveFromArchive, moveToArchive } from '../home/lifecycle
 import type { HomeSet, Mounted } from '../homes/home-set.js';
 import type { Branches } from './branches.js';
 import type { Exported, HomeSummary, Imported, StatusReport } from '../api/types.js';
+import { meter } from '../metrics/meter.js';
 
 /** Homes through the control API: create, list, export, import, archive and unarchive; nasd's status. */
 export class Homes {
@@ -20,7 +21,10 @@ export class Homes {
   }
 
   status(): StatusReport {
-    return { mount: this.homes.opts.mount, state_dir: this.homes.opts.stateDir, pid: process.pid, homes: this.listHomes() };
+    return {
+      mount: this.homes.opts.mount, state_dir: this.homes.opts.stateDir, pid: process.pid,
+      ...(meter.url ? { metrics: meter.url } : {}), homes: this.listHomes(),
+    };
   }
 
   async createHome(role: string, template: string | undefined, owner: string): Promise<HomeSummary> {

@@ -5,6 +5,7 @@ import type { PrService } from './prs.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { Branches } from './branches.js';
 import type { TrashWorkflow } from './trash.js';
+import { meter } from '../metrics/meter.js';
 
 /**
  * Keeping Homes tidy: branch TTLs (every few seconds), the recycle area's window (hourly, with `git gc --auto`),
@@ -79,7 +80,7 @@ export class MaintenanceService {
   async hourly(): Promise<void> {
     for (const role of this.homes.roles()) {
       try {
-        await this.trash.trashPurge(role);
+        meter.purged((await this.trash.trashPurge(role)).purged.length);
         this.gcSoon(role);
       } catch (err) {
         this.log.error({ err, role }, 'maintenance failed');
@@ -88,13 +89,22 @@ export class MaintenanceService {
   }
 
   private gcSoon(role: string): void {
-    void this.homes.homeOf(role).store.gc().catch((err) => this.log.warn({ err, role }, 'git gc failed'));
+    void this.homes.homeOf(role).store.gc().then(
+      () => meter.gc('auto', true),
+      (err) => {
+        meter.gc('auto', false);
+        this.log.warn({ err, role }, 'git gc failed');
+      },
+    );
   }
 
   /** `nas maintenance run [<role>]` (owner): everything, for one Home or all, with what it did. */
   run(role: string | undefined): Promise<MaintenanceReport[]> {
     const roles = role ? [this.homes.homeOf(role).role] : this.homes.roles();
-    const pass = this.running.then(() => this.runNow(roles));
+    const pass = this.running.then(() => this.runNow(roles)).catch((err) => {
+      meter.maintenanceFailed();
+      throw err;
+    });
     this.running = pass.catch(() => undefined);
     return pass;
   }
@@ -109,12 +119,16 @@ export class MaintenanceService {
       const { cutoff, purged } = await this.trash.trashPurge(role);
       const expiredPrs = await this.prs.expireStale(role, ['main', ...this.homes.branchNames(role)]);
       const keepDays = (await this.homes.snapshot(role)).config.maintenance.trash_keep_days;
-      await store.pack(keepDays * 86400);
+      await store.pack(keepDays * 86400).then(() => meter.gc('pack', true), (err) => {
+        meter.gc('pack', false);
+        throw err;
+      });
       const report: MaintenanceReport = {
         role, cutoff, purged: purged.length, discarded: discarded.get(role) ?? [], expiredPrs,
         objects: { before, after: await store.objectCounts() }, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6),
       };
       this.log.info({ ...report }, 'maintenance done');
+      meter.maintained({ role, purged: report.purged, expiredPrs: expiredPrs.length, seconds: report.ms / 1000, objects: report.objects.after });
       reports.push(report);
     }
     return reports;

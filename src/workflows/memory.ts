@@ -17,6 +17,7 @@ import type { FileUpload } from '../api/schema.js';
 import type {
   BriefingReport, ContextReport, ImportReport, IndexReport, MeasureReport, MemoryCheckReport, ReviewResult,
 } from '../api/types.js';
+import { meter } from '../metrics/meter.js';
 
 /** The memory commands of the control API: read a view's committed state, run src/memory on it, write back. */
 
@@ -170,6 +171,7 @@ export class MemoryService {
     // Main changes only by merge: the review is a one-commit branch off main, merged with the owner as approver.
     const reviewed = await store.writeCommit({ tree, parents: [snap.commit], message: `Review memory note ${to}\n\n${trailers}`, author });
     let outcome: MergeOutcome;
+    const started = performance.now();
     try {
       outcome = await mergeIntoMain(store, snap.home.trash, {
         head: reviewed, author,
@@ -180,9 +182,11 @@ export class MemoryService {
         recycle: false,
       });
     } catch (err) {
+      meter.merge('owner', 'error', (performance.now() - started) / 1000);
       if (err instanceof RefConflict) throw new UserError('main moved while the review was prepared; nothing was changed. Run it again', 409);
       throw err;
     }
+    meter.merge('owner', outcome.kind === 'merged' ? 'merged' : outcome.kind === 'conflict' ? 'conflict' : 'up_to_date', (performance.now() - started) / 1000);
     // A branch off main itself merges as it is: it can neither conflict nor be merged already.
     if (outcome.kind !== 'merged') throw new Error(`the review of ${path} did not merge (${outcome.kind})`);
     await this.homes.refreshMains();

@@ -5,9 +5,11 @@ import path from 'node:path';
 /**
  * The module map (README, Development): library modules import downward only. A module may use its own
  * folder and any folder of a lower rank; an arrow to a folder of the same or a higher rank is a tangle.
+ * metrics sits at the bottom beside util: every layer reports events to it, and it imports nothing of nasd's
+ * (the scrape-time state comes from a sampler the daemon hands it, workflows/metrics-sample.ts).
  */
 const RANK: Record<string, number> = {
-  util: 0, store: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4, run: 4,
+  util: 0, store: 0, metrics: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4, run: 4,
   merge: 5, homes: 6, 'fuse-ops': 7, api: 7, workflows: 8, daemon: 9, cli: 10,
   // The web page's browser files (served by nasd, no TypeScript): above everything, importing nothing.
   web: 11,

@@ -8,6 +8,7 @@ export const commands = [
     name: 'status',
     route: 'status',
     request: () => ({ params: {}, body: {} }),
-    print: (r) => table([['HOME', 'MAIN', 'BRANCHES'], ...r.homes.map((h) => [h.role, short(h.main), h.branches.join(', ') || '-'])]),
+    print: (r) => table([['HOME', 'MAIN', 'BRANCHES'], ...r.homes.map((h) => [h.role, short(h.main), h.branches.join(', ') || '-'])]) +
+      (r.metrics ? `metrics: ${r.metrics}\n` : ''),
   }),
 ];

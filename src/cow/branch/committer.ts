@@ -17,6 +17,7 @@ import type { Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import type { BranchState } from './state.js';
 import { hasUnstorableName } from '../../policy/policy.js';
+import { meter } from '../../metrics/meter.js';
 
 export interface CommitterContext {
   branch: string;
@@ -43,6 +44,8 @@ export class Committer {
   private readonly flusher: Flusher;
   /** Closed (shut down, or the branch discarded): late releases from still-open files commit nothing. */
   private closed = false;
+  /** When the oldest change not committed yet was queued (performance.now() ms; 0: none): the commit latency's start. */
+  private queuedAt = 0;
 
   constructor(
     private readonly ctx: CommitterContext,
@@ -50,14 +53,15 @@ export class Committer {
     private readonly deletions: Deletions,
     private readonly state: Pick<BranchState, 'markDirty' | 'isDirty' | 'pending' | 'taken' | 'committed'>,
   ) {
-    this.flusher = new Flusher(() => this.commitPending().catch((err) => this.explain(err)), ctx.windowMs, (err) =>
+    this.flusher = new Flusher(() => this.commitPending().catch((err) => this.explain(err)), ctx.windowMs, (err) => (
+      meter.commitFailed(),
       // A file renamed or deleted while its commit was being made is an expected race: the next pass has it.
       hasCode(err, 'ENOENT')
         ? ctx.log.debug({ err, view: ctx.name }, 'a file went away during the commit; retrying')
         : hasCode(err, 'ENOSPC')
           ? ctx.log.warn({ view: ctx.name, why: (err as Error).message }, 'commit failed: the disk that holds the state directory is full; changes kept on disk, will retry')
-          : ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry'),
-    );
+          : ctx.log.error({ err, view: ctx.name }, 'commit failed; changes kept on disk, will retry')
+    ));
   }
 
   /** The .gitignore rules may have changed: what a commit left out as ignored is looked at again. */
@@ -87,7 +91,13 @@ export class Committer {
     this.overlay.ignore.changed(rel);
     this.deletions.written(rel);
     this.state.markDirty(rel);
+    this.queued();
     this.flusher.schedule();
+  }
+
+  /** A change was queued for the next commit: the oldest one not committed starts the commit latency. */
+  private queued(): void {
+    if (this.queuedAt === 0 && meter.enabled) this.queuedAt = performance.now();
   }
 
   changedBy(uid: number): void {
@@ -95,7 +105,9 @@ export class Committer {
   }
 
   schedule(delayMs?: number): void {
-    if (!this.closed) this.flusher.schedule(delayMs);
+    if (this.closed) return;
+    this.queued();
+    this.flusher.schedule(delayMs);
   }
 
   flushNow(): Promise<void> {
@@ -110,17 +122,24 @@ export class Committer {
 
   /** One commit for everything dirty, deleted and hidden since the last one; then the deletions to the recycle area. */
   private async commitPending(): Promise<void> {
-    if (this.pendingChanges === 0) return;
-    // Who changed the branch until now is named in this commit; who changes it from now on, in the next.
+    if (this.pendingChanges === 0) {
+      this.queuedAt = 0;
+      return;
+    }
+    // Who changed the branch until now is named in this commit; who changes it from now on, in the next (and
+    // its latency starts with the first change queued while this one is made).
     const changers = this.changers;
     this.changers = new Set();
-    await this.commit(changers).catch((err) => {
+    const queuedAt = this.queuedAt;
+    this.queuedAt = 0;
+    await this.commit(changers, queuedAt).catch((err) => {
       for (const uid of changers) this.changers.add(uid);
+      if (queuedAt && (this.queuedAt === 0 || queuedAt < this.queuedAt)) this.queuedAt = queuedAt;
       throw err;
     });
   }
 
-  private async commit(changers: Set<number>): Promise<void> {
+  private async commit(changers: Set<number>, queuedAt: number): Promise<void> {
     const { store } = this.ctx;
     const taken = this.state.taken();
     const { dirty, whiteouts } = taken;
@@ -177,6 +196,7 @@ export class Committer {
     this.ctx.log.info({
       view: this.ctx.name, commit, written: written.length, deleted: deleted.length, bytes, ms: Number(process.hrtime.bigint() - started) / 1e6,
     }, 'commit');
+    if (commit) meter.commit(queuedAt ? (performance.now() - queuedAt) / 1000 : 0, bytes, written.length, deleted.length);
     await this.ctx.trash.add(this.deletions.items(deletions));
     // Forget what is committed, unless it changed again while the commit was being made.
     this.state.committed(taken);

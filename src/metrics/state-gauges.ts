@@ -1,0 +1,105 @@
+import { Gauge, type Registry } from 'prom-client';
+
+/** One Home as a scrape sees it: numbers nasd already keeps, gathered by the daemon's sampler. */
+export interface HomeSample {
+  home: string;
+  branches: number;
+  /** Branches whose TTL passed (read-only, in their grace period). */
+  expiredBranches: number;
+  /** Changes written in its branches and not committed yet. */
+  pendingChanges: number;
+  /** Bytes the branches' upper directories hold, against the Home's quota. */
+  bytesUsed: number;
+  quotaBytes: number;
+  /** The fullest branch: its bytes over its quota (0..1). */
+  fullestBranch: number;
+  trashItems: number;
+  trashBytes: number;
+  /** PRs by state (merged, waiting, conflict, failed, rejected, merging, expired). */
+  prs: Record<string, number>;
+  /** The owner's decisions recorded on the PRs: approvals and rejections, all time. */
+  approved: number;
+  rejected: number;
+  /** Age of the oldest PR waiting for a person, in seconds (0: none waits). */
+  oldestWaiting: number;
+  /** Leases by status (active, expired, revoked), runs by state (running, exited, killed...). */
+  leases: Record<string, number>;
+  runs: Record<string, number>;
+}
+
+export interface StateSample {
+  homes: HomeSample[];
+  archived: number;
+  /** The FUSE binding's cache: requests it answered itself (hits) and sent to nasd (misses), nodes the kernel holds. */
+  kernelCache?: { hits: number; misses: number; nodes: number };
+}
+
+/** States always shown (as 0 when none), so a dashboard's series exist before the first of each. */
+const PR_STATES = ['merged', 'waiting', 'conflict', 'failed', 'rejected', 'merging', 'expired'];
+const LEASE_STATES = ['active', 'expired', 'revoked'];
+const RUN_STATES = ['running', 'exited', 'killed', 'interrupted', 'failed-to-start'];
+
+/**
+ * Gauges computed at scrape time: each scrape resets them and sets what the sample says, so a Home that went
+ * away (archived, retired elsewhere) leaves no stale series.
+ */
+export class StateGauges {
+  private readonly all: Gauge<string>[] = [];
+  private readonly g;
+
+  constructor(registers: Registry[]) {
+    const gauge = <L extends string>(name: string, help: string, labelNames: L[]) => {
+      const made = new Gauge<L>({ name, help, labelNames, registers });
+      this.all.push(made as unknown as Gauge<string>);
+      return made;
+    };
+    this.g = {
+      homes: gauge('nas_homes', 'Homes, by state: mounted or archived', ['state']),
+      cache: gauge('nas_fuse_cache_requests', 'FUSE requests since start, by who answered: the binding\'s cache (lookups, attributes, listings) or nasd', ['by']),
+      nodes: gauge('nas_fuse_nodes', 'Nodes the kernel holds (or nasd keeps for lookups by id)', []),
+      branches: gauge('nas_branches', 'Branches of a Home, by state: live or expired (read-only, in their grace period)', ['home', 'state']),
+      pending: gauge('nas_pending_changes', 'Changes written in a Home\'s branches and not committed yet', ['home']),
+      used: gauge('nas_home_bytes_used', 'Bytes held in a Home\'s branches (their upper directories)', ['home']),
+      quota: gauge('nas_home_quota_bytes', 'A Home\'s quota across its branches (.nas/limits.yaml home_quota_bytes)', ['home']),
+      fullest: gauge('nas_branch_quota_fullest_ratio', 'The fullest branch of a Home: its bytes over its quota (1: writes get EDQUOT)', ['home']),
+      trashItems: gauge('nas_trash_items', 'Entries in a Home\'s recycle area', ['home']),
+      trashBytes: gauge('nas_trash_bytes', 'Bytes of what a Home\'s recycle area keeps', ['home']),
+      prs: gauge('nas_prs', 'Agent PRs of a Home, by state', ['home', 'state']),
+      decisions: gauge('nas_pr_owner_decisions', 'The owner\'s decisions recorded on a Home\'s PRs, all time: approve or reject', ['home', 'decision']),
+      rate: gauge('nas_pr_approval_ratio', 'Approvals over the owner\'s decisions on a Home\'s PRs (absent before any decision)', ['home']),
+      oldest: gauge('nas_pr_oldest_waiting_seconds', 'Age of the oldest PR waiting for a person (0: none waits)', ['home']),
+      leases: gauge('nas_leases', 'Leases of a Home, by status', ['home', 'state']),
+      runs: gauge('nas_runs', 'Runs of a Home, by state', ['home', 'state']),
+    };
+  }
+
+  set(s: StateSample): void {
+    for (const g of this.all) g.reset();
+    const { g } = this;
+    if (s.kernelCache) {
+      g.cache.labels('cache').set(s.kernelCache.hits);
+      g.cache.labels('nasd').set(s.kernelCache.misses);
+      g.nodes.set(s.kernelCache.nodes);
+    }
+    g.homes.labels('mounted').set(s.homes.length);
+    g.homes.labels('archived').set(s.archived);
+    for (const h of s.homes) {
+      const home = h.home;
+      g.branches.labels(home, 'live').set(h.branches - h.expiredBranches);
+      g.branches.labels(home, 'expired').set(h.expiredBranches);
+      g.pending.labels(home).set(h.pendingChanges);
+      g.used.labels(home).set(h.bytesUsed);
+      g.quota.labels(home).set(h.quotaBytes);
+      g.fullest.labels(home).set(h.fullestBranch);
+      g.trashItems.labels(home).set(h.trashItems);
+      g.trashBytes.labels(home).set(h.trashBytes);
+      for (const state of new Set([...PR_STATES, ...Object.keys(h.prs)])) g.prs.labels(home, state).set(h.prs[state] ?? 0);
+      g.decisions.labels(home, 'approve').set(h.approved);
+      g.decisions.labels(home, 'reject').set(h.rejected);
+      if (h.approved + h.rejected > 0) g.rate.labels(home).set(h.approved / (h.approved + h.rejected));
+      g.oldest.labels(home).set(h.oldestWaiting);
+      for (const state of new Set([...LEASE_STATES, ...Object.keys(h.leases)])) g.leases.labels(home, state).set(h.leases[state] ?? 0);
+      for (const state of new Set([...RUN_STATES, ...Object.keys(h.runs)])) g.runs.labels(home, state).set(h.runs[state] ?? 0);
+    }
+  }
+}
