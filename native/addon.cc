@@ -93,6 +93,10 @@ static void import_nodes(napi_env env, Mount* m, napi_value array) {
     uint64_t nlookup = static_cast<uint64_t>(number(env, at(i + 1)));
     uint32_t names = static_cast<uint32_t>(number(env, at(i + 2)));
     i += 3;
+    if (id == FUSE_ROOT_ID) {  // the root is made at mount; its lookup count is the kernel's own
+      i += 2 * names;
+      continue;
+    }
     Node* n = m->nodes.count(id) ? m->nodes[id] : new Node();
     n->id = id;
     n->nlookup = nlookup;
@@ -275,22 +279,26 @@ static void unmount_execute(napi_env, void* data) {
   fuse_session_exit(m->se);
   fuse_session_unmount(m->se);
   // The loop ends when the kernel lets go of the connection; a file still open in the detached mount keeps it.
-  std::unique_lock<std::mutex> lock(m->endmu);
-  u->ended = m->endcv.wait_for(lock, std::chrono::seconds(3), [m] { return m->ended; });
+  {
+    std::unique_lock<std::mutex> lock(m->endmu);
+    u->ended = m->endcv.wait_for(lock, std::chrono::seconds(3), [m] { return m->ended; });
+  }
+  // Here, not on the JS thread: an invalidation in progress may wait for a request only JS answers.
+  stop_notifier(m);
 }
 
 static void unmount_complete(napi_env env, napi_status, void* data) {
   auto* u = static_cast<Unmounting*>(data);
   Mount* m = u->m;
-  stop_notifier(m);
+  // The session is not destroyed: a worker still in libfuse (a mount detached but held open) would use it;
+  // nasd exits after an unmount. Requests still queued for JS are answered EIO by deliver.
   if (u->ended) {
     m->loop.join();
-    fuse_session_destroy(m->se);
+    napi_release_threadsafe_function(m->requests, napi_tsfn_release);
+    napi_release_threadsafe_function(m->barriers, napi_tsfn_release);
   } else {
     m->loop.detach();
   }
-  napi_release_threadsafe_function(m->requests, napi_tsfn_abort);
-  napi_release_threadsafe_function(m->barriers, napi_tsfn_abort);
   napi_value undefined;
   napi_get_undefined(env, &undefined);
   napi_resolve_deferred(env, u->deferred, undefined);

@@ -28,12 +28,26 @@ static ssize_t io_read(int fd, void* buf, size_t len, void* userdata) {
     return static_cast<ssize_t>(m->init_request.size());
   }
   for (;;) {
+    if (fuse_session_exited(m->se)) {
+      errno = ENODEV;  // the loop ends
+      return -1;
+    }
+    // A successor reads nothing until its libfuse has taken the replayed INIT: before that it answers EIO.
+    if (m->takeover && !m->init_replayed.load()) {
+      usleep(1000);
+      continue;
+    }
     struct pollfd p = {fd, POLLIN, 0};
     int ready = poll(&p, 1, 200);
     if (ready < 0 && errno != EINTR) return -1;
-    if (ready <= 0 || m->paused.load()) continue;
-    // Counted before the read, so a stop that waits for zero cannot miss a request being read right now.
+    if (ready <= 0) continue;
+    // Counted before the pause is looked at: a stop that sees zero after pausing cannot miss a request being read.
     m->inflight++;
+    if (m->paused.load()) {
+      m->inflight--;
+      usleep(5000);
+      continue;
+    }
     ssize_t n = read(fd, buf, len);
     if (n < 0) {
       int err = errno;
@@ -60,10 +74,12 @@ static ssize_t io_writev(int fd, struct iovec* iov, int count, void* userdata) {
   if (out->unique == REPLAYED_INIT && m->takeover) {
     ssize_t total = 0;
     for (int i = 0; i < count; i++) total += iov[i].iov_len;
+    m->init_replayed = true;
     return total;  // the kernel was answered by the nasd that mounted
   }
   ssize_t n = writev(fd, iov, count);
-  if (out->unique != 0) m->inflight--;  // a reply (unique 0: a notification)
+  // A reply to a request read (unique 0: a notification; odd: libfuse answering an INTERRUPT, itself uncounted).
+  if (out->unique != 0 && (out->unique & 1) == 0) m->inflight--;
   return n;
 }
 

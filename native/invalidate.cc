@@ -57,7 +57,9 @@ static void run(Mount* m) {
       m->queue.pop_front();
     }
     // Before INIT, or once the session is gone, there is nothing to tell (and nothing cached).
-    bool live = m->conn.max_write != 0 && !m->qstop;
+    // While paused for a hand-over, requests an invalidation could wait for are not read: the successor
+    // invalidates everything once it has taken over.
+    bool live = m->conn.max_write != 0 && !m->qstop && !m->paused.load();
     switch (item.kind) {
       case Inval::INODE:
         if (live) fuse_lowlevel_notify_inval_inode(m->se, item.ino, item.off, 0);

@@ -75,6 +75,9 @@ struct Mount {
   std::unordered_map<std::string, uint64_t> dentries;  // key(parent, name) -> node id
   uint64_t next_private = PRIVATE_IDS;
   std::deque<uint64_t> forgotten;  // oldest first; an id may be there again if its node came back
+  // Open directories by handle number (never a pointer: a successor gets handles it did not make).
+  std::unordered_map<uint64_t, std::shared_ptr<Listing>> dirs;
+  uint64_t next_dir = 1;
   // Run namespaces (readlink of /proc/<pid>/ns/pid) and the top-level names their processes may reach; a
   // request from one is answered from the cache only inside those names (else JS refuses it).
   std::map<std::string, std::set<std::string>> restricted;
@@ -104,6 +107,7 @@ struct Mount {
   std::atomic<bool> replay_init{false};
   std::atomic<int64_t> inflight{0};
   std::atomic<bool> paused{false};
+  std::atomic<bool> init_replayed{false};  // a successor reads nothing before its replayed INIT was answered
 };
 
 // A request on its way to JS and back.
@@ -124,6 +128,9 @@ struct Call {
   napi_ref buffer = nullptr;
   uint64_t mutations = 0, invalidations = 0;
   struct fuse_ctx ctx {};
+  // A readdir whose handle's listing is gone or stale: the listing is asked again (as OPENDIR), then listed.
+  bool relist = false;
+  bool plus = false;
 };
 
 std::string dentry_key(uint64_t parent, const std::string& name);

@@ -52,7 +52,9 @@ static std::string namespace_of(Mount* m, pid_t pid) {
 // JS says why not). Called with the mutex held.
 static bool may_serve(Mount* m, fuse_req_t req, const std::string& top) {
   if (m->restricted.empty() || top.empty()) return true;
-  auto it = m->restricted.find(namespace_of(m, fuse_req_ctx(req)->pid));
+  std::string ns = namespace_of(m, fuse_req_ctx(req)->pid);
+  if (ns.empty()) return false;  // not known whose it is: JS decides
+  auto it = m->restricted.find(ns);
   return it == m->restricted.end() || it->second.count(top) > 0;
 }
 
@@ -362,7 +364,12 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t siz
   {
     // The kernel keeps its own size and times of a file it writes; the cache's copy is stale from now on.
     std::lock_guard<std::mutex> lock(c->m->mu);
-    if (Node* n = get(c->m, ino)) n->fresh_until = 0;
+    if (Node* n = get(c->m, ino)) {
+      n->fresh_until = 0;
+      // Its size in the directory's cached listing is stale too.
+      for (auto& [parent, name] : n->names)
+        if (Node* p = get(c->m, parent)) p->listing.reset();
+    }
   }
   changing(c);
   send(c);
@@ -381,6 +388,13 @@ static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
   by_handle(req, FSYNC, ino, fi, datasync);
 }
 
+// A handle number for a listing, in the mount's table (the mutex held).
+static uint64_t dir_handle(Mount* m, std::shared_ptr<Listing> listing) {
+  uint64_t fh = m->next_dir++;
+  m->dirs[fh] = std::move(listing);
+  return fh;
+}
+
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Mount* m = mount_of(req);
   {
@@ -389,7 +403,7 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi
     if (!n) return (void)fuse_reply_err(req, ESTALE);
     if (n->listing && may_serve(m, req, top_of(m, n))) {
       m->hits++;
-      fi->fh = reinterpret_cast<uint64_t>(new std::shared_ptr<Listing>(n->listing));
+      fi->fh = dir_handle(m, n->listing);
       fi->cache_readdir = 1;
       fi->keep_cache = 1;
       return (void)fuse_reply_open(req, fi);
@@ -401,21 +415,15 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi
   if (with_path(req, c)) send(c);
 }
 
-// Entries of a listing from offset `off`: "." and ".." first, as on a disk. With `plus`, each entry (not "."
-// or "..") counts as a lookup and carries its attributes.
-static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi, bool plus) {
-  Mount* m = mount_of(req);
-  auto& listing = *reinterpret_cast<std::shared_ptr<Listing>*>(fi->fh);
+void list_into(fuse_req_t req, Mount* m, fuse_ino_t ino, const std::shared_ptr<Listing>& listing, size_t size, off_t off, bool plus) {
   std::vector<char> buf(size);
   size_t used = 0;
-  std::lock_guard<std::mutex> lock(m->mu);
   Node* dir = get(m, ino);
   // Attributes from a listing that is no longer the directory's current one are given without a timeout.
   bool current = dir && dir->listing == listing;
   for (size_t i = off; i < listing->names.size() + 2; i++) {
     struct stat st {};
     const char* name;
-    Node* n = nullptr;
     if (i < 2) {
       name = i == 0 ? "." : "..";
       st.st_mode = S_IFDIR;
@@ -429,14 +437,15 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     if (plus) {
       struct fuse_entry_param e {};
       e.attr = st;
+      // The size first: an entry that does not fit is not looked up (the kernel never gets it).
+      if (fuse_add_direntry_plus(req, nullptr, 0, name, &e, i + 1) > left) break;
       if (i >= 2) {
-        n = bind(m, ino, listing->names[i - 2], st);
+        Node* n = bind(m, ino, listing->names[i - 2], st);
         remember(m, n, st, current);
         fill_entry(m, n, &e, current ? m->ttl : 0);
+        n->nlookup++;
       }
       need = fuse_add_direntry_plus(req, buf.data() + used, left, name, &e, i + 1);
-      if (need > left) break;
-      if (n) n->nlookup++;
     } else {
       need = fuse_add_direntry(req, buf.data() + used, left, name, &st, i + 1);
       if (need > left) break;
@@ -444,6 +453,31 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     used += need;
   }
   fuse_reply_buf(req, buf.data(), used);
+}
+
+// A listing from offset `off`: "." and ".." first, as on a disk. With `plus`, each entry (not "." or "..") counts
+// as a lookup and carries its attributes. At offset 0 the directory's current listing is used when it changed
+// since the handle was opened (the kernel keeps what is answered here as the directory's, for an hour); with no
+// current one, or a handle this nasd did not open (a hand-over), the listing is asked of JS again.
+static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi, bool plus) {
+  Mount* m = mount_of(req);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    Node* dir = get(m, ino);
+    auto it = m->dirs.find(fi->fh);
+    bool known = it != m->dirs.end();
+    if (known && dir && off == 0 && dir->listing && it->second != dir->listing) it->second = dir->listing;
+    bool stale = !known || (off == 0 && (!dir || it->second != dir->listing));
+    if (!stale) return list_into(req, m, ino, it->second, size, off, plus);
+  }
+  Call* c = call(req, OPENDIR, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  c->relist = true;
+  c->plus = plus;
+  c->size = size;
+  c->off = off;
+  if (with_path(req, c)) send(c);
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
@@ -455,7 +489,11 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   (void)ino;
-  delete reinterpret_cast<std::shared_ptr<Listing>*>(fi->fh);
+  Mount* m = mount_of(req);
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    m->dirs.erase(fi->fh);
+  }
   fuse_reply_err(req, 0);
 }
 

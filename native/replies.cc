@@ -3,10 +3,13 @@
 #include "replies.h"
 
 #include <errno.h>
+
+#include <algorithm>
 #include <string.h>
 #include <sys/statvfs.h>
 
 #include "invalidate.h"
+#include "ops.h"
 #include "table.h"
 
 namespace nas {
@@ -225,12 +228,16 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         break;
       }
       case UNLINK: case RMDIR:
+        // Its link count and ctime changed (a hard link's other names still show it).
+        if (Node* n = child(m, c->parent, c->name)) drop(n);
         unbind(m, c->parent, c->name);
         changed(m, get(m, c->parent));
         lock.unlock();
         fuse_reply_err(c->req, 0);
         break;
       case RENAME:
+        if (Node* n = child(m, c->parent, c->name)) drop(n);
+        if (Node* n = child(m, c->parent2, c->name2)) drop(n);
         move(m, c->parent, c->name, c->parent2, c->name2);
         changed(m, get(m, c->parent));
         changed(m, get(m, c->parent2));
@@ -271,16 +278,27 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         lock.lock();
         cacheable = c->mutations == m->mutations.load() && c->invalidations == m->invalidations.load();
         if (Node* n = get(m, c->ino); n && cacheable) n->listing = listing;
+        if (c->relist) {
+          // A readdir that asked for a fresh listing: its handle lists this one from now on.
+          m->dirs[c->fi.fh] = listing;
+          list_into(c->req, m, c->ino, listing, c->size, c->off, c->plus);
+          lock.unlock();
+          break;
+        }
+        c->fi.fh = m->next_dir++;
+        m->dirs[c->fi.fh] = listing;
         lock.unlock();
-        c->fi.fh = reinterpret_cast<uint64_t>(new std::shared_ptr<Listing>(listing));
         c->fi.cache_readdir = cacheable;
         c->fi.keep_cache = cacheable;
-        fuse_reply_open(c->req, &c->fi);
+        if (fuse_reply_open(c->req, &c->fi) != 0) {
+          std::lock_guard<std::mutex> again(m->mu);
+          m->dirs.erase(c->fi.fh);
+        }
         break;
       }
       case READ:
         lock.unlock();
-        fuse_reply_buf(c->req, c->data, static_cast<size_t>(result));
+        fuse_reply_buf(c->req, c->data, std::min(static_cast<size_t>(result), c->size));
         break;
       case WRITE:
         lock.unlock();

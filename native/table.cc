@@ -97,8 +97,10 @@ Node* bind(Mount* m, uint64_t parent, const std::string& name, const struct stat
       return n;
     }
     // A hard link seen under a second name is one node; anything else keeps its own (the number was reused).
+    // One file shares size and change time under every name; a reused number with st_nlink > 1 rarely does.
     bool link = !S_ISDIR(st.st_mode) && st.st_nlink > 1 && !same->names.empty() && same->known &&
-                ((same->st.st_mode ^ st.st_mode) & S_IFMT) == 0;
+                ((same->st.st_mode ^ st.st_mode) & S_IFMT) == 0 && same->st.st_size == st.st_size &&
+                same->st.st_ctim.tv_sec == st.st_ctim.tv_sec && same->st.st_ctim.tv_nsec == st.st_ctim.tv_nsec;
     if (link) {
       name_node(m, same, parent, name);
       return same;
@@ -126,14 +128,28 @@ void unbind(Mount* m, uint64_t parent, const std::string& name) {
       break;
     }
   }
-  if (n->names.empty()) n->st.st_nlink = 0;
+  if (!n->names.empty()) return;
+  n->st.st_nlink = 0;
+  if (n->nlookup == 0 && n->id != FUSE_ROOT_ID) {
+    m->nodes.erase(n->id);
+    delete n;
+  }
 }
 
 void move(Mount* m, uint64_t parent, const std::string& name, uint64_t parent2, const std::string& name2) {
   Node* n = child(m, parent, name);
-  if (child(m, parent2, name2)) unbind(m, parent2, name2);
+  if (Node* target = child(m, parent2, name2); target && target != n) unbind(m, parent2, name2);
   if (!n) return;
-  unbind(m, parent, name);
+  // The name changes in place (unbind could free a node the kernel no longer holds).
+  m->dentries.erase(dentry_key(parent, name));
+  m->dentries.erase(dentry_key(parent2, name2));
+  for (auto& entry : n->names) {
+    if (entry.first == parent && entry.second == name) {
+      entry = {parent2, name2};
+      m->dentries[dentry_key(parent2, name2)] = n->id;
+      return;
+    }
+  }
   name_node(m, n, parent2, name2);
 }
 

@@ -90,7 +90,11 @@ async function main(): Promise<void> {
   const table = new MountTable(homes);
   const ops = fuseOps(table, log, () => fuse?.context() ?? null, openFiles, refusals);
   const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined }));
-  if (inherited) ops.inheritHandles(inherited.handles);
+  if (inherited) {
+    ops.inheritHandles(inherited.handles);
+    // What changed while no nasd served (commits at stop, a push), or was not told the kernel then: forgotten.
+    void mount.invalidate(null);
+  }
   const kept = storeConnection(mount.fd());
   homes.kernelCache = { forget: (roles) => mount.invalidate(roles), stats: () => mount.stats() };
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
@@ -149,9 +153,10 @@ async function main(): Promise<void> {
     await refs.close();
     // With the connection in systemd's store, the mount outlives this process: a restart's successor takes it
     // over; a stop has systemd close it, and the unit unmounts. Every request taken is answered first.
-    const handOn = kept && signal !== 'umount' ? await mount.suspend() : null;
+    // No request of the control API may change a view (and wait on an invalidation) while requests are paused.
     server.close();
     webServer?.close();
+    const handOn = kept && signal !== 'umount' ? await mount.suspend() : null;
     webServer?.closeAllConnections();
     metricsServer?.close();
     metricsServer?.closeAllConnections();

@@ -1,4 +1,4 @@
-import { constants } from 'node:fs';
+import { constants, fstatSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Logger } from 'pino';
 import { FsError, fsError, isDiskFull, toErrno } from '../util/errors.js';
@@ -28,11 +28,15 @@ export interface Router {
 
 type Cb = (err: number, ...rest: unknown[]) => void;
 
-/** An open file as a successor needs it after a hand-over: the handle number the kernel uses, the path, how. */
+/**
+ * An open file as a successor needs it after a hand-over: the handle number the kernel uses, the path, how, and
+ * the file's inode number on disk when it had one (reopened by path, it must be the same file).
+ */
 export interface OpenHandle {
   fd: number;
   path: string;
   flags: number;
+  ino?: number;
 }
 
 /** An answer's errno by name, as the caller sees it (EROFS, not the message): the metrics' label. */
@@ -162,6 +166,11 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
       pending = (async () => {
         const r = need(was.path);
         const h = await r.view.open(r.rel, was.flags & ~(constants.O_TRUNC | constants.O_CREAT | constants.O_EXCL));
+        // Renamed or replaced while no nasd served: another file is at that path now.
+        if (was.ino !== undefined && h.mode !== 'content' && Number((await fstat(h.fd)).ino) !== was.ino) {
+          await r.view.release(h);
+          throw fsError('ESTALE', `${was.path} is another file since the restart`);
+        }
         handles.set(fd, { view: r.view, h, flags: was.flags, close: openFiles?.take(0, r.view.name) });
         inherited.delete(fd);
       })().finally(() => reviving.delete(fd));
@@ -240,7 +249,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   return {
     /** The files open now (a stop that hands the kernel connection on): the successor opens them again lazily. */
     openHandles: (): OpenHandle[] => [
-      ...[...handles].map(([fd, e]) => ({ fd, path: `/${e.view.name}/${e.h.rel}`, flags: e.flags })),
+      ...[...handles].map(([fd, e]) => ({
+        fd,
+        path: `/${e.view.name}/${e.h.rel}`,
+        flags: e.flags,
+        // A file of the upper directory, not the mount: a synchronous fstat is safe here.
+        ...(e.h.mode === 'content' ? {} : { ino: Number(fstatSync(e.h.fd).ino) }),
+      })),
       ...inherited.values(),
     ],
     /** Handles an earlier nasd had open: answered as the same handle numbers, each file opened again at first use. */

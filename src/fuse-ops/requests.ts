@@ -8,7 +8,9 @@ import { ATTR_WORDS, OP, SET, packAttr, type Dispatch } from './native.js';
 type Ops = ReturnType<typeof fuseOps>;
 type Reply = (call: number, result: number, value?: unknown, extra?: unknown, flag?: number) => void;
 
-const { ENOENT, EEXIST, EINVAL } = osConstants.errno;
+const { ENOENT, EEXIST, EINVAL, ETIMEDOUT } = osConstants.errno;
+/** Long enough for a copy-up of a large file. */
+const ANSWER_WITHIN_MS = 120_000;
 const RENAME_NOREPLACE = 1;
 
 /**
@@ -19,8 +21,12 @@ const RENAME_NOREPLACE = 1;
 export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => number[], pageCache: (path: string) => boolean): { dispatch: Dispatch; caller(): Caller | null } {
   let current: Caller | null = null;
   /** Requests not answered yet: only theirs may still be asked for the caller's groups (the binding frees a call once answered). */
-  const open = new Set<number>();
+  const open = new Map<number, NodeJS.Timeout | null>();
+  /** Each request is answered once: a second answer (a late one after the safety net) is dropped. */
   const reply: Reply = (call, ...rest) => {
+    if (!open.has(call)) return;
+    const timer = open.get(call);
+    if (timer) clearTimeout(timer);
     open.delete(call);
     send(call, ...rest);
   };
@@ -54,8 +60,16 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
     if (valid & (SET.ATIME | SET.MTIME | SET.ATIME_NOW | SET.MTIME_NOW)) {
       steps.push((cb) => ops.utimens(path, time(SET.ATIME, SET.ATIME_NOW, 4), time(SET.MTIME, SET.MTIME_NOW, 6), cb));
     }
+    // A file unlinked while open has no path: only its size can change, through its descriptor (ftruncate).
+    if (!path) {
+      if (!(valid & SET.SIZE) || fh < 0) return reply(call, -ENOENT);
+      return as(who, () =>
+        ops.ftruncate(path, fh, v[3], (err: number) =>
+          err ? reply(call, err) : ops.fgetattr(fh, (e: number, attr?: unknown) => (e ? reply(call, e) : reply(call, 0, packAttr(attr as Attr))))),
+      );
+    }
     const next = (i: number) => {
-      if (i === steps.length) return path ? withAttr(call, who, path) : reply(call, -ENOENT);
+      if (i === steps.length) return withAttr(call, who, path);
       as(who, () => steps[i]((err) => (err ? reply(call, err) : next(i + 1))));
     };
     next(0);
@@ -102,7 +116,9 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
   }
 
   const dispatch: Dispatch = (op, call, path, a, b, c, uid, gid, pid, umask) => {
-    open.add(call);
+    // A safety net: a handler that never answers fails its caller with ETIMEDOUT instead of hanging it (a
+    // process waiting on FUSE cannot be killed). fsync waits for a commit, however long the batch.
+    open.set(call, op === OP.FSYNC || op === OP.FSYNCDIR ? null : setTimeout(() => reply(call, -ETIMEDOUT), ANSWER_WITHIN_MS));
     const who: Caller = { uid, gid, pid, umask, groups: () => (open.has(call) ? groups(call) : []) };
     switch (op) {
       case OP.LOOKUP: return withAttr(call, who, path);
@@ -122,7 +138,18 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
       case OP.OPEN:
         return as(who, () => ops.open(path, a, (err: number, fh?: unknown) => reply(call, err || (fh as number), null, null, pageCache(path) ? 1 : 0)));
       case OP.CREATE:
-        return as(who, () => ops.create(path, a, (err: number, fh?: unknown) => (err ? reply(call, err) : withAttr(call, who, path, fh as number))));
+        return as(who, () =>
+          ops.create(path, a, (err: number, fh?: unknown) => {
+            if (err) return reply(call, err);
+            // Answered with the new file's attributes; if they cannot be read the open handle is given back.
+            as(who, () =>
+              ops.getattr(path, (e: number, attr?: unknown) => {
+                if (!e) return reply(call, fh as number, packAttr(attr as Attr));
+                ops.release(path, fh as number, () => reply(call, e));
+              }),
+            );
+          }),
+        );
       case OP.READ: return ops.read(path, a, b, b.length, c, (n: number) => reply(call, n));
       case OP.WRITE: return as(who, () => ops.write(path, a, b, b.length, c, (n: number) => reply(call, n)));
       case OP.RELEASE: return as(who, () => ops.release(path, a, done(call)));

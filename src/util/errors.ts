@@ -4,7 +4,7 @@ import { constants } from 'node:os';
 export type ErrnoCode =
   | 'ENOENT' | 'EEXIST' | 'ENOTDIR' | 'EISDIR' | 'ENOTEMPTY' | 'EINVAL' | 'EROFS' | 'EPERM'
   | 'EACCES' | 'EDQUOT' | 'EBADF' | 'EXDEV' | 'ENAMETOOLONG' | 'EIO' | 'ENOTSUP' | 'ENOSPC'
-  | 'ELOOP' | 'EBUSY' | 'EFBIG' | 'EMFILE' | 'ENFILE';
+  | 'ELOOP' | 'EBUSY' | 'EFBIG' | 'EMFILE' | 'ENFILE' | 'ESTALE';
 
 /** An error that carries the errno the caller of a syscall should see, and why. */
 export class FsError extends Error {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
-import { TestDaemon, eventually } from '../helpers.js';
+import { TestDaemon, eventually, exec } from '../helpers.js';
 
 /**
  * The kernel keeps names, attributes, listings and pages for an hour (and the binding its own cache): whatever
@@ -94,5 +94,37 @@ describe('kernel cache: what nasd changes shows at once', () => {
     await ok('branch', 'update', 'demo/behind');
     expect(readFileSync(d.path('demo@behind', 'outbox/note.md'), 'utf8')).toBe('main moved\n');
     expect((await fs.stat(d.path('demo@behind', 'outbox/note.md'))).size).toBe(11);
+  });
+
+  it('what requests change shows at once too: a rewound listing, a hard link\'s count, a size written through a held descriptor', async () => {
+    await ok('branch', 'create', 'demo/live');
+    const dir = d.path('demo@live', 'outbox');
+    // A directory stream rewound after a create (os.listdir on a descriptor rewinds it), then a fresh listing.
+    const py = `import os,sys
+d=sys.argv[1]; fd=os.open(d, os.O_RDONLY|os.O_DIRECTORY)
+before=os.listdir(fd); open(os.path.join(d,'late.md'),'w').write('x')
+print('late.md' in before, 'late.md' in os.listdir(fd), 'late.md' in os.listdir(d))`;
+    expect((await exec('python3', ['-c', py, dir])).stdout).toBe('False True True\n');
+    // Hard links live in ignored paths: the other name's link count drops when one goes.
+    const ignored = d.path('demo@live', 'node_modules');
+    await fs.mkdir(ignored);
+    await fs.writeFile(`${ignored}/f`, 'f');
+    await fs.link(`${ignored}/f`, `${ignored}/g`);
+    expect((await fs.stat(`${ignored}/f`)).nlink).toBe(2);
+    expect((await fs.stat(`${ignored}/g`)).nlink).toBe(2);
+    await fs.unlink(`${ignored}/f`);
+    expect((await fs.stat(`${ignored}/g`)).nlink).toBe(1);
+    // Written through a descriptor held open across listings: ls -l and a new reader see the new size.
+    const held = await fs.open(`${dir}/held.md`, 'a');
+    try {
+      await held.write('0123456789');
+      expect((await exec('ls', ['-l', dir])).stdout).toMatch(/ 10 .* held\.md/);
+      await held.write('abcde');
+      await exec('sh', ['-c', 'echo 2 > /proc/sys/vm/drop_caches']);
+      expect((await exec('ls', ['-l', dir])).stdout).toMatch(/ 15 .* held\.md/);
+      expect((await exec('wc', ['-c', `${dir}/held.md`])).stdout).toMatch(/^15 /);
+    } finally {
+      await held.close();
+    }
   });
 });

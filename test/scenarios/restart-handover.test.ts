@@ -12,6 +12,7 @@ describe('restart with the kernel connection kept', () => {
   let d: TestDaemon;
   let shell: ChildProcess | undefined;
   let writer: ChildProcess | undefined;
+  let lister: ChildProcess | undefined;
 
   /** Send a line to a child and read what it prints up to the marker it echoes back. */
   function ask(child: ChildProcess, line: string): Promise<string> {
@@ -36,7 +37,7 @@ describe('restart with the kernel connection kept', () => {
     expect(r.code, r.stderr).toBe(0);
   });
   afterAll(async () => {
-    for (const child of [shell, writer]) if (child && child.exitCode === null) child.kill('SIGKILL');
+    for (const child of [shell, writer, lister]) if (child && child.exitCode === null) child.kill('SIGKILL');
     await d?.cleanup();
   });
 
@@ -53,14 +54,26 @@ describe('restart with the kernel connection kept', () => {
     writer.stdin!.write('first\n');
     await new Promise<void>((resolve) => writer!.stdout!.on('data', (c: Buffer) => c.toString().includes('--done-first--') && resolve()));
 
+    // A directory open across the restart (its handle is the old nasd's): listed again after it.
+    const py = 'import os,sys\nfd=os.open(sys.argv[1], os.O_RDONLY|os.O_DIRECTORY)\nfor line in sys.stdin:\n  print(" ".join(sorted(os.listdir(fd))), flush=True)';
+    lister = spawn('python3', ['-c', py, `${branch}/outbox/deep`], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const listing = () =>
+      new Promise<string>((resolve) => {
+        lister!.stdout!.once('data', (c: Buffer) => resolve(c.toString().trim()));
+        lister!.stdin!.write('ls\n');
+      });
+    expect(await listing()).toBe('a.txt');
+
     // A request made while no nasd serves waits for the next one (no "Transport endpoint is not connected").
     const restarted = d.restartKeepingConnection();
     const during = fs.readdir(`${branch}/outbox`);
     await restarted;
     expect(await during).toEqual(expect.arrayContaining(['deep', 'held.txt']));
 
+    await fs.writeFile(`${branch}/outbox/deep/b.txt`, 'b\n');
+    expect(await listing()).toBe('a.txt b.txt');
     // The shell's cwd is still there: relative paths, pwd, new files.
-    expect(await ask(shell, 'cat a.txt; echo after >> a.txt; cat a.txt; pwd; ls')).toBe(`before\nbefore\nafter\n${branch}/outbox/deep\na.txt\n`);
+    expect(await ask(shell, 'cat a.txt; echo after >> a.txt; cat a.txt; pwd; ls')).toBe(`before\nbefore\nafter\n${branch}/outbox/deep\na.txt\nb.txt\n`);
     // The writer's descriptor writes on, and its close commits both lines.
     writer.stdin!.end('second\n');
     await new Promise((resolve) => writer!.once('exit', resolve));
@@ -68,6 +81,7 @@ describe('restart with the kernel connection kept', () => {
     const committed = async (rel: string) => (await d.gitBlob(`kept:${rel}`).catch(() => Buffer.from(''))).toString();
     await eventually(async () => (await committed('outbox/held.txt')) === 'first\nsecond\n', 'the held file committed whole');
     await eventually(async () => (await committed('outbox/deep/a.txt')) === 'before\nafter\n', "the shell's file committed");
+    lister.stdin!.end();
     expect(d.log).toContain('took the kernel connection over');
   });
 
