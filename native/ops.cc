@@ -73,6 +73,18 @@ static bool named(Mount* m, uint64_t parent, const char* name, std::string& out)
   return true;
 }
 
+// A request about a name in a directory: its path resolved now; false (and ESTALE) when the directory is unknown.
+static bool in_dir(Call* c, uint64_t parent, const char* name) {
+  Mount* m = c->m;
+  c->parent = parent;
+  c->name = name;
+  std::lock_guard<std::mutex> lock(m->mu);
+  if (named(m, parent, name, c->path)) return true;
+  fuse_reply_err(c->req, ESTALE);
+  delete c;
+  return false;
+}
+
 static void ll_init(void* userdata, struct fuse_conn_info* conn) {
   Mount* m = static_cast<Mount*>(userdata);
   conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPORT_SUPPORT |
@@ -85,71 +97,62 @@ static void ll_init(void* userdata, struct fuse_conn_info* conn) {
   m->conn = *conn;
 }
 
-static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+// NFS export: "." and ".." looked up by node id (a file handle names the node, the kernel may have dropped it).
+static void lookup_by_id(fuse_req_t req, fuse_ino_t ino, bool parent) {
   Mount* m = mount_of(req);
-  std::string nm(name);
-  uint64_t self = 0;
-  std::string self_path;
+  Call* c;
   {
     std::lock_guard<std::mutex> lock(m->mu);
-    Node* p = get(m, parent);
-    if (!p) return (void)fuse_reply_err(req, ESTALE);
-    // NFS export: "." and ".." by node id.
-    if (nm == "." || nm == "..") {
-      Node* target = p;
-      if (nm == ".." && parent != FUSE_ROOT_ID) target = p->names.empty() ? nullptr : get(m, p->names[0].first);
-      if (!target) return (void)fuse_reply_err(req, ESTALE);
-      if (target->known) {
-        struct fuse_entry_param e {};
-        target->nlookup++;
-        fill_entry(m, target, &e, 0);
-        return (void)fuse_reply_entry(req, &e);
-      }
-      self = target->id;
-      if (!path_of(m, target, self_path)) return (void)fuse_reply_err(req, ESTALE);
-    } else {
-    std::string top = parent == FUSE_ROOT_ID ? nm : top_of(m, p);
-    if (may_serve(m, req, top)) {
-      Node* n = child(m, parent, nm);
-      if (n && fresh(n)) {
-        m->hits++;
-        struct fuse_entry_param e {};
-        n->nlookup++;
-        fill_entry(m, n, &e, m->ttl);
-        return (void)fuse_reply_entry(req, &e);
-      }
-      if (!n && p->listing) {
-        auto it = p->listing->index.find(nm);
-        if (it != p->listing->index.end()) {
-          m->hits++;
-          Node* c = bind(m, parent, nm, p->listing->attrs[it->second]);
-          remember(m, c, p->listing->attrs[it->second], true);
-          struct fuse_entry_param e {};
-          c->nlookup++;
-          fill_entry(m, c, &e, m->ttl);
-          return (void)fuse_reply_entry(req, &e);
-        }
-      }
+    Node* n = get(m, ino);
+    if (n && parent && ino != FUSE_ROOT_ID) n = n->names.empty() ? nullptr : get(m, n->names[0].first);
+    if (!n) return (void)fuse_reply_err(req, ESTALE);
+    if (n->known) {
+      struct fuse_entry_param e {};
+      n->nlookup++;
+      fill_entry(m, n, &e, 0);
+      return (void)fuse_reply_entry(req, &e);
     }
-    }
-  }
-  if (self) {
-    // Answered for the node itself (replies.cc binds no name when the call has none).
-    Call* c = call(req, LOOKUP, self);
-    c->path = self_path;
-    return send(c);
-  }
-  Call* c = call(req, LOOKUP, 0);
-  c->parent = parent;
-  c->name = nm;
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    if (!named(m, parent, name, c->path)) {
+    c = call(req, LOOKUP, n->id);  // answered for the node itself: replies.cc binds no name when a call has none
+    if (!path_of(m, n, c->path)) {
       delete c;
       return (void)fuse_reply_err(req, ESTALE);
     }
   }
   send(c);
+}
+
+// A lookup the cache can answer (a fresh node under that name, or an entry of the directory's cached listing):
+// answered here, the mutex held. False: JS is asked.
+static bool lookup_cached(Mount* m, fuse_req_t req, Node* p, const std::string& name) {
+  if (!may_serve(m, req, p->id == FUSE_ROOT_ID ? name : top_of(m, p))) return false;
+  Node* n = child(m, p->id, name);
+  if (!n && p->listing) {
+    auto it = p->listing->index.find(name);
+    if (it == p->listing->index.end()) return false;
+    n = bind(m, p->id, name, p->listing->attrs[it->second]);
+    remember(m, n, p->listing->attrs[it->second], true);
+  }
+  if (!n || !fresh(n)) return false;
+  m->hits++;
+  struct fuse_entry_param e {};
+  n->nlookup++;
+  fill_entry(m, n, &e, m->ttl);
+  fuse_reply_entry(req, &e);
+  return true;
+}
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  Mount* m = mount_of(req);
+  std::string nm(name);
+  if (nm == "." || nm == "..") return lookup_by_id(req, parent, nm == "..");
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    Node* p = get(m, parent);
+    if (!p) return (void)fuse_reply_err(req, ESTALE);
+    if (lookup_cached(m, req, p, nm)) return;
+  }
+  Call* c = call(req, LOOKUP, 0);
+  if (in_dir(c, parent, name)) send(c);
 }
 
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
@@ -229,63 +232,44 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino) {
   if (with_path(req, c)) send(c);
 }
 
-// A request that makes or removes a name in a directory.
-static void in_dir(fuse_req_t req, Op op, fuse_ino_t parent, const char* name, double a = 0, double b = 0) {
-  Mount* m = mount_of(req);
+// A request that makes or removes a name: sent as a change.
+static void change_in_dir(fuse_req_t req, Op op, fuse_ino_t parent, const char* name, double a = 0, double b = 0) {
   Call* c = call(req, op, 0);
-  c->parent = parent;
-  c->name = name;
   c->a = a;
   c->b = b;
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    if (!named(m, parent, name, c->path)) {
-      delete c;
-      return (void)fuse_reply_err(req, ESTALE);
-    }
-  }
+  if (!in_dir(c, parent, name)) return;
   changing(c);
   send(c);
 }
 
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
-  in_dir(req, MKNOD, parent, name, mode, rdev);
+  change_in_dir(req, MKNOD, parent, name, mode, rdev);
 }
-static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) { in_dir(req, MKDIR, parent, name, mode); }
-static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { in_dir(req, UNLINK, parent, name); }
-static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) { in_dir(req, RMDIR, parent, name); }
+static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) { change_in_dir(req, MKDIR, parent, name, mode); }
+static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char* name) { change_in_dir(req, UNLINK, parent, name); }
+static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) { change_in_dir(req, RMDIR, parent, name); }
 
 static void ll_symlink(fuse_req_t req, const char* link, fuse_ino_t parent, const char* name) {
-  Mount* m = mount_of(req);
   Call* c = call(req, SYMLINK, 0);
-  c->parent = parent;
-  c->name = name;
   c->text = link;
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    if (!named(m, parent, name, c->path)) {
-      delete c;
-      return (void)fuse_reply_err(req, ESTALE);
-    }
-  }
+  if (!in_dir(c, parent, name)) return;
   changing(c);
   send(c);
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t newparent, const char* newname,
                       unsigned int flags) {
-  Mount* m = mount_of(req);
   Call* c = call(req, RENAME, 0);
-  c->parent = parent;
-  c->name = name;
   c->parent2 = newparent;
   c->name2 = newname;
   c->a = flags;
+  if (!in_dir(c, parent, name)) return;
   {
-    std::lock_guard<std::mutex> lock(m->mu);
-    if (!named(m, parent, name, c->path) || !named(m, newparent, newname, c->path2)) {
+    std::lock_guard<std::mutex> lock(c->m->mu);
+    if (!named(c->m, newparent, newname, c->path2)) {
+      fuse_reply_err(req, ESTALE);
       delete c;
-      return (void)fuse_reply_err(req, ESTALE);
+      return;
     }
   }
   changing(c);
@@ -320,21 +304,12 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, struct fuse_file_info* fi) {
-  Mount* m = mount_of(req);
   Call* c = call(req, CREATE, 0);
-  c->parent = parent;
-  c->name = name;
   c->a = mode;
   c->b = fi->flags;
   c->has_fi = true;
   c->fi = *fi;
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    if (!named(m, parent, name, c->path)) {
-      delete c;
-      return (void)fuse_reply_err(req, ESTALE);
-    }
-  }
+  if (!in_dir(c, parent, name)) return;
   changing(c);
   send(c);
 }
