@@ -1,6 +1,6 @@
 // A restart clients do not see: how long requests wait, and whether any fails, while nasd restarts keeping its
 // kernel connection. Run as root after `npm run build`:
-//   node bench/restart.mjs [--cycles 5] [--branches 20] [--json FILE]
+//   node bench/restart.mjs [--cycles 5] [--branches 20] [--json FILE] [--keep-log FILE]
 // nasd runs under test/fixtures/fd-store.py, a stand-in for systemd's file descriptor store (NOTIFY_SOCKET,
 // FDSTORE=1; SIGHUP restarts nasd as `systemctl restart` does, the stored /dev/fuse descriptor handed to the new
 // one). A demo Home with N branches, each with files written through the mount (and its workspace/ bind). Per
@@ -23,6 +23,7 @@ const CYCLES = Number(opt('--cycles', 5));
 const BRANCHES = Number(opt('--branches', 20));
 const FILES = 50; // per branch: the prober reaches a forgotten one each call
 const JSON_OUT = opt('--json', null);
+const KEEP_LOG = opt('--keep-log', null); // nasd's log is written here when a stat failed
 
 // The prober: a child process, so no stat ever blocks a process that the mount's answers depend on.
 const PROBER = `
@@ -141,6 +142,10 @@ try {
   cycles.forEach((c, i) => console.log(`| ${i + 1} | ${c.awayMs.toFixed(0)} ms | ${c.maxMs.toFixed(0)} ms | ${c.calls} | ${c.errors} | ${c.kept ? 'yes' : 'NO'} |`));
   for (const c of cycles) for (const e of c.firstErrors) console.log(`error: ${e.path}: ${e.code} at ${e.at} ms`);
   console.log(`\nlongest wait ${worst.toFixed(0)} ms (p50 of cycles ${results.longestWaitP50Ms.toFixed(0)} ms), ${errors} errors`);
+  if (KEEP_LOG && errors) {
+    await fs.writeFile(KEEP_LOG, log);
+    console.log(`nasd's log: ${KEEP_LOG}`);
+  }
   if (JSON_OUT) await fs.writeFile(JSON_OUT, JSON.stringify(results, null, 2));
 } finally {
   if (store && store.exitCode === null) {
