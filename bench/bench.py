@@ -3,19 +3,25 @@
 
 Targets: a native directory, bindfs (-o big_writes), fuse-overlayfs, and a nasd branch view (both a
 versioned folder, commits included, and workspace/ scratch). Not a test: it prints numbers, it asserts nothing.
+On a shared machine absolute times swing several-fold, so every workload runs --reps times, the targets
+interleaved (their order rotated each repetition), and each ratio is the median of the ratios of the same
+repetition: nasd against a peer measured moments before or after it.
 
-Two sections:
-  micro  create/stat/readdir/unlink of many small files, sequential I/O, git, branch creation, daemon memory
-         (workloads and targets from the issue "nasd mounts Homes through FUSE");
-  agent  what agents run on a real ~6,000-entry source tree (a trimmed copy of the project's node_modules):
-         untar, cold find / grep -r / du -s, warm find, git clone, rm -rf
-         (workloads and targets from the issue "Real tools see a real filesystem").
+Sections (--only, one or several, comma-separated; default all):
+  micro    create/stat/ls -l/readdir/warm stat after the old 1 s window/unlink of many small files, sequential
+           I/O, git, close to commit (issue "nasd mounts Homes through FUSE", targets of issue 22);
+  memory   branch creation in a 1,000-file and a --big-home Home, nasd RSS after walking the big Home;
+  agent    what agents run on a real ~6,000-entry source tree (a trimmed copy of the project's node_modules):
+           untar, cold find / grep -r / du -s, warm find, git clone, rm -rf (issue "Real tools see a real filesystem");
+  restart  bench/restart.mjs: nasd restarted keeping its kernel connection (systemd's fd store, stood in for by
+           test/fixtures/fd-store.py) with --branches branches: the longest a stat waits, and errors.
+At the end, the targets of issue 22 ("Our own FUSE binding"): each measure, nasd and its peer, the ratio, the target.
 
   metrics the agent workload on two nasd, /metrics on (scraped every second) and off, interleaved
-         (issue 24: the cost of metrics; bench/metrics_cost.py)
+         (issue 24: the cost of metrics; bench/metrics_cost.py; only when named in --only)
 
-usage: bench/run.sh [--only micro|agent|metrics] [--files N] [--seq-mib N] [--big-home N] [--agent-entries N]
-                    [--rounds N] [--json FILE]
+usage: bench/run.sh [--only micro,memory,agent,restart,metrics] [--reps N] [--files N] [--seq-mib N] [--big-home N]
+                    [--agent-entries N] [--branches N] [--restart-cycles N] [--rounds N] [--json FILE]
 """
 import argparse
 import contextlib
@@ -85,6 +91,23 @@ def readdir(d):
     return t, out[0]
 
 
+def ls_l(d):
+    """Cold `ls -l`: a listing and every entry's attributes (readdirplus where the filesystem has it)."""
+    drop_caches()
+    out = []
+    t = timed(lambda: out.append(subprocess.run(['ls', '-l', '--color=never', d], stdout=subprocess.PIPE, check=True).stdout))
+    return t, out[0].count(b'\n') - 1
+
+
+def stat_after_window(d, n, pause=1.5):
+    """Stat all n files, wait past the 1 s attribute and entry timeout FUSE filesystems commonly use, stat them
+    again: the second pass, timed, shows whether the kernel still holds what it learnt."""
+    for i in range(n):
+        os.lstat(f'{d}/f{i:05d}')
+    time.sleep(pause)
+    return timed(lambda: [os.lstat(f'{d}/f{i:05d}') for i in range(n)])
+
+
 def unlink_files(d, n, after=None):
     def run():
         for i in range(n):
@@ -149,7 +172,7 @@ class Nasd:
         self.log = open(f'{root}/nasd.log', 'w')
         self.proc = subprocess.Popen(
             [NODE, f'{REPO}/dist/src/daemon/main.js', '--state-dir', self.state, '--mount', self.mnt,
-             '--socket', self.sock, '--commit-window-ms', str(window_ms), '--log-level', 'warn', *extra],
+             '--socket', self.sock, '--commit-window-ms', str(window_ms), '--log-level', 'warn', '--web-listen', 'off', *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(300):
             if os.path.exists(self.sock) and self._alive():
@@ -261,75 +284,150 @@ def close_to_commit(nasd, view_dir, store, branch, samples):
     return out
 
 
-def fuse_native_floor(root, n):
-    """Cold stat of n files on a fuse-native filesystem that does no work: the binding's own cost."""
-    mnt = f'{root}/floor'
-    os.makedirs(mnt, exist_ok=True)
-    proc = subprocess.Popen([NODE, f'{REPO}/bench/floor.cjs', mnt], stdout=subprocess.PIPE, cwd=REPO)
-    try:
-        proc.stdout.readline()
-        return stat_files(f'{mnt}/small', n)
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        subprocess.run(['fusermount', '-uz', mnt], capture_output=True)
+# ---- repetitions and ratios --------------------------------------------------------------------
+
+def rotated(seq, k):
+    """seq with its first k % len(seq) items moved to the end: each repetition starts with another target."""
+    k %= len(seq)
+    return list(seq[k:]) + list(seq[:k])
 
 
-# ---- report ------------------------------------------------------------------------------------
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def time_ratio(t, ours, peer, key):
+    """nasd's time over the peer's, the median of the per-repetition ratios (< 1: nasd faster)."""
+    pairs = [o / p for o, p in zip(t[ours][key], t[peer][key]) if p > 0]
+    return med(pairs)
+
 
 def fmt_s(x):
     return '-' if x is None else (f'{x * 1000:.0f} ms' if x < 10 else f'{x:.1f} s')
 
 
+def md_table(head, rows):
+    print('| ' + ' | '.join(head) + ' |')
+    print('|' + '---|' * len(head))
+    for r in rows:
+        print('| ' + ' | '.join(r) + ' |')
+
+
+PEERS = ('native', 'bindfs', 'fuse-overlayfs')
+TARGETS = ('native', 'bindfs', 'fuse-overlayfs', 'nasd versioned', 'nasd workspace')
+
+
+def section_table(t, rows, reps):
+    """Median seconds of every target per workload, and the ratios the targets are set in."""
+    head = ['workload', *TARGETS, 'versioned / bindfs', 'versioned / overlay', 'workspace / native']
+    out = []
+    for key, label in rows:
+        if key not in t['native']:
+            continue
+        cells = [fmt_s(med(t[n][key])) if t[n].get(key) else '-' for n in TARGETS]
+        ratios = []
+        for ours, peer in (('nasd versioned', 'bindfs'), ('nasd versioned', 'fuse-overlayfs'), ('nasd workspace', 'native')):
+            r = time_ratio(t, ours, peer, key) if t[ours].get(key) else None
+            ratios.append('-' if r is None else f'{r:.2f}x')
+        out.append([label, *cells, *ratios])
+    print(f'Median of {reps} interleaved repetitions; ratios are time over time, the median of each repetition\'s '
+          f'ratio (< 1: nasd faster).\n')
+    md_table(head, out)
+
+
+# ---- micro section -----------------------------------------------------------------------------
+
+def micro_rows(a):
+    n, mb = a.files, a.seq_mib
+    return (
+        ('create', f'create+write 4 KiB+close x{n} (versioned: commits incl.)'),
+        ('stat_first', f'cold stat x{n}, the first since they were written'),
+        ('stat', f'cold stat x{n}, again'),
+        ('ls_l', f'cold ls -l of {n}'),
+        ('readdir', f'cold readdir of {n}'),
+        ('stat_window', f'stat x{n}, 1.5 s after a first pass'),
+        ('unlink', f'unlink x{n} (versioned: commit incl.)'),
+        ('seq_write', f'sequential write {mb} MiB + fsync (versioned: commit incl.)'),
+        ('seq_read', f'sequential read {mb} MiB (cold)'),
+        ('git', 'git init+add+commit 1,000 files, status'),
+    )
+
+
 def run_micro(a):
-    """The micro section: prints its tables and returns what --json writes for it."""
-    results = {}
+    """The micro section: prints its table and returns what --json writes for it."""
+    t = {name: {} for name in TARGETS}
+    n = a.files
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(unmount_peers, a.root)
-        targets = mount_peers(a.root)
+        dirs = mount_peers(a.root)
         nasd = Nasd(f'{a.root}/nasd')
         cleanup.callback(nasd.stop)
         nasd.nas('home', 'create', 'bench')
         nasd.nas('branch', 'create', 'bench/b')
         view = f'{nasd.mnt}/bench@b'
         sync = lambda: nasd.nas('sync', 'bench/b')
-        targets['nasd versioned'] = f'{view}/outbox'
-        targets['nasd workspace'] = f'{view}/workspace'
+        dirs['nasd versioned'] = f'{view}/outbox'
+        dirs['nasd workspace'] = f'{view}/workspace'
 
-        n = a.files
-        for name, base in targets.items():
-            after = sync if name == 'nasd versioned' else None
-            d = f'{base}/small'
-            r = results.setdefault(name, {})
-            r['create'] = create_files(d, n, after)
-            r['stat'] = stat_files(d, n)
-            r['readdir'], count = readdir(d)
-            assert count == n, f'{name}: readdir saw {count} of {n}'
-            r['unlink'] = unlink_files(d, n, after)
-            r['seq_write'] = seq_write(f'{base}/seq.bin', a.seq_mib, after)
-            r['seq_read'] = seq_read(f'{base}/seq.bin')
-            os.unlink(f'{base}/seq.bin')
-            if after:
-                after()
-            if name != 'nasd versioned':
-                r['git'] = git_workload(f'{base}/repo')
-            log(f'measured {name}')
+        def add(name, key, value):
+            t[name].setdefault(key, []).append(value)
 
-        floor_stat = fuse_native_floor(a.root, n)
-        log('close to commit')
+        for rep in range(a.reps):
+            for name in rotated(TARGETS, rep):
+                base = dirs[name]
+                after = sync if name == 'nasd versioned' else None
+                d = f'{base}/small'
+                os.sync()  # no writeback left over from the previous target
+                add(name, 'create', create_files(d, n, after))
+                add(name, 'stat_first', stat_files(d, n))  # nasd: the first since the writes, asked of JS
+                add(name, 'stat', stat_files(d, n))  # cold again: the kernel's caches dropped, nasd's has seen them
+                secs, count = ls_l(d)
+                assert count == n, f'{name}: ls -l saw {count} of {n}'
+                add(name, 'ls_l', secs)
+                secs, count = readdir(d)
+                assert count == n, f'{name}: readdir saw {count} of {n}'
+                add(name, 'readdir', secs)
+                add(name, 'stat_window', stat_after_window(d, n))
+                add(name, 'unlink', unlink_files(d, n, after))
+                os.sync()
+                add(name, 'seq_write', seq_write(f'{base}/seq.bin', a.seq_mib, after))
+                add(name, 'seq_read', seq_read(f'{base}/seq.bin'))
+                os.unlink(f'{base}/seq.bin')
+                if after:
+                    after()
+                if name != 'nasd versioned':
+                    # a .git in a versioned folder is refused by design (nested repositories belong in workspace/)
+                    add(name, 'git', git_workload(f'{base}/repo{rep}'))
+                    shutil.rmtree(f'{base}/repo{rep}')
+            log(f'micro: repetition {rep + 1} of {a.reps} done')
+
+        log('micro: close to commit')
         lat = close_to_commit(nasd, f'{view}/outbox', nasd.store('bench'), 'b', 40)
         rss_after_workloads = nasd.rss_mb()
 
-    # Branch creation and memory on a daemon of their own, so earlier workloads do not colour them.
+    print(f'\n## micro: small files, sequential I/O, git\n')
+    section_table(t, micro_rows(a), a.reps)
+    p50 = statistics.median(lat)
+    print('\n| nasd only | measured | target | met |\n|---|---|---|---|')
+    print(f'| close to commit, p50 (p90) | {p50 * 1000:.0f} ms ({sorted(lat)[int(len(lat) * 0.9)] * 1000:.0f} ms) | '
+          f'< 1 s | {"yes" if p50 < 1 else "NO"} |')
+    print(f'| daemon RSS after all the workloads above | {rss_after_workloads:.0f} MB | - | - |')
+    return {'seconds': t, 'close_to_commit_s': lat, 'rss_after_workloads_mb': rss_after_workloads}
+
+
+# ---- memory section ----------------------------------------------------------------------------
+
+def run_memory(a):
+    """Branch creation and memory on a daemon of their own, so other workloads do not colour them."""
     fresh = Nasd(f'{a.root}/fresh')
     try:
         branch_ms = {}
         for size in (1_000, a.big_home):
             role = f'home{size}'
-            log(f'filling a {size}-file Home')
+            log(f'memory: filling a {size:,}-file Home')
             fill_home(fresh, role, size)
             branch_ms[size] = statistics.median(fresh.nas('branch', 'create', f'{role}/try{i}')['createdInMs'] for i in range(5))
-        log('walking the big Home')
+        log('memory: walking the big Home')
         # walk the big Home through the mount (readdir and lstat of every file), then read the daemon's memory
         rss_before_walk = fresh.rss_mb()
         walked = 0
@@ -340,69 +438,22 @@ def run_micro(a):
         rss = fresh.rss_mb()
     finally:
         fresh.stop()
-
-    bind, ovl = results['bindfs'], results['fuse-overlayfs']
-    ver, ws = results['nasd versioned'], results['nasd workspace']
-    mb = a.seq_mib
-
-    def speed(peer, ours):
-        return peer / ours
-
-    rows = []
-    def row(what, key, nas_target, ratio, target, ok):
-        cells = [results[t].get(key) for t in ('native', 'bindfs', 'fuse-overlayfs')]
-        rows.append([what, *[fmt_s(c) for c in cells], fmt_s(results[nas_target].get(key)) + f' ({nas_target.split()[1]})', ratio, target, ok])
-
-    for key, label in (('create', f'create+write 4 KiB+close x{n}'), ('stat', f'cold stat x{n}'), ('readdir', f'readdir of {n}'), ('unlink', f'unlink x{n}')):
-        for t in ('nasd versioned', 'nasd workspace'):
-            r = results[t][key]
-            if key == 'create' and t == 'nasd versioned':
-                row(label + ' (commits incl.)', key, t, f'{speed(ovl[key], r):.2f}x overlay', '>= 1.0x overlay', speed(ovl[key], r) >= 1.0)
-            elif key in ('stat', 'readdir'):
-                row(label, key, t, f'{speed(bind[key], r):.2f}x bindfs', '>= 0.8x bindfs', speed(bind[key], r) >= 0.8)
-            else:
-                row(label, key, t, f'{speed(bind[key], r):.2f}x bindfs', '-', '')
-    for t in ('nasd workspace', 'nasd versioned'):
-        r = results[t]['seq_write']
-        row(f'sequential write {mb} MiB' + (' (commit incl.)' if 'versioned' in t else ''), 'seq_write', t, f'{speed(bind["seq_write"], r):.2f}x bindfs', '>= 0.8x bindfs', speed(bind['seq_write'], r) >= 0.8)
-    for t in ('nasd workspace', 'nasd versioned'):
-        r = results[t]['seq_read']
-        row(f'sequential read {mb} MiB (cold)', 'seq_read', t, f'{speed(bind["seq_read"], r):.2f}x bindfs', '-', '')
-    g = ws['git']
-    row('git init+add+commit 1,000 files, status', 'git', 'nasd workspace', f'{g / bind["git"]:.2f}x bindfs time', '<= 1.5x bindfs', g / bind['git'] <= 1.5)
-
-    p50 = statistics.median(lat)
-    extra = [
-        ['branch creation, 1,000-file Home', f'{branch_ms[1_000]:.1f} ms', '< 20 ms', branch_ms[1_000] < 20],
-        [f'branch creation, {a.big_home:,}-file Home', f'{branch_ms[a.big_home]:.1f} ms', '< 20 ms', branch_ms[a.big_home] < 20],
-        [f'cold stat x{n} on a do-nothing fuse-native filesystem (the binding\'s floor)', f'{fmt_s(floor_stat)} = {bind["stat"] / floor_stat:.2f}x bindfs', '-', True],
-        ['close to commit, p50 (p90)', f'{p50 * 1000:.0f} ms ({sorted(lat)[int(len(lat) * 0.9)] * 1000:.0f} ms)', '< 1 s', p50 < 1],
-        [f'daemon RSS after walking {walked:,} files (fresh daemon; {rss_before_walk:.0f} MB before)', f'{rss:.0f} MB', '< 300 MB', rss < 300],
-        ['daemon RSS after all the workloads above', f'{rss_after_workloads:.0f} MB', '-', True],
-    ]
-
-    head = ['workload', 'native', 'bindfs', 'fuse-overlayfs', 'nasd', 'ratio', 'target', 'met']
-    table = [head] + [[str(c) if not isinstance(c, bool) else ('yes' if c else 'NO') for c in r] for r in rows]
-    print(f'\n## micro: small files, sequential I/O, git (ratio > 1: nasd faster)\n')
-    print('| ' + ' | '.join(head) + ' |')
-    print('|' + '---|' * len(head))
-    for r in table[1:]:
-        print('| ' + ' | '.join(r) + ' |')
-    print('\n| nasd only | measured | target | met |\n|---|---|---|---|')
-    for r in extra:
-        print(f'| {r[0]} | {r[1]} | {r[2]} | {"yes" if r[3] else "NO"} |')
-    return {'results': results, 'branch_ms': branch_ms, 'close_to_commit_s': lat, 'rss_mb': rss,
-            'rss_after_workloads_mb': rss_after_workloads}
+    print(f'\n## memory: branch creation and nasd RSS\n')
+    print('| nasd only | measured | target | met |\n|---|---|---|---|')
+    for size in (1_000, a.big_home):
+        print(f'| branch creation, {size:,}-file Home | {branch_ms[size]:.1f} ms | < 20 ms | {"yes" if branch_ms[size] < 20 else "NO"} |')
+    print(f'| nasd RSS after walking {walked:,} files (fresh daemon; {rss_before_walk:.0f} MB before) | {rss:.0f} MB | '
+          f'< 300 MB | {"yes" if rss < 300 else "NO"} |')
+    return {'branch_ms': branch_ms, 'rss_mb': rss, 'rss_before_walk_mb': rss_before_walk, 'walked': walked}
 
 
 # ---- agent section: real tools on a real source tree ------------------------------------------
 
-# Not part of the tree: nasd's native dependencies (nodegit, fuse-native) and local caches.
-SKIP_TOP = {'nodegit', 'fuse-native', '.vite', '.vite-temp', '.agent-nas-setup'}
+# Not part of the tree: nasd's native dependency (nodegit) and local caches.
+SKIP_TOP = {'nodegit', '.vite', '.vite-temp', '.agent-nas-setup'}
 # Native builds and wasm (tiktoken's), whatever package they sit in.
 SKIP_EXT = ('.node', '.wasm', '.so', '.dylib', '.dll')
 GREP_FOR = 'TODO'
-TARGETS = ('native', 'bindfs', 'fuse-overlayfs', 'nasd versioned', 'nasd workspace')
 
 
 def build_source(src_dir, tree, max_entries, max_bytes=100 << 20):
@@ -469,13 +520,13 @@ def run_out(args, ok=(0,)):
 
 
 AGENT_ROWS = (
-    ('untar', 'untar (tar -xf)'),
+    ('untar', 'untar (tar -xf; versioned: commits incl.)'),
     ('find_cold', 'find (cold)'),
     ('grep_cold', f'grep -r {GREP_FOR} (cold)'),
     ('du_cold', 'du -s (cold)'),
     ('find_warm', 'find (warm: the second of two)'),
-    ('clone', 'git clone file:// (checkout incl.)'),
-    ('rm', 'rm -rf of the extracted tree'),
+    ('clone', 'git clone file:// (checkout incl.; versioned: commits incl.)'),
+    ('rm', 'rm -rf of the extracted tree (versioned: commits incl.)'),
 )
 
 
@@ -490,98 +541,90 @@ def run_agent(a):
     seen = {name: {} for name in TARGETS}
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(unmount_peers, root)
-        dirs = mount_peers(root)
+        base = mount_peers(root)
         nasd = Nasd(f'{root}/nasd')
         cleanup.callback(nasd.stop)
         nasd.nas('home', 'create', 'bench')
         nasd.nas('branch', 'create', 'bench/b')
         view = f'{nasd.mnt}/bench@b'
-        dirs['nasd versioned'] = f'{view}/outbox'
-        dirs['nasd workspace'] = f'{view}/workspace'
+        base['nasd versioned'] = f'{view}/outbox'
+        base['nasd workspace'] = f'{view}/workspace'
+        url = f'file://{src["repo"]}'  # file://: the pack protocol, as from a remote (no hard links to the source)
 
         def after(name):
             if name == 'nasd versioned':
                 nasd.nas('sync', 'bench/b')
 
+        def add(name, key, value):
+            t[name].setdefault(key, []).append(value)
+
         # One workload at a time across all targets, so that each peer is measured close in time to nasd.
-        for name in TARGETS:
-            def untar(d=dirs[name], name=name):
-                # --no-same-owner: agents do not run as root, and tar then does not chown
-                run_out(['tar', '-xf', src['tar'], '--no-same-owner', '-C', d])
-                after(name)
-            os.sync()  # start clean: no writeback left over from the previous target
-            t[name]['untar'] = timed(untar)
-        log('agent: untar done')
-        for name in TARGETS:
-            drop_caches()
-            out = []
-            t[name]['find_cold'] = timed(lambda: out.append(run_out(['find', f'{dirs[name]}/tree'])))
-            seen[name]['find'] = out[0].count(b'\n') - 1
-        for name in TARGETS:
-            drop_caches()
-            out = []
-            # not -l: -l stops reading a file at its first match, without it grep reads every byte
-            t[name]['grep_cold'] = timed(lambda: out.append(run_out(['grep', '-r', '-F', GREP_FOR, f'{dirs[name]}/tree'], ok=(0, 1))))
-            seen[name]['grep_files'] = len({line.split(b':', 1)[0] for line in out[0].splitlines()})
-        for name in TARGETS:
-            drop_caches()
-            out = []
-            t[name]['du_cold'] = timed(lambda: out.append(run_out(['du', '-s', f'{dirs[name]}/tree'])))
-            seen[name]['du_kib'] = int(out[0].split()[0])
-        for name in TARGETS:
-            run_out(['find', f'{dirs[name]}/tree'])
-            t[name]['find_warm'] = timed(lambda: run_out(['find', f'{dirs[name]}/tree']))
-        log('agent: reads done')
-        url = f'file://{src["repo"]}'  # file://: the pack protocol, as from a remote (no hard links to the source)
-        for name in TARGETS:
-            def clone(d=dirs[name], name=name):
-                if name == 'nasd versioned':
-                    # A .git in a versioned folder is refused (EPERM, by design: nested repositories belong in
-                    # workspace/), so the repository goes to workspace/ and its checkout to the versioned folder.
-                    gd = f'{dirs["nasd workspace"]}/clone-for-versioned'
-                    run_out(['git', 'clone', '-q', '--no-checkout', url, gd])
-                    os.mkdir(f'{d}/clone')
-                    run_out(['git', f'--git-dir={gd}/.git', f'--work-tree={d}/clone', 'checkout', '-q', '-f'])
-                else:
-                    run_out(['git', 'clone', '-q', url, f'{d}/clone'])
-                after(name)
-            os.sync()
-            t[name]['clone'] = timed(clone)
-            seen[name]['clone_files'] = sum(len(f) for p, _, f in os.walk(f'{dirs[name]}/clone') if '/.git/' not in p + '/')
-        log('agent: clone done')
-        for name in TARGETS:
-            def rm(d=dirs[name], name=name):
-                run_out(['rm', '-rf', f'{d}/tree'])
-                after(name)
-            os.sync()
-            t[name]['rm'] = timed(rm)
-            seen[name]['tree_left_after_rm'] = os.path.exists(f'{dirs[name]}/tree')
-        log('agent: rm done')
+        for rep in range(a.reps):
+            order = rotated(TARGETS, rep)
+            dirs = {name: f'{base[name]}/r{rep}' for name in TARGETS}
+            for name in order:
+                os.makedirs(dirs[name])
+            for name in order:
+                def untar(d=dirs[name], name=name):
+                    # --no-same-owner: agents do not run as root, and tar then does not chown
+                    run_out(['tar', '-xf', src['tar'], '--no-same-owner', '-C', d])
+                    after(name)
+                os.sync()  # start clean: no writeback left over from the previous target
+                add(name, 'untar', timed(untar))
+            for name in order:
+                drop_caches()
+                out = []
+                add(name, 'find_cold', timed(lambda: out.append(run_out(['find', f'{dirs[name]}/tree']))))
+                seen[name]['find'] = out[0].count(b'\n') - 1
+            for name in order:
+                drop_caches()
+                out = []
+                # not -l: -l stops reading a file at its first match, without it grep reads every byte
+                add(name, 'grep_cold', timed(lambda: out.append(run_out(['grep', '-r', '-F', GREP_FOR, f'{dirs[name]}/tree'], ok=(0, 1)))))
+                seen[name]['grep_files'] = len({line.split(b':', 1)[0] for line in out[0].splitlines()})
+            for name in order:
+                drop_caches()
+                out = []
+                add(name, 'du_cold', timed(lambda: out.append(run_out(['du', '-s', f'{dirs[name]}/tree']))))
+                seen[name]['du_kib'] = int(out[0].split()[0])
+            for name in order:
+                run_out(['find', f'{dirs[name]}/tree'])
+                add(name, 'find_warm', timed(lambda: run_out(['find', f'{dirs[name]}/tree'])))
+            for name in order:
+                def clone(d=dirs[name], name=name):
+                    if name == 'nasd versioned':
+                        # A .git in a versioned folder is refused (EPERM, by design: nested repositories belong in
+                        # workspace/), so the repository goes to workspace/ and its checkout to the versioned folder.
+                        gd = f'{base["nasd workspace"]}/clone-for-versioned{rep}'
+                        run_out(['git', 'clone', '-q', '--no-checkout', url, gd])
+                        os.mkdir(f'{d}/clone')
+                        run_out(['git', f'--git-dir={gd}/.git', f'--work-tree={d}/clone', 'checkout', '-q', '-f'])
+                    else:
+                        run_out(['git', 'clone', '-q', url, f'{d}/clone'])
+                    after(name)
+                os.sync()
+                add(name, 'clone', timed(clone))
+                seen[name]['clone_files'] = sum(len(f) for p, _, f in os.walk(f'{dirs[name]}/clone') if '/.git/' not in p + '/')
+            for name in order:
+                def rm(d=dirs[name], name=name):
+                    run_out(['rm', '-rf', f'{d}/tree'])
+                    after(name)
+                os.sync()
+                add(name, 'rm', timed(rm))
+                seen[name]['tree_left_after_rm'] = os.path.exists(f'{dirs[name]}/tree')
+            # untimed: the clones go, so the next repetition starts from the same state
+            for name in order:
+                run_out(['rm', '-rf', dirs[name]])
+            run_out(['rm', '-rf', f'{base["nasd workspace"]}/clone-for-versioned{rep}'])
+            after('nasd versioned')
+            log(f'agent: repetition {rep + 1} of {a.reps} done')
         rss = nasd.rss_mb()
         commits = int(sh('git', f'--git-dir={nasd.store("bench")}', 'rev-list', '--count', 'b').stdout)
 
-    # ---- report
-    nat, bind = t['native'], t['bindfs']
-    ver, ws = t['nasd versioned'], t['nasd workspace']
-    head = ['workload', *TARGETS, 'versioned / bindfs', 'workspace / native']
     print(f'\n## agent: real tools on a {src["entries"]:,}-entry source tree ({src["bytes"] / 2**20:.1f} MiB, '
           f'{src["tracked"]:,} files; a trimmed copy of node_modules)\n')
-    print('Seconds per target; ratios are time over time (< 1: nasd faster). Versioned write workloads include '
-          '`nas sync` (every change committed).\n')
-    print('| ' + ' | '.join(head) + ' |')
-    print('|' + '---|' * len(head))
-    for key, label in AGENT_ROWS:
-        cells = [f'{t[n][key]:.2f}' for n in TARGETS]
-        print(f'| {label} | ' + ' | '.join(cells) + f' | {ver[key] / bind[key]:.2f}x | {ws[key] / nat[key]:.2f}x |')
-    worst_v = max(AGENT_ROWS, key=lambda r: ver[r[0]] / bind[r[0]])
-    worst_w = max(AGENT_ROWS, key=lambda r: ws[r[0]] / nat[r[0]])
-    print(f'\nwarm find / native: versioned {ver["find_warm"] / nat["find_warm"]:.2f}x, '
-          f'workspace {ws["find_warm"] / nat["find_warm"]:.2f}x')
-    print(f'largest ratios: versioned {ver[worst_v[0]] / bind[worst_v[0]]:.2f}x bindfs ({worst_v[1]}), '
-          f'workspace {ws[worst_w[0]] / nat[worst_w[0]]:.2f}x native ({worst_w[1]})')
-    print('targets (issue "Real tools see a real filesystem"): workspace every workload <= 1.2x native; '
-          'versioned every workload <= 1.0x bindfs; warm find <= 1.5x native')
-    print(f'versioned git clone: the repository in workspace/, the checkout in the versioned folder '
+    section_table(t, AGENT_ROWS, a.reps)
+    print(f'\nversioned git clone: the repository in workspace/, the checkout in the versioned folder '
           f'(a .git there is EPERM by design). nasd: {commits} commits on the branch, RSS {rss:.0f} MB after.')
     # The same work on every target, or a note says where not.
     for n in TARGETS[1:]:
@@ -594,19 +637,122 @@ def run_agent(a):
             'commits': commits, 'rss_mb': rss}
 
 
+# ---- restart section ---------------------------------------------------------------------------
+
+def run_restart(a):
+    """bench/restart.mjs in a process of its own: nasd restarted keeping its kernel connection, a stat loop in a
+    child process timing its longest call and counting errors."""
+    out = f'{a.root}/restart.json'
+    log(f'restart: {a.restart_cycles} restarts with {a.branches} branches')
+    p = subprocess.run([NODE, f'{REPO}/bench/restart.mjs', '--cycles', str(a.restart_cycles), '--branches', str(a.branches),
+                        '--json', out, '--keep-log', '/tmp/agent-nas-bench-restart.log'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=dict(os.environ, TMPDIR=a.root))
+    if p.returncode != 0:
+        raise RuntimeError(f'bench/restart.mjs: exit {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}')
+    print('\n## restart\n')
+    print(p.stdout.strip())
+    with open(out) as f:
+        return json.load(f)
+
+
+# ---- the targets of issue 22 -------------------------------------------------------------------
+
+def plain(label):
+    """A workload's label without what it says of the versioned folder."""
+    for note in (' (versioned: commits incl.)', ' (versioned: commit incl.)', '; versioned: commits incl.'):
+        label = label.replace(note, '')
+    return label
+
+
+def targets_table(out, a):
+    """Each measure of issue 22's targets: nasd, its peer, the ratio, the target, whether it is met."""
+    rows = []
+
+    def row(measure, nasd, peer, ratio, target, met):
+        rows.append([measure, nasd, peer, ratio, target, '-' if met is None else ('yes' if met else '**NO**')])
+
+    def speed(t, ours, peer, key, label, at_least):
+        r = time_ratio(t, ours, peer, key)
+        s = 1 / r
+        row(label, fmt_s(med(t[ours][key])), f'{fmt_s(med(t[peer][key]))} ({peer})', f'{s:.2f}x {peer} speed',
+            f'>= {at_least}x {peer} speed', s >= at_least)
+
+    def slower(t, ours, peer, key, label, at_most):
+        r = time_ratio(t, ours, peer, key)
+        row(label, fmt_s(med(t[ours][key])), f'{fmt_s(med(t[peer][key]))} ({peer})', f'{r:.2f}x {peer} time',
+            f'<= {at_most}x {peer} time', r <= at_most)
+
+    m = out.get('micro', {}).get('seconds')
+    g = out.get('agent', {}).get('seconds')
+    n = a.files
+    if m:
+        speed(m, 'nasd versioned', 'bindfs', 'stat_first', f'versioned: cold stat of {n:,} files, the first since written', 1.5)
+        speed(m, 'nasd versioned', 'bindfs', 'stat', f'versioned: cold stat of {n:,} files, again', 1.5)
+        speed(m, 'nasd versioned', 'bindfs', 'ls_l', f'versioned: cold ls -l of {n:,} files', 1.5)
+    if g:
+        speed(g, 'nasd versioned', 'bindfs', 'find_cold', 'versioned: cold find, agent tree', 1.0)
+        speed(g, 'nasd versioned', 'bindfs', 'grep_cold', f'versioned: cold grep -r {GREP_FOR}, agent tree', 1.0)
+        speed(g, 'nasd versioned', 'bindfs', 'du_cold', 'versioned: cold du -s, agent tree', 1.0)
+        slower(g, 'nasd versioned', 'native', 'find_warm', 'versioned: warm find, agent tree', 1.2)
+    if m:
+        speed(m, 'nasd versioned', 'fuse-overlayfs', 'create', f'versioned: create of {n:,} files (commits incl.)', 1.0)
+    if g:
+        slower(g, 'nasd versioned', 'bindfs', 'untar', 'versioned: untar, agent tree (commits incl.)', 1.5)
+        slower(g, 'nasd versioned', 'bindfs', 'clone', 'versioned: git clone, agent tree (commits incl.)', 1.5)
+        slower(g, 'nasd versioned', 'bindfs', 'rm', 'versioned: rm -rf, agent tree (commits incl.)', 1.5)
+    if m:
+        slower(m, 'nasd versioned', 'native', 'stat_window', f'versioned: stat of {n:,}, 1.5 s after a first pass', 1.3)
+    for t, steps, where in ((m, micro_rows(a), 'micro'), (g, AGENT_ROWS, 'agent')):
+        if not t:
+            continue
+        for key, label in steps:
+            if t['nasd workspace'].get(key):
+                slower(t, 'nasd workspace', 'native', key, f'workspace/: {plain(label)}', 1.2)
+    mem = out.get('memory')
+    if mem:
+        row(f'nasd RSS after walking a {mem["walked"]:,}-file Home', f'{mem["rss_mb"]:.0f} MB', '-', '-',
+            '< 300 MB (no higher than before)', mem['rss_mb'] < 300)
+    rs = out.get('restart')
+    if rs:
+        row(f'restart keeping the connection, {rs["branches"]} branches: longest stat wait (p50 of cycles)',
+            f'{rs["longestWaitMs"]:.0f} ms ({rs["longestWaitP50Ms"]:.0f} ms)', '-', '-', '< 2 s', rs['longestWaitMs'] < 2000)
+        row(f'restart: stat errors in {rs["calls"]:,} calls over {len(rs["cycles"])} restarts', str(rs['errors']), '-', '-', '0',
+            rs['errors'] == 0 and rs['connectionKeptEveryTime'])
+    if not rows:
+        return []
+    print(f'\n## targets (issue 22: our own FUSE binding)\n')
+    print(f'{a.reps} interleaved repetitions; times are medians; each ratio is the median of the per-repetition ratios '
+          f'(speed: peer time / nasd time, above 1 nasd is faster; time: nasd time / peer time).\n')
+    md_table(['measure', 'nasd', 'peer', 'ratio', 'target', 'met'], rows)
+    missed = [r[0] for r in rows if r[5] == '**NO**']
+    print(f'\n{len(rows) - len(missed)} of {len(rows)} met' + (f'; missed: {"; ".join(missed)}' if missed else ''))
+    return rows
+
+
+SECTIONS = ('micro', 'memory', 'agent', 'restart')
+
+
 def main():
     ap = argparse.ArgumentParser(description='Agent NAS benchmark (as root): prints tables of ratios, asserts nothing.')
-    ap.add_argument('--only', choices=('micro', 'agent', 'metrics'),
-                    help='run one section (default: micro and agent; metrics: the agent workload with /metrics on and off)')
+    ap.add_argument('--only', help=f'sections to run, comma-separated: {",".join(SECTIONS)} (default: all)')
+    ap.add_argument('--reps', type=int, default=5, help='micro, agent: interleaved repetitions (medians)')
+    ap.add_argument('--files', type=int, default=5_000, help='micro: small files per target')
     ap.add_argument('--rounds', type=int, default=3, help='metrics: rounds of the workload on each daemon')
     ap.add_argument('--scrape-every', type=float, default=1.0, help='metrics: seconds between scrapes while it runs')
-    ap.add_argument('--files', type=int, default=10_000, help='micro: small files per target')
     ap.add_argument('--seq-mib', type=int, default=256, help='micro: size of the sequential file')
-    ap.add_argument('--big-home', type=int, default=100_000, help='micro: files in the big Home')
+    ap.add_argument('--big-home', type=int, default=100_000, help='memory: files in the big Home')
     ap.add_argument('--agent-entries', type=int, default=6_000, help='agent: entries in the source tree')
+    ap.add_argument('--branches', type=int, default=20, help='restart: branches mounted')
+    ap.add_argument('--restart-cycles', type=int, default=5, help='restart: restarts')
     ap.add_argument('--root', default='/var/tmp/agent-nas-bench')
     ap.add_argument('--json')
     a = ap.parse_args()
+    only = SECTIONS if not a.only else tuple(s.strip() for s in a.only.split(','))
+    for s in only:
+        if s not in SECTIONS + ('metrics',):
+            ap.error(f'--only: no section {s!r} (sections: {", ".join(SECTIONS)}, metrics)')
+    if a.reps < 1:
+        ap.error('--reps: at least 1')
 
     # SIGTERM (a timeout, kill) unwinds like Ctrl-C, so every mount and daemon is cleaned up.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -615,14 +761,19 @@ def main():
     os.makedirs(a.root)
     out = {}
     try:
-        print(f'Agent NAS benchmark, {time.strftime("%Y-%m-%d")}, {os.cpu_count()} cores', flush=True)
-        if a.only in (None, 'micro'):
-            out.update(run_micro(a))
-        if a.only in (None, 'agent'):
-            out['agent'] = run_agent(a)
-        if a.only == 'metrics':
+        print(f'Agent NAS benchmark, {time.strftime("%Y-%m-%d %H:%M")}, {os.cpu_count()} cores, load average '
+              f'{os.getloadavg()[0]:.1f} at the start; sections: {", ".join(only)}', flush=True)
+        runs = {'micro': run_micro, 'memory': run_memory, 'agent': run_agent, 'restart': run_restart}
+        for s in SECTIONS:
+            if s in only:
+                out[s] = runs[s](a)
+                sys.stdout.flush()
+        if 'metrics' in only:
             from metrics_cost import run_metrics_cost
             out['metrics'] = run_metrics_cost(a)
+        if any(s in only for s in SECTIONS):
+            out['targets'] = targets_table(out, a)
+        print(f'\n(load average {os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - START:.0f} s in all)')
         if a.json:
             with open(a.json, 'w') as f:
                 json.dump(out, f, indent=2)
