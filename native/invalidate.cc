@@ -30,18 +30,15 @@ void invalidate_names(Mount* m, const std::set<std::string>& names, bool all, do
   m->mutations++;
   std::string path, top;
   for (auto& [id, n] : m->nodes) {
-    if (id != FUSE_ROOT_ID) {
-      if (!path_of(m, n, path, &top) || (!all && !names.count(role_of(top)))) continue;
-    }
+    // The root's listing is asked every time (never cached) and its attributes never change: nothing to tell.
+    if (id == FUSE_ROOT_ID) continue;
+    if (!path_of(m, n, path, &top) || (!all && !names.count(role_of(top)))) continue;
     drop(n);
     if (n->nlookup == 0) continue;  // the kernel holds nothing of a node it forgot
     // Attributes, pages (and a directory's cached listing) go; names only expire, so a directory someone is
     // in, or one with a bind mounted on it, stays where it is until it is looked up again.
     push(m, Inval{Inval::INODE, id, std::string(), 0, 0});
-    if (id != FUSE_ROOT_ID) {
-      n->fresh_until = 0;
-      for (auto& [parent, name] : n->names) push(m, Inval{Inval::EXPIRE, parent, name, 0, 0});
-    }
+    for (auto& [parent, name] : n->names) push(m, Inval{Inval::EXPIRE, parent, name, 0, 0});
   }
   push(m, Inval{Inval::BARRIER, 0, std::string(), 0, barrier});
 }

@@ -31,6 +31,9 @@ constexpr uint64_t PRIVATE_IDS = 1ull << 62;
 // Nodes the kernel forgot stay known (names, attributes) up to this many: a file handle (NFS export,
 // open_by_handle_at) names a node by id long after the kernel dropped it, and the id still finds its path.
 constexpr size_t FORGOTTEN_KEPT = 65536;
+// The root's attributes never change and never expire in the kernel: while nasd restarts no one answers, and
+// systemd stats the mount point as it starts the next one (ReadWritePaths=). Its listing is never cached.
+constexpr double ROOT_TTL = 10.0 * 365 * 24 * 3600;
 // Inode numbers of paths served from git (cow/attr.ts gitIno): bit 52 set. A copy-up gives the path a disk's.
 constexpr uint64_t GIT_INOS = 1ull << 52;
 

@@ -198,7 +198,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi
     bool unlinked = n->names.empty() && ino != FUSE_ROOT_ID;
     if (n->known && fresh(n) && (unlinked || may_serve(m, req, top_of(m, n)))) {
       m->hits++;
-      return (void)fuse_reply_attr(req, &n->st, unlinked ? 0 : m->ttl);
+      return (void)fuse_reply_attr(req, &n->st, unlinked ? 0 : ino == FUSE_ROOT_ID ? ROOT_TTL : m->ttl);
     }
     // An unlinked file has no path: asked through the descriptor it is open on, else as last seen.
     if (unlinked && !fi) return n->known ? (void)fuse_reply_attr(req, &n->st, 0) : (void)fuse_reply_err(req, ENOENT);
@@ -442,7 +442,8 @@ static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct 
     auto it = m->dirs.find(fi->fh);
     bool known = it != m->dirs.end();
     if (known && dir && off == 0 && dir->listing && it->second != dir->listing) it->second = dir->listing;
-    bool stale = !known || (off == 0 && (!dir || it->second != dir->listing));
+    // The root's listing is never cached: the handle's own, asked at opendir, is the current one.
+    bool stale = !known || (off == 0 && ino != FUSE_ROOT_ID && (!dir || it->second != dir->listing));
     if (!stale) return list_into(req, m, ino, it->second, size, off, plus);
   }
   Call* c = call(req, OPENDIR, ino);

@@ -224,7 +224,7 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
           remember(m, n, st, cacheable && c->op == GETATTR);
         }
         lock.unlock();
-        fuse_reply_attr(c->req, &st, ttl);
+        fuse_reply_attr(c->req, &st, c->ino == FUSE_ROOT_ID ? ROOT_TTL : ttl);
         break;
       }
       case UNLINK: case RMDIR:
@@ -277,7 +277,8 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         }
         lock.lock();
         cacheable = c->mutations == m->mutations.load() && c->invalidations == m->invalidations.load();
-        if (Node* n = get(m, c->ino); n && cacheable) n->listing = listing;
+        if (Node* n = get(m, c->ino); n && cacheable && c->ino != FUSE_ROOT_ID) n->listing = listing;
+        if (c->ino == FUSE_ROOT_ID) cacheable = false;  // Homes and branches come and go: asked each time
         if (c->relist) {
           // A readdir that asked for a fresh listing: its handle lists this one from now on.
           m->dirs[c->fi.fh] = listing;

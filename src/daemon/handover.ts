@@ -61,9 +61,15 @@ export async function inheritedConnection(stateDir: string, mount: string, log: 
   return { fd, init: Buffer.from(left.init, 'base64'), nodes: left.nodes, handles: left.handles };
 }
 
-/** Put the connection in systemd's store, when nasd runs under systemd; whether it is kept there. */
+/**
+ * Put the connection in systemd's store when asked to (NAS_KEEP_CONNECTION=1 beside FileDescriptorStoreMax= in
+ * the unit; systemd drops a descriptor it has no room for without a word, so nasd cannot tell by itself);
+ * whether it is kept there.
+ */
 export function storeConnection(fd: number): boolean {
-  return storeDescriptor(NAME, fd);
+  const asked = process.env.NAS_KEEP_CONNECTION === '1';
+  delete process.env.NAS_KEEP_CONNECTION;
+  return asked && storeDescriptor(NAME, fd);
 }
 
 /** What the successor needs, written once every request taken was answered (root's state directory, 0600). */

@@ -96,6 +96,9 @@ async function main(): Promise<void> {
     void mount.invalidate(null);
   }
   const kept = storeConnection(mount.fd());
+  // The kernel learns the root's attributes now, for good (they never change): systemd stats the mount point
+  // while it starts the next nasd, when no one would answer. Asynchronously: this process answers the request.
+  void fs.promises.stat(config.mount).catch((err) => log.warn({ err }, 'cannot stat the mount point'));
   homes.kernelCache = { forget: (roles) => mount.invalidate(roles), stats: () => mount.stats() };
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
   homes.runs.onChange = confine;

@@ -82,7 +82,9 @@ async function mountsAt(path: string): Promise<string[]> {
     const dash = fields.indexOf('-');
     if (dash < 0) continue;
     const target = fields[4]?.replace(/\\040/g, ' ');
-    if (target === real) out.push(fields[dash + 1]);
+    // A directory bound onto itself is the same directory (systemd's ReadWritePaths= makes one in nasd's
+    // namespace), not something mounted there.
+    if (target === real && fields[3]?.replace(/\\040/g, ' ') !== real) out.push(fields[dash + 1]);
   }
   return out;
 }
