@@ -283,9 +283,9 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
       }),
     readdir: (path: string, cb: Cb) =>
       answer('readdir', path, cb, async () => {
+        // The names only: the binding puts . and .. first, as on a disk.
         const r = route(path);
-        // Every listing has . and .., as on a disk (libfuse 2 passes the names through as they are).
-        return ['.', '..', ...(r ? await r.view.readdir(r.rel) : router.rootNames())];
+        return r ? r.view.readdir(r.rel) : router.rootNames();
       }),
     readlink: (path: string, cb: Cb) => answer('readlink', path, cb, async () => { const r = need(path); return r.view.readlink(r.rel); }),
     access: (path: string, mode: number, cb: Cb) =>

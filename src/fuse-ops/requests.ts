@@ -79,7 +79,7 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
     as(who, () =>
       ops.readdir(path, (err: number, list?: unknown) => {
         if (err) return reply(call, err);
-        const names = (list as string[]).filter((n) => n !== '.' && n !== '..');
+        const names = list as string[];
         const base = path === '/' ? '/' : `${path}/`;
         const attrs = new Float64Array(names.length * ATTR_WORDS);
         const found: boolean[] = new Array(names.length).fill(false);
