@@ -39,10 +39,10 @@ function lazyUnmount(mount: string): void {
   }
 }
 
-/** A FUSE mount whose daemon is gone answers ENOTCONN; a live one (perhaps another run's) answers. */
+/** A FUSE mount whose daemon is gone answers ENOTCONN; a live one (perhaps another run's) answers. statfs always asks. */
 function isStale(mount: string): boolean {
   try {
-    fs.statSync(mount);
+    fs.statfsSync(mount);
     return false;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'ENOTCONN';

@@ -94,9 +94,10 @@ export async function fuseMountedAt(path: string): Promise<boolean> {
   return (await mountsAt(path)).some((type) => type.startsWith('fuse'));
 }
 
+/** Whether a FUSE mount's daemon is gone: statfs always asks it (the kernel keeps the root's attributes an hour). */
 async function isStale(path: string): Promise<boolean> {
   try {
-    await fs.stat(path);
+    await fs.statfs(path);
     return false;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'ENOTCONN';
