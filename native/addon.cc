@@ -266,6 +266,18 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// Run `job` on libuv's thread pool and give JS a promise its completion settles (Job has m, work, deferred).
+template <typename Job>
+static napi_value on_thread_pool(napi_env env, const char* name, Job* job, napi_async_execute_callback execute,
+                                 napi_async_complete_callback complete) {
+  napi_value promise, label;
+  napi_create_promise(env, &job->deferred, &promise);
+  napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &label);
+  napi_create_async_work(env, nullptr, label, execute, complete, job, &job->work);
+  napi_queue_async_work(env, job->work);
+  return promise;
+}
+
 struct Unmounting {
   Mount* m;
   napi_async_work work;
@@ -309,16 +321,11 @@ static void unmount_complete(napi_env env, napi_status, void* data) {
 // unmount(mount) -> Promise<void>
 static napi_value js_unmount(napi_env env, napi_callback_info info) {
   size_t argc = 1;
-  napi_value argv[1], promise, name;
+  napi_value argv[1];
   napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
   Mount* m = mount_arg(env, argv[0]);
   if (!m) return fail(env, "unmount: not a mount");
-  auto* u = new Unmounting{m, nullptr, nullptr, false};
-  napi_create_promise(env, &u->deferred, &promise);
-  napi_create_string_utf8(env, "nasfuse-unmount", NAPI_AUTO_LENGTH, &name);
-  napi_create_async_work(env, nullptr, name, unmount_execute, unmount_complete, u, &u->work);
-  napi_queue_async_work(env, u->work);
-  return promise;
+  return on_thread_pool(env, "nasfuse-unmount", new Unmounting{m, nullptr, nullptr, false}, unmount_execute, unmount_complete);
 }
 
 struct Suspending {
@@ -354,16 +361,11 @@ static void suspend_complete(napi_env env, napi_status, void* data) {
 // was answered (JS keeps answering meanwhile), and give what a successor needs to take the connection over.
 static napi_value js_suspend(napi_env env, napi_callback_info info) {
   size_t argc = 1;
-  napi_value argv[1], promise, name;
+  napi_value argv[1];
   napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
   Mount* m = mount_arg(env, argv[0]);
   if (!m) return fail(env, "suspend: not a mount");
-  auto* s = new Suspending{m, nullptr, nullptr, false};
-  napi_create_promise(env, &s->deferred, &promise);
-  napi_create_string_utf8(env, "nasfuse-suspend", NAPI_AUTO_LENGTH, &name);
-  napi_create_async_work(env, nullptr, name, suspend_execute, suspend_complete, s, &s->work);
-  napi_queue_async_work(env, s->work);
-  return promise;
+  return on_thread_pool(env, "nasfuse-suspend", new Suspending{m, nullptr, nullptr, false}, suspend_execute, suspend_complete);
 }
 
 // notify(socket, state, fd) -> 0 or -errno: sd_notify, with a descriptor for systemd's store when fd >= 0.

@@ -48,20 +48,26 @@ static std::string namespace_of(Mount* m, pid_t pid) {
   return std::string(target, n);
 }
 
-// Whether the cache may answer this caller about a node under the top-level name `top` (runs reach only theirs;
-// JS says why not). Called with the mutex held.
-static bool may_serve(Mount* m, fuse_req_t req, const std::string& top) {
-  if (m->restricted.empty() || top.empty()) return true;
+// The top-level name a node is under (the root's child `name`, for the root itself); empty if unreachable.
+static std::string top_of(Mount* m, Node* n, const std::string& name) {
+  for (int depth = 0; n && n->id != FUSE_ROOT_ID && depth < 4096; depth++) {
+    if (n->names.empty()) return std::string();
+    if (n->names[0].first == FUSE_ROOT_ID) return n->names[0].second;
+    n = get(m, n->names[0].first);
+  }
+  return n ? name : std::string();
+}
+
+// Whether the cache may answer this caller about node `n` (or its child `name`): runs reach only their views, and
+// JS says why not. Nothing is looked up while no run is confined (the hot path). Called with the mutex held.
+static bool may_serve(Mount* m, fuse_req_t req, Node* n, const std::string& name = std::string()) {
+  if (m->restricted.empty()) return true;
+  std::string top = top_of(m, n, name);
+  if (top.empty()) return true;
   std::string ns = namespace_of(m, fuse_req_ctx(req)->pid);
   if (ns.empty()) return false;  // not known whose it is: JS decides
   auto it = m->restricted.find(ns);
   return it == m->restricted.end() || it->second.count(top) > 0;
-}
-
-static std::string top_of(Mount* m, Node* n) {
-  std::string path, top;
-  path_of(m, n, path, &top);
-  return top;
 }
 
 // The path a request names (parent + name), or false when the parent is unknown.
@@ -124,7 +130,7 @@ static void lookup_by_id(fuse_req_t req, fuse_ino_t ino, bool parent) {
 // A lookup the cache can answer (a fresh node under that name, or an entry of the directory's cached listing):
 // answered here, the mutex held. False: JS is asked.
 static bool lookup_cached(Mount* m, fuse_req_t req, Node* p, const std::string& name) {
-  if (!may_serve(m, req, p->id == FUSE_ROOT_ID ? name : top_of(m, p))) return false;
+  if (!may_serve(m, req, p, name)) return false;
   Node* n = child(m, p->id, name);
   if (!n && p->listing) {
     auto it = p->listing->index.find(name);
@@ -196,7 +202,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi
     Node* n = get(m, ino);
     if (!n) return (void)fuse_reply_err(req, ESTALE);
     bool unlinked = n->names.empty() && ino != FUSE_ROOT_ID;
-    if (n->known && fresh(n) && (unlinked || may_serve(m, req, top_of(m, n)))) {
+    if (n->known && fresh(n) && (unlinked || may_serve(m, req, n))) {
       m->hits++;
       return (void)fuse_reply_attr(req, &n->st, unlinked ? 0 : ino == FUSE_ROOT_ID ? ROOT_TTL : m->ttl);
     }
@@ -376,7 +382,7 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi
     std::lock_guard<std::mutex> lock(m->mu);
     Node* n = get(m, ino);
     if (!n) return (void)fuse_reply_err(req, ESTALE);
-    if (n->listing && may_serve(m, req, top_of(m, n))) {
+    if (n->listing && may_serve(m, req, n)) {
       m->hits++;
       fi->fh = dir_handle(m, n->listing);
       fi->cache_readdir = 1;

@@ -96,8 +96,9 @@ async function main(): Promise<void> {
     void mount.invalidate(null);
   }
   const kept = storeConnection(mount.fd());
-  // The kernel learns the root's attributes now, for good (they never change): systemd stats the mount point
-  // while it starts the next nasd, when no one would answer. Asynchronously: this process answers the request.
+  // The kernel learns the root's attributes now, for good (they never change): with the connection kept, systemd
+  // stats the mount point while it starts the next nasd, when no one would answer. Asynchronously: this process
+  // answers the request.
   void fs.promises.stat(config.mount).catch((err) => log.warn({ err }, 'cannot stat the mount point'));
   homes.kernelCache = { forget: (roles) => mount.invalidate(roles), stats: () => mount.stats() };
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
@@ -154,11 +155,11 @@ async function main(): Promise<void> {
     clearInterval(hourly);
     clearTimeout(firstHourly);
     await refs.close();
-    // With the connection in systemd's store, the mount outlives this process: a restart's successor takes it
-    // over; a stop has systemd close it, and the unit unmounts. Every request taken is answered first.
     // No request of the control API may change a view (and wait on an invalidation) while requests are paused.
     server.close();
     webServer?.close();
+    // With the connection kept in a descriptor store, the mount outlives this process and the next nasd takes
+    // it over. Every request taken is answered first.
     const handOn = kept && signal !== 'umount' ? await mount.suspend() : null;
     webServer?.closeAllConnections();
     metricsServer?.close();
@@ -168,7 +169,7 @@ async function main(): Promise<void> {
     await homes.close();
     if (handOn?.drained) {
       await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles());
-      log.info({ nodes: handOn.nodes.length / 3 }, 'stopped: the kernel connection stays in systemd\'s store for the next nasd');
+      log.info('stopped: the kernel connection stays in the descriptor store for the next nasd');
       process.exit(0);
     }
     if (handOn) log.warn('stopped with requests unanswered after 30 s: the next nasd mounts afresh');
