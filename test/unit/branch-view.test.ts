@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import fs from 'node:fs/promises';
 import { constants } from 'node:fs';
 import os from 'node:os';
@@ -281,6 +281,39 @@ describe('BranchView (no mount)', () => {
     expect(files).not.toContain('outbox/f.tmp');
     expect(await blob('draft:outbox/f.md')).toBe('draft\n');
     await expect(view.getattr('outbox/f.tmp')).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('does not commit a temp file renamed while the commit that takes it starts (rsync, editors)', async () => {
+    const view = await openView();
+    await writeNew(view, 'outbox/.f.md.XyZ123', 'draft\n');
+    // Hold the rename after it hid git's copy of the source and before the file moves: a commit starts there
+    // and reads the source still at its old name.
+    let entered!: () => void;
+    let go!: () => void;
+    const inRename = new Promise<void>((r) => (entered = r));
+    const gate = new Promise<void>((r) => (go = r));
+    const real = fs.rename;
+    const spy = vi.spyOn(fs, 'rename').mockImplementation(async (a, b) => {
+      if (String(a).endsWith('.f.md.XyZ123')) {
+        entered();
+        await gate;
+      }
+      return real(a, b);
+    });
+    try {
+      const renaming = view.rename('outbox/.f.md.XyZ123', 'outbox/f.md');
+      await inRename;
+      await view.sync();
+      go();
+      await renaming;
+    } finally {
+      spy.mockRestore();
+    }
+    await view.sync();
+    const files = await tree();
+    expect(files).toContain('outbox/f.md');
+    expect(files).not.toContain('outbox/.f.md.XyZ123');
+    expect(await blob('draft:outbox/f.md')).toBe('draft\n');
   });
 
   it('does not bring back a file deleted while a write was copying it up', async () => {

@@ -142,7 +142,11 @@ export class Committer {
   private async commit(changers: Set<number>, queuedAt: number): Promise<void> {
     const { store } = this.ctx;
     const taken = this.state.taken();
-    const { dirty, whiteouts } = taken;
+    const { whiteouts } = taken;
+    // A path hidden after it was written (a temp file renamed into place, rsync's or an editor's, while this
+    // commit started) is not taken from the upper directory: what is there is the old name's content.
+    const hiddenAt = new Map(whiteouts);
+    const dirty = taken.dirty.filter(([p, g]) => !hiddenSince(hiddenAt, p, g));
     const deletions = this.deletions.batch();
     const head = this.overlay.layer.commit;
     // Deletions first, then what is written: "rm -r d; mkdir d; echo > d/f" must end with d/f in the tree.
@@ -262,6 +266,12 @@ export class Committer {
 }
 
 const metaOf = (st: BigIntStats): FileMeta => ({ mode: Number(st.mode), uid: Number(st.uid), gid: Number(st.gid), atimeNs: st.atimeNs, mtimeNs: st.mtimeNs });
+
+/** Whether path or a folder above it was hidden after `generation` (the generation that marked it written). */
+function hiddenSince(hiddenAt: Map<string, number>, path: string, generation: number): boolean {
+  for (let p = path; p !== ''; p = parentOf(p)) if ((hiddenAt.get(p) ?? 0) > generation) return true;
+  return false;
+}
 
 /** Whether two records differ in the access time at most. */
 const sameButAtime = (a: FileMeta, b: FileMeta | null): boolean =>
