@@ -3,7 +3,7 @@ import type { PrStats } from '../merge/propose.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
-  LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrSummary, ReviewResult, StatusReport,
+  LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrFileContent, PrSummary, ReviewResult, StatusReport,
   SyncResult, WhyReport, TrashListed, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Adopted, Retired, RemoteView, Decision, WebLogin,
 } from './types.js';
 
@@ -109,6 +109,9 @@ export const ROUTES = {
   webLogin: { method: 'POST', path: '/v1/web/login', body: none, who: owner('opening the web page') },
   prStats: { method: 'GET', path: '/v1/homes/:role/prs/stats', body: none, who: anyone, web: true },
   showPr: { method: 'GET', path: '/v1/homes/:role/prs/:id', body: none, who: anyone, web: true },
+  // A file of a PR, as its branch proposed it or as main has it (:side): the web page's links, served there as
+  // plain text (web-server.ts). The owner's: it reads everything through the mount, so nothing is withheld.
+  prFile: { method: 'GET', path: '/v1/homes/:role/prs/:id/file/:side/:path', body: none, who: owner('reading a file of a PR'), web: true },
   approvePr: { method: 'POST', path: '/v1/homes/:role/prs/:id/approve', body: none, who: owner('approving a PR'), web: true },
   rejectPr: { method: 'POST', path: '/v1/homes/:role/prs/:id/reject', body: { why: 'string?' }, who: owner('rejecting a PR'), web: true },
 
@@ -209,6 +212,7 @@ export interface Results {
   webLogin: WebLogin;
   prStats: PrStats;
   showPr: PrDetail;
+  prFile: PrFileContent;
   approvePr: PullRequest;
   rejectPr: PullRequest;
   memoryCheck: MemoryCheckReport;

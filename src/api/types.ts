@@ -147,6 +147,7 @@ export interface PrSummary {
   /** How the run whose work it is ended (`0`, `3`, `SIGTERM`), when it is a run's; `run_failed` when not 0. */
   exit?: string;
   run_failed?: boolean;
+  imported?: PullRequest['imported'];
 }
 
 /** One PR in the decision inbox (`nas pr inbox`, the web page): everything a person needs to decide. */
@@ -168,6 +169,8 @@ export interface Decision {
   /** How the run whose work it is ended (`0`, `3`, `SIGTERM`); `run_failed` when not 0: a mark for the person deciding. */
   exit?: string;
   run_failed?: boolean;
+  /** It came with an import (made in the Home exported): a mark for the person deciding. */
+  imported?: PullRequest['imported'];
 }
 
 /** A file a PR changes, as the web page lists it: binary files are named with their sizes. */
@@ -187,6 +190,15 @@ export interface PrFile {
   meta?: MetaChange[];
   /** The caller could not read it through the mount: the diff names it but shows none of its content. */
   withheld?: boolean;
+}
+
+/** A file of a PR as its branch proposed it (the PR's head) or as main has it now; the web page serves it as text. */
+export interface PrFileContent {
+  path: string;
+  side: 'branch' | 'main';
+  commit: string;
+  /** base64 */
+  content: string;
 }
 
 export type { MetaChange, ShownFolder } from '../merge/shown-diff.js';

@@ -73,6 +73,8 @@ const DISK_FULL = 'the disk that holds nasd\'s state directory is full, so this 
 /** A request's answer on the wire: the HTTP status and `{ ok, result | error }`. */
 interface Answered {
   status: number;
+  /** The route that answered (the web page serves a file's content as the file, not as JSON). */
+  route?: RouteName;
   payload: { ok: true; result: unknown } | { ok: false; error: string };
 }
 
@@ -90,7 +92,7 @@ export async function dispatch(
     if (!route || (web && !spec?.web)) return { status: 404, payload: { ok: false, error: `no such endpoint: ${method} ${pathname}` } };
     // The matcher named the parameters after this route's own pattern.
     const params = route.params as Params<typeof route.name>;
-    return { status: 200, payload: { ok: true, result: await answer(table, route.name, params, raw, creds) } };
+    return { status: 200, route: route.name, payload: { ok: true, result: await answer(table, route.name, params, raw, creds) } };
   } catch (err) {
     if (err instanceof UserError) return { status: err.status, payload: { ok: false, error: err.message } };
     if (isDiskFull(err)) {

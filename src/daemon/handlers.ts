@@ -100,6 +100,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     prStats: ({ params }) => prs.stats(params.role),
     // A PR id that is not a whole number is refused by the service, with what to do.
     showPr: ({ params, creds }) => prs.show(params.role, Number(params.id), creds),
+    prFile: ({ params }) => prs.file(params.role, Number(params.id), params.side, params.path),
     approvePr: ({ params }) => prs.approve(params.role, Number(params.id)),
     rejectPr: ({ params, body }) => prs.reject(params.role, Number(params.id), body.why),
 

@@ -8,14 +8,15 @@ import { UserError } from '../util/errors.js';
 import { dispatch, readBody } from './control.js';
 import type { Handlers } from './handlers.js';
 import type { WebLogins } from './web-sessions.js';
+import type { PrFileContent } from '../api/types.js';
 
 /**
  * The Human Gate as a web page, served by nasd on 127.0.0.1 (web_listen). A session is the owner's: it is bought
  * with a one-time link from `nas web open`. The page calls the control API's own routes under /api (the same
- * handlers, the same rules as the CLI), only those the contract marks `web` (what it shows, and the owner's three
- * decisions: approve, reject, restore); every state change carries the session's CSRF token. Nothing on the page
- * is built from HTML strings of data: the script sets text, so names and intents show as text; the
- * Content-Security-Policy allows only the page's own script and style.
+ * handlers, the same rules as the CLI), only those the contract marks `web` (what it shows, a PR's files as plain
+ * text, and the owner's three decisions: approve, reject, restore); every state change carries the session's CSRF
+ * token. Nothing on the page is built from HTML strings of data: the script sets text, so names and intents show as
+ * text; the Content-Security-Policy allows only the page's own script and style.
  */
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -75,6 +76,18 @@ export async function serveWeb(listen: string, table: Handlers, logins: WebLogin
     res.end(body);
   }
 
+  /**
+   * A file of a branch is shown as text, never as a page: plain text the browser may not sniff, in a sandbox (no
+   * script, no origin) should it try, named for a save.
+   */
+  function sendFile(res: http.ServerResponse, file: PrFileContent): void {
+    const name = encodeURIComponent(path.posix.basename(file.path)).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+    send(res, 200, 'text/plain; charset=utf-8', Buffer.from(file.content, 'base64'), {
+      'content-disposition': `inline; filename*=UTF-8''${name}`,
+      'content-security-policy': `${SECURITY_HEADERS['content-security-policy']}; sandbox`,
+    });
+  }
+
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     // A page on another site cannot reach this one through a name it controls (DNS rebinding).
     if (!hosts().has(req.headers.host ?? '')) return send(res, 421, 'text/plain; charset=utf-8', 'unknown host name: use the address nas web open prints');
@@ -114,6 +127,7 @@ export async function serveWeb(listen: string, table: Handlers, logins: WebLogin
       }
       const started = process.hrtime.bigint();
       const answered = await dispatch(table, req.method ?? '', url.pathname.slice(4), raw, { owner: true }, log, true);
+      if (answered.route === 'prFile' && answered.payload.ok) return sendFile(res, answered.payload.result as PrFileContent);
       const body = JSON.stringify(answered.payload);
       const timing = { 'server-timing': `app;dur=${(Number(process.hrtime.bigint() - started) / 1e6).toFixed(1)}` };
       if (req.method !== 'GET' || answered.status !== 200) return send(res, answered.status, 'application/json', body, timing);

@@ -49,6 +49,11 @@ export interface PullRequest {
   conflicts?: Conflict[];
   merged?: { commit: string; at: string; by: string };
   decision?: { by: string; at: string; action: 'approve' | 'reject'; why?: string };
+  /**
+   * It came with `nas import`: made in the Home `from` (its role there), which was exported to `file` and imported
+   * here `at`. Set once: a PR imported again keeps where it was made.
+   */
+  imported?: { from: string; file: string; at: string };
 }
 
 export class PrStore {
@@ -113,6 +118,15 @@ export class PrStore {
     pr.updated = new Date().toISOString();
     const oid = await this.store.writeBlob(yaml.dump(pr));
     await this.store.commitToRef(PRS_REF, async () => new Map([[`${pr.id}/pr.yaml`, { oid, mode: MODE.file }]]), `pr ${pr.id}: ${pr.state}`, this.identity);
+  }
+
+  /** Mark every PR of an imported Store as having come with the import (see `imported`); one commit. */
+  async markImported(file: string, at: string): Promise<void> {
+    const prs = (await this.list()).filter((p) => !p.imported);
+    if (prs.length === 0) return;
+    const records = await mapLimit(prs, 16, async (p): Promise<[string, Entry]> =>
+      [`${p.id}/pr.yaml`, { oid: await this.store.writeBlob(yaml.dump({ ...p, imported: { from: p.home, file, at } })), mode: MODE.file }]);
+    await this.store.commitToRef(PRS_REF, async () => new Map(records), `pr: imported from ${file}`, this.identity);
   }
 
   private async tree(): Promise<string | null> {

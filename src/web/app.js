@@ -153,7 +153,7 @@ function reasonKinds(d) {
 function decisionCard(d) {
   const href = `/pr/${enc(d.home)}/${d.id}`;
   return h('a', { class: `card ${d.state}`, href, 'data-pr': `${d.home}/${d.id}` },
-    h('div', { class: 'card-head' }, badge(d.state), exitFlag(d.exit), h('span', { class: 'where' }, `${d.home} · PR ${d.id}`), h('span', { class: 'age', title: d.created }, ago(d.created))),
+    h('div', { class: 'card-head' }, badge(d.state), exitFlag(d.exit), importedFlag(d.imported), h('span', { class: 'where' }, `${d.home} · PR ${d.id}`), h('span', { class: 'age', title: d.created }, ago(d.created))),
     h('div', { class: 'intent' }, d.intent),
     h('div', { class: 'meta' },
       h('span', {}, 'branch ', h('code', {}, d.branch)), d.run ? h('span', {}, 'run ', h('code', {}, d.run)) : null,
@@ -167,6 +167,11 @@ function exitFlag(exit) {
   if (exit === undefined || exit === '') return null;
   return exit === '0' ? h('span', { class: 'flag exit' }, 'run exit 0')
     : h('span', { class: 'flag exit failed', title: "the run's command did not succeed: its work may be unfinished" }, `run failed: exit ${exit}`);
+}
+
+/** A PR that came with an import: made in the Home exported, by a run or a lease of that Home, not of this one. */
+function importedFlag(i) {
+  return i ? h('span', { class: 'flag imported', title: `made in the Home ${i.from}; came with ${i.file}, imported ${i.at}` }, `imported from ${i.from}, ${ago(i.at)}`) : null;
 }
 
 // ---- one PR -----------------------------------------------------------------------------------------
@@ -204,7 +209,7 @@ function renderPr(role, pr) {
   const p = pr.provenance;
   show(
     h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ' / ', h('a', { href: `/home/${enc(role)}` }, role), ` / PR ${pr.id}`),
-    h('div', { class: 'pr-head' }, state, exitFlag(p.exit), h('h1', { class: 'intent' }, pr.intent)),
+    h('div', { class: 'pr-head' }, state, exitFlag(p.exit), importedFlag(pr.imported), h('h1', { class: 'intent' }, pr.intent)),
     h('div', { class: 'meta' },
       h('span', {}, 'branch ', h('code', {}, pr.branch)), h('span', {}, `by ${p.principal}`),
       p.run ? h('span', {}, 'run ', h('code', {}, p.run)) : null, p.lease ? h('span', {}, 'lease ', h('code', {}, p.lease)) : null,
@@ -222,7 +227,7 @@ function renderPr(role, pr) {
     section(`What the run read (${reads.length})`, reads.length === 0 ? h('p', { class: 'muted' }, 'nothing recorded') :
       h('ul', { class: 'reads' }, reads.map((r) => h('li', { class: inboxReads.has(r) ? 'inbox' : '' }, h('code', {}, r), inboxReads.has(r) ? h('span', { class: 'flag' }, 'untrusted input') : null)))),
     section('Provenance', provenance(pr)),
-    section(`Files (${pr.files.length})${pr.folders?.length ? ` and folders (${pr.folders.length})` : ''}`, filesTable(pr.files, pr.folders ?? [])),
+    section(`Files (${pr.files.length})${pr.folders?.length ? ` and folders (${pr.folders.length})` : ''}`, filesTable(pr.files, pr.folders ?? [], (side, path) => `/api/v1/homes/${enc(role)}/prs/${pr.id}/file/${side}/${enc(path)}`)),
     section('Changes', diffView(pr.diff, pr.files)),
   );
   return { decision, state, why };
@@ -263,21 +268,29 @@ function metaFlags(f) {
   return !f.beforeMode && f.afterMode && !usual.includes(f.afterMode) ? h('span', { class: 'flag' }, `mode ${f.afterMode}`) : null;
 }
 
-/** The files and folders a PR changes, by path: the first 100, and the rest on request (a 1,000-file PR stays quick to open). */
-function filesTable(files, folders) {
+/**
+ * The files and folders a PR changes, by path: the first 100, and the rest on request (a 1,000-file PR stays quick to open).
+ * Each file links to its content as the branch proposes it and as main has it, where it has one (`href(side, path)`).
+ */
+function filesTable(files, folders, href) {
   const SHOWN = 100;
   const all = [...folders.map((f) => ({ ...f, path: `${f.path}/`, folder: true })), ...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  const link = (f, side, title) => h('a', { href: href(side, f.path), target: '_blank', rel: 'noopener', 'data-side': side, title }, side);
+  const links = (f) => (f.folder || f.withheld ? null : [
+    f.status !== 'deleted' ? link(f, 'branch', 'the file as the branch proposes it') : null,
+    f.status !== 'added' ? link(f, 'main', 'the file as main has it now') : null]);
   const row = (f) => h('tr', f.folder ? { 'data-folder': '' } : {},
     h('td', {}, badge(f.status)), h('td', {}, h('code', {}, f.path), f.binary ? h('span', { class: 'flag' }, 'binary') : null,
       metaFlags(f),
       f.withheld ? h('span', { class: 'flag' }, 'content withheld') : null),
-    h('td', { class: 'num' }, f.folder ? '–' : f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`));
+    h('td', { class: 'num' }, f.folder ? '–' : f.status === 'added' ? size(f.after) : f.status === 'deleted' ? size(f.before) : `${size(f.before)} → ${size(f.after)}`),
+    h('td', { class: 'open' }, links(f)));
   const body = h('tbody', {}, all.slice(0, SHOWN).map(row));
   const more = all.length > SHOWN
     ? h('button', { class: 'more', onclick: () => { body.append(...all.slice(SHOWN).map(row)); more.remove(); } }, `show all ${all.length} rows`)
     : null;
   return h('div', {}, h('table', { class: 'files' },
-    h('thead', {}, h('tr', {}, h('th', {}, 'status'), h('th', {}, 'path'), h('th', {}, 'size'))), body), more);
+    h('thead', {}, h('tr', {}, h('th', {}, 'status'), h('th', {}, 'path'), h('th', {}, 'size'), h('th', {}, 'open'))), body), more);
 }
 
 function decisionBox(role, pr) {

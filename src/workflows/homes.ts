@@ -3,6 +3,7 @@ import { UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
 import { Store, type Identity } from '../store/store.js';
 import { LeaseStore } from '../lease/lease-store.js';
+import { PrStore } from '../merge/pr-store.js';
 import { Home } from '../home/home.js';
 import { adoptRepository, exportHome, importHome } from '../home/portable.js';
 import { archiveDirFor, moveFromArchive, moveToArchive } from '../home/lifecycle.js';
@@ -55,7 +56,11 @@ export class Homes {
   async importHome(file: string, as?: string): Promise<Imported> {
     const started = process.hrtime.bigint();
     const { stateDir, identity } = this.homes.opts;
-    const home = await importHome(stateDir, file, as, identity, (role) => this.homes.archived.has(role), (store) => endLeases(store, identity));
+    const home = await importHome(stateDir, file, as, identity, (role) => this.homes.archived.has(role), async (store) => {
+      await endLeases(store, identity);
+      // Its PRs were made in the Home exported, not here: marked so wherever they show.
+      await new PrStore(store, identity).markImported(file, new Date().toISOString());
+    });
     const m = await this.openNew(home, 'imported');
     const refs = (await home.store.listRefs('refs/')).size;
     return { ...this.describeHome(m), file, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };

@@ -1,11 +1,12 @@
-import { validateBranch } from '../util/names.js';
+import { validateBranch, validateRelPath } from '../util/names.js';
 import { UserError } from '../util/errors.js';
 import { approvePr, cleanIntent, findPr, judgeProposal, mergePr, prStats, prsOf, rejectPr, type PrHome } from '../merge/propose.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
 import type { Logger } from 'pino';
-import type { Decision, PrDetail, PrFile, PrSummary } from '../api/types.js';
+import type { Decision, PrDetail, PrFile, PrFileContent, PrSummary } from '../api/types.js';
 import { MODE } from '../store/store.js';
+import { MAIN_REF } from '../store/refs.js';
 import { mapLimit } from '../util/concurrency.js';
 import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
@@ -67,6 +68,7 @@ export class PrService {
       id: p.id, branch: p.branch, state: p.state, intent: p.intent, principal: p.provenance.principal,
       checks: p.checks.map((c) => `${c.name}:${c.ok ? 'pass' : 'FAIL'}`).join(' '), created: p.created, updated: p.updated,
       ...(p.merged ? { merged_by: p.merged.by } : {}), ...(p.decision?.action === 'reject' ? { rejected_by: p.decision.by } : {}), ...exitOf(p),
+      ...(p.imported ? { imported: p.imported } : {}),
     }));
   }
 
@@ -85,6 +87,7 @@ export class PrService {
           ...(p.provenance.run ? { run: p.provenance.run } : {}), created: p.created,
           files: p.changes.added + p.changes.modified + p.changes.deleted, paths: p.changes.paths.slice(0, 8),
           checks: p.checks.map((c) => ({ name: c.name, ok: c.ok })), reasons: p.reasons, ...exitOf(p),
+          ...(p.imported ? { imported: p.imported } : {}),
         });
       }
     }
@@ -115,6 +118,18 @@ export class PrService {
       };
     });
     return { ...pr, diff: shown.patch, files, folders: shown.folders, withheld: shown.withheld, reads: await home.prs.reads(id) };
+  }
+
+  /** A file of a PR as its branch proposed it (the PR's head, kept whatever the branch does since) or as main has it now. */
+  async file(role: string, id: number, side: string, path: string): Promise<PrFileContent> {
+    if (side !== 'branch' && side !== 'main') throw new UserError(`"${side}": a PR's file is read from its branch or from main`);
+    const rel = validateRelPath(path);
+    const home = this.home(role);
+    const pr = await findPr(home, id);
+    const commit = side === 'branch' ? pr.head : (await home.store.readRef(MAIN_REF))!;
+    const entry = await home.store.lookupPath((await home.store.readCommit(commit)).tree, rel);
+    if (!entry || entry.mode === MODE.tree) throw new UserError(`${rel} is not a file in ${side === 'branch' ? `the branch of PR ${id}` : 'main'}`, 404);
+    return { path: rel, side, commit, content: (await home.store.readBlob(entry.oid)).toString('base64') };
   }
 
   async approve(role: string, id: number): Promise<PullRequest> {

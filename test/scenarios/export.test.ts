@@ -9,9 +9,9 @@ describe('export and import', () => {
   let file: string;
   /** A lease token of the exported Home, issued before the export. */
   let token: string;
-  /** Every ref but the leases' (an import ends the leases it brings: see the last test). */
-  const refsOf = async (state: string, role: string) =>
-    (await run('git', [`--git-dir=${state}/homes/${role}.git`, 'show-ref'])).stdout.split('\n').filter((l) => !l.endsWith(' refs/nas/leases')).join('\n');
+  /** Every ref but the leases' and the PRs' (an import ends the leases it brings, and marks its PRs: see below). */
+  const refsOf = async (state: string, role: string) => (await run('git', [`--git-dir=${state}/homes/${role}.git`, 'show-ref'])).stdout
+    .split('\n').filter((l) => !l.endsWith(' refs/nas/leases') && !l.endsWith(' refs/nas/prs')).join('\n');
 
   beforeAll(async () => {
     d = await TestDaemon.withBranch('work');
@@ -66,9 +66,27 @@ describe('export and import', () => {
     await other.sync('demo/work');
   });
 
+  it('marks the PRs an imported Home brings as made in the Home exported, in nas pr list, inbox and show; not those made after', async () => {
+    const [pr] = await other!.nasJson<any[]>('pr', 'list', 'demo');
+    expect(pr.imported).toEqual({ from: 'demo', file, at: expect.any(String) });
+    expect(Date.now() - Date.parse(pr.imported.at)).toBeLessThan(10 * 60_000);
+    expect((await other!.nasJson<any[]>('pr', 'inbox')).find((x) => x.id === pr.id).imported).toEqual(pr.imported);
+    const shown = await other!.nas('pr', 'show', 'demo', String(pr.id));
+    expect(shown.stdout).toContain(`imported: made in Home demo, came with ${file} on ${pr.imported.at}\n`);
+    expect((await other!.nasJson('pr', 'show', 'demo', String(pr.id))).imported).toEqual(pr.imported);
+    // Where it was made, the PR carries no mark; nor does one proposed in the copy.
+    expect((await d.nasJson<any[]>('pr', 'list', 'demo'))[0].imported).toBeUndefined();
+    expect((await other!.nas('branch', 'create', 'demo/fresh')).code).toBe(0);
+    await fs.writeFile(other!.path('demo@fresh', 'outbox/fresh.md'), 'made here\n');
+    const fresh = await other!.nasJson('propose', 'demo/fresh', '--into', 'main', '--intent', 'made here');
+    expect(fresh.imported).toBeUndefined();
+    expect((await other!.nasJson<any[]>('pr', 'list', 'demo')).map((p) => [p.intent, p.imported?.from])).toEqual([['travel with me', 'demo'], ['made here', undefined]]);
+  });
+
   it('imports under another role; refuses a name that exists, a truncated file and a file that is not a bundle, leaving nothing', async () => {
     const copy = await d.nasJson('import', file, '--as', 'copy');
     expect(copy.role).toBe('copy');
+    expect((await d.nasJson<any[]>('pr', 'list', 'copy'))[0].imported).toMatchObject({ from: 'demo', file });
     expect(await refsOf(d.state, 'copy')).toBe(await refsOf(d.state, 'demo'));
     expect(await fs.readFile(d.path('copy@work', 'outbox/secret.md'), 'utf8')).toBe('only for me\n');
     const taken = await d.nas('import', file);

@@ -284,6 +284,71 @@ describe('the web page', () => {
     expect(dialogs).toEqual([]);
   });
 
+  it('links each file of a PR to its content in the branch and in main, where it has one: plain text, never a page', async () => {
+    expect((await d.nas('branch', 'create', 'demo/links')).code).toBe(0);
+    await fs.appendFile(p('links', 'AGENTS.md'), '\nA line only the branch has.\n');
+    const html = '<h1 id="injected">hi</h1><script>alert(1)</script>\n';
+    await fs.writeFile(p('links', 'outbox/page.html'), html);
+    await fs.writeFile(p('links', 'outbox/raw.bin'), Buffer.from([0, 1, 2, 255, 10]));
+    await fs.unlink(p('links', 'outbox/many/f3.md'));
+    const pr = await d.nasJson('propose', 'demo/links', '--into', 'main', '--intent', 'files to open');
+    await page.goto(`${base}/pr/demo/${pr.id}`);
+    await page.waitForSelector('table.files');
+    const row = (path: string) => page.locator('table.files tr', { hasText: path });
+    const links = async (path: string) => Object.fromEntries(await row(path).locator('a[data-side]')
+      .evaluateAll((as) => as.map((a) => [a.getAttribute('data-side'), a.getAttribute('href')])));
+    /** A link followed in the page's session: its status, headers and bytes. */
+    const follow = (href: string) => page.evaluate(async (url) => {
+      const r = await fetch(url);
+      return { status: r.status, headers: Object.fromEntries(r.headers), bytes: [...new Uint8Array(await r.arrayBuffer())] };
+    }, href);
+    const agents = await links('AGENTS.md');
+    expect(Object.keys(agents)).toEqual(['branch', 'main']);
+    const [branchAgents, mainAgents] = [await follow(agents.branch), await follow(agents.main)];
+    expect(Buffer.from(branchAgents.bytes)).toEqual(await d.gitBlob(`${pr.head}:AGENTS.md`));
+    expect(Buffer.from(mainAgents.bytes)).toEqual(await d.gitBlob('main:AGENTS.md'));
+    expect(Buffer.from(branchAgents.bytes).toString()).toContain('A line only the branch has.');
+    expect(Buffer.from(mainAgents.bytes).toString()).not.toContain('A line only the branch has.');
+    // An added file has only its branch's content, a deleted one only main's.
+    const added = await links('outbox/raw.bin');
+    expect(Object.keys(added)).toEqual(['branch']);
+    expect((await follow(added.branch)).bytes).toEqual([0, 1, 2, 255, 10]);
+    const deleted = await links('outbox/many/f3.md');
+    expect(Object.keys(deleted)).toEqual(['main']);
+    expect(Buffer.from((await follow(deleted.main)).bytes).toString()).toBe('file 3\n');
+    // HTML from a branch is text: not sniffed, sandboxed, named; opened, it shows as typed and runs nothing.
+    const page1 = await links('outbox/page.html');
+    const got = await follow(page1.branch);
+    expect(Buffer.from(got.bytes).toString()).toBe(html);
+    expect(got.headers).toMatchObject({
+      'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff', 'content-disposition': "inline; filename*=UTF-8''page.html",
+    });
+    expect(got.headers['content-security-policy']).toMatch(/script-src 'self'.*; sandbox$/);
+    const [tab] = await Promise.all([page.context().waitForEvent('page'), row('outbox/page.html').locator('a[data-side="branch"]').click()]);
+    tab.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    });
+    await tab.waitForLoadState();
+    expect(await tab.locator('#injected').count()).toBe(0);
+    expect(await tab.locator('body').textContent()).toContain('<script>alert(1)</script>');
+    await tab.close();
+    // A path that leaves the Home, or hides a line break, is refused with why; a file a side lacks is not found; no session, nothing.
+    const at = (side: string, path: string) => `/api/v1/homes/demo/prs/${pr.id}/file/${side}/${encodeURIComponent(path)}`;
+    const refusal = async (href: string) => {
+      const r = await follow(href);
+      return [r.status, JSON.parse(Buffer.from(r.bytes).toString()).error];
+    };
+    expect(await refusal(at('branch', '../../etc/passwd'))).toEqual([400, expect.stringMatching(/'\.\.' component/)]);
+    expect(await refusal(at('branch', '/etc/passwd'))).toEqual([400, expect.stringMatching(/must be relative/)]);
+    expect(await refusal(at('branch', 'outbox/a\nb'))).toEqual([400, expect.stringMatching(/control character/)]);
+    expect(await refusal(at('elsewhere', 'AGENTS.md'))).toEqual([400, expect.stringMatching(/from its branch or from main/)]);
+    expect(await refusal(at('main', 'outbox/raw.bin'))).toEqual([404, 'outbox/raw.bin is not a file in main']);
+    expect((await fetch(`${base}${agents.branch}`)).status).toBe(401);
+    expect(cspViolations).toEqual([]);
+    expect(dialogs).toEqual([]);
+  });
+
   it("marks a failed run's PR: its exit status on the PR page and in the inbox", async () => {
     const env = { NAS_OWNER_TOKEN_FILE: `${d.state}/owner.token`, NAS_OWNER_TOKEN: '', NAS_LEASE: '', SUDO_USER: '' };
     const r = await run(process.execPath, [`${ROOT}/dist/src/cli/main.js`, '--socket', d.socket, 'run', '--json', 'demo', '--user', 'nobody', '--intent', 'half done',
@@ -333,6 +398,31 @@ describe('the web page', () => {
     expect(await pr()).toEqual(deleting);
     expect(await page.locator('select.filter-reason').inputValue()).toBe('deletes files');
     await page.screenshot({ path: `${SHOTS}/web-inbox-filter.png`, fullPage: true });
+    expect(dialogs).toEqual([]);
+  });
+
+  it('marks the PRs of an imported copy of a Home, in the inbox and on the PR page; not those of the Home exported', async () => {
+    const bundle = `${d.dir}/demo.bundle`;
+    expect((await d.nas('export', 'demo', bundle)).code).toBe(0);
+    expect((await d.nas('import', bundle, '--as', 'copy')).code).toBe(0);
+    for (const x of await d.nasJson<any[]>('pr', 'list', 'copy')) expect(x.imported).toMatchObject({ from: 'demo', file: bundle });
+    const waiting = (await d.nasJson<any[]>('pr', 'inbox')).filter((x) => x.home === 'copy');
+    expect(waiting.length).toBeGreaterThan(0);
+    const id = waiting[0].id;
+    await page.goto(`${base}/?home=copy`);
+    await page.waitForSelector(`.card[data-pr="copy/${id}"]`);
+    expect(await page.locator('.card').count()).toBe(waiting.length);
+    expect(await page.locator('.card .flag.imported').count()).toBe(waiting.length);
+    expect(await page.locator(`.card[data-pr="copy/${id}"] .flag.imported`).textContent()).toMatch(/^imported from demo, (just now|\d+ min ago)$/);
+    await page.goto(`${base}/?home=demo`);
+    await page.waitForSelector(`.card[data-pr="demo/${id}"]`);
+    expect(await page.locator('.card .flag.imported').count()).toBe(0);
+    await page.goto(`${base}/pr/copy/${id}`);
+    const flag = page.locator('.pr-head .flag.imported');
+    await flag.waitFor();
+    expect(await flag.textContent()).toMatch(/^imported from demo, /);
+    expect(await flag.getAttribute('title')).toContain(bundle);
+    await page.screenshot({ path: `${SHOTS}/web-pr-imported.png`, fullPage: true });
     expect(dialogs).toEqual([]);
   });
 

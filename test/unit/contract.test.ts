@@ -88,6 +88,7 @@ describe('coverage of the contract', () => {
   const NOT_IN_CLI: Partial<Record<RouteName, string>> = {
     attachRun: 'nas run calls it once the run\'s namespace exists',
     finishRun: 'nas run calls it when the command has ended',
+    prFile: "the web page's links to a PR's files (nas pr show prints the patch)",
   };
 
   it('has a CLI command for every route (or a stated reason), and every command calls a route', () => {
@@ -269,6 +270,8 @@ describe('the web page', () => {
   function calls(): { method: string; path: string; fields: string[] }[] {
     const out: { method: string; path: string; fields: string[] }[] = [];
     for (const m of app.matchAll(/\b(?:get|live)\(\s*(['`])(\/v1[^'`]*)\1/g)) out.push({ method: 'GET', path: filled(m[2]), fields: [] });
+    // A link the browser follows (a PR's file) is a GET through the session too.
+    for (const m of app.matchAll(/`\/api(\/v1[^`]*)`/g)) out.push({ method: 'GET', path: filled(m[1]), fields: [] });
     for (const m of app.matchAll(/\bapi\(\s*'(GET|POST)',\s*(['`])(\/v1[^'`]*)\2(?:,\s*\{([^{}]*)\})?/g)) {
       out.push({ method: m[1], path: filled(m[3]), fields: [...(m[4] ?? '').matchAll(/(\w+)\s*:/g)].map((f) => f[1]) });
     }

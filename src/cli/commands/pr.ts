@@ -57,6 +57,7 @@ export const commands = [
     request: (args) => ({ params: prId(args), body: {} }),
     print: (r) =>
       prState(r) +
+      (r.imported ? `imported: made in Home ${r.imported.from}, came with ${r.imported.file} on ${r.imported.at}\n` : '') +
       (r.provenance.exit ? `run exit: ${r.provenance.exit}${runFailed(r.provenance.exit) ? ` (FAILED: the run's command did not succeed; its work may be unfinished)` : ' (succeeded)'}\n` : '') +
       `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}` +
       `${r.provenance.writers ? `, written by ${r.provenance.writers.join(', ')}` : ''}\n` +
