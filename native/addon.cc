@@ -57,6 +57,12 @@ static void serve(Mount* m, unsigned threads) {
   fuse_loop_cfg_set_idle_threads(cfg, threads);
   fuse_session_loop_mt(m->se, cfg);
   fuse_loop_cfg_destroy(cfg);
+  {
+    // No more reads come: the descriptors read through go (JS closes its own).
+    std::lock_guard<std::mutex> lock(m->mu);
+    for (auto& [fh, fd] : m->files) close(fd);
+    m->files.clear();
+  }
   std::lock_guard<std::mutex> lock(m->endmu);
   m->ended = true;
   m->endcv.notify_all();
@@ -170,15 +176,15 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// reply(call, result, value, extra, flag)
+// reply(call, result, value, extra, flag, fd)
 static napi_value js_reply(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
-  napi_value argv[5];
+  size_t argc = 6;
+  napi_value argv[6];
   napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
   Call* c = reinterpret_cast<Call*>(static_cast<uintptr_t>(number(env, argv[0])));
   if (!c) return fail(env, "reply: no call");
   finish(env, c, number(env, argv[1]), argc > 2 ? argv[2] : nullptr, argc > 3 ? argv[3] : nullptr,
-         argc > 4 ? static_cast<int>(number(env, argv[4])) : 0);
+         argc > 4 ? static_cast<int>(number(env, argv[4])) : 0, argc > 5 ? static_cast<int>(number(env, argv[5])) : -1);
   return nullptr;
 }
 

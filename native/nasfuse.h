@@ -55,6 +55,10 @@ struct Node {
   struct stat st {};
   double fresh_until = 0;    // st may be served without JS until then (monotonic seconds)
   std::shared_ptr<Listing> listing;
+  // Moves with every change of this node by a request (a directory's: of its names too), at its start and its
+  // end: what JS read about the node is cached only if its version stayed the same meanwhile.
+  uint64_t version = 0;
+  uint32_t writers = 0;      // handles open for writing: its size and times move, nothing of it is cached
 };
 
 struct Inval {
@@ -81,6 +85,9 @@ struct Mount {
   // Open directories by handle number (never a pointer: a successor gets handles it did not make).
   std::unordered_map<uint64_t, std::shared_ptr<Listing>> dirs;
   uint64_t next_dir = 1;
+  // Open files JS gave a descriptor of (a file on disk, by handle number): their reads are answered here, on
+  // the worker, from a duplicate of that descriptor (closed at release).
+  std::unordered_map<uint64_t, int> files;
   // Run namespaces (readlink of /proc/<pid>/ns/pid) and the top-level names their processes may reach; a
   // request from one is answered from the cache only inside those names (else JS refuses it).
   std::map<std::string, std::set<std::string>> restricted;
@@ -130,6 +137,10 @@ struct Call {
   off_t off = 0;
   napi_ref buffer = nullptr;
   uint64_t mutations = 0, invalidations = 0;
+  // The versions of the node (ino, or the name looked up), and of the directories a change is made in, as the
+  // request saw them; `writing`: a release of a handle open for writing.
+  uint64_t version = 0, dir_version = 0, dir_version2 = 0;
+  bool writing = false;
   struct fuse_ctx ctx {};
   // A readdir whose handle's listing is gone or stale: the listing is asked again (as OPENDIR), then listed.
   bool relist = false;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include "table.h"
 
 namespace nas {
@@ -37,6 +39,9 @@ static void send(Call* c) {
 
 // A request that changes something: fills from JS that overlap it are not cached.
 static void changing(Call* c) { c->m->mutations++; }
+
+// A change begins: the versions of what it changes move (the mutex held); returns the version it leaves.
+static uint64_t begin(Node* n) { return n ? ++n->version : 0; }
 
 // The run a process belongs to, by its pid namespace (empty: none, or no run is restricted).
 static std::string namespace_of(Mount* m, pid_t pid) {
@@ -85,7 +90,16 @@ static bool in_dir(Call* c, uint64_t parent, const char* name) {
   c->parent = parent;
   c->name = name;
   std::lock_guard<std::mutex> lock(m->mu);
-  if (named(m, parent, name, c->path)) return true;
+  if (named(m, parent, name, c->path)) {
+    Node* n = child(m, parent, name);
+    c->version = n ? n->version : 0;
+    if (c->op != LOOKUP) {
+      // A change in the directory (and of the node the name stands for, which unlink or rename changes).
+      c->dir_version = begin(get(m, parent));
+      begin(n);
+    }
+    return true;
+  }
   fuse_reply_err(c->req, ESTALE);
   delete c;
   return false;
@@ -184,6 +198,7 @@ static bool with_path(fuse_req_t req, Call* c) {
   Mount* m = c->m;
   std::lock_guard<std::mutex> lock(m->mu);
   Node* n = get(m, c->ino);
+  if (n) c->version = n->version;
   if (n && path_of(m, n, c->path)) return true;
   // A node whose every name is gone (unlinked while open): requests by handle still work without a path.
   if (n && (c->op == READ || c->op == WRITE || c->op == RELEASE || c->op == FSYNC || ((c->op == SETATTR || c->op == GETATTR) && c->has_fi))) {
@@ -229,6 +244,10 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to
     c->fi = *fi;
   }
   if (!with_path(req, c)) return;
+  {
+    std::lock_guard<std::mutex> lock(c->m->mu);
+    c->version = begin(get(c->m, ino));
+  }
   changing(c);
   send(c);
 }
@@ -277,6 +296,8 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_
       delete c;
       return;
     }
+    c->dir_version2 = newparent == parent ? c->dir_version : begin(get(c->m, newparent));
+    begin(child(c->m, newparent, newname));
   }
   changing(c);
   send(c);
@@ -294,6 +315,8 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
       delete c;
       return (void)fuse_reply_err(req, n ? ENOENT : ESTALE);
     }
+    c->dir_version = begin(get(m, newparent));
+    begin(n);
   }
   changing(c);
   send(c);
@@ -305,7 +328,11 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   c->fi = *fi;
   c->a = fi->flags;
   if (!with_path(req, c)) return;
-  if ((fi->flags & O_ACCMODE) != O_RDONLY) changing(c);
+  if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+    std::lock_guard<std::mutex> lock(c->m->mu);
+    begin(get(c->m, ino));
+    changing(c);
+  }
   send(c);
 }
 
@@ -320,7 +347,27 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_
   send(c);
 }
 
+// A read of a file on disk JS gave the descriptor of: read here. The kernel sends no release while a read of the
+// handle is under way, so the descriptor stays open until it returns.
+static bool read_here(Mount* m, fuse_req_t req, size_t size, off_t off, uint64_t fh) {
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    auto it = m->files.find(fh);
+    if (it == m->files.end()) return false;
+    fd = it->second;
+  }
+  m->hits++;
+  std::vector<char> buf(size);
+  ssize_t n;
+  do n = pread(fd, buf.data(), size, off); while (n < 0 && errno == EINTR);
+  if (n < 0) return (void)fuse_reply_err(req, errno), true;
+  fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+  return true;
+}
+
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
+  if (read_here(mount_of(req), req, size, off, fi->fh)) return;
   Call* c = call(req, READ, ino);
   c->has_fi = true;
   c->fi = *fi;
@@ -346,6 +393,7 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t siz
     // The kernel keeps its own size and times of a file it writes; the cache's copy is stale from now on.
     std::lock_guard<std::mutex> lock(c->m->mu);
     if (Node* n = get(c->m, ino)) {
+      begin(n);
       n->fresh_until = 0;
       // Its size in the directory's cached listing is stale too.
       for (auto& [parent, name] : n->names)
@@ -364,7 +412,24 @@ static void by_handle(fuse_req_t req, Op op, fuse_ino_t ino, struct fuse_file_in
   if (with_path(req, c)) send(c);
 }
 
-static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) { by_handle(req, RELEASE, ino, fi); }
+// A handle open for writing: JS answers with the file's attributes as it leaves it (cached, unless it changed meanwhile).
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  {
+    Mount* m = mount_of(req);
+    std::lock_guard<std::mutex> lock(m->mu);
+    if (auto it = m->files.find(fi->fh); it != m->files.end()) {
+      close(it->second);
+      m->files.erase(it);
+    }
+  }
+  bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+  Call* c = call(req, RELEASE, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  c->writing = writing;
+  c->a = writing;
+  if (with_path(req, c)) send(c);
+}
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
   by_handle(req, FSYNC, ino, fi, datasync);
 }

@@ -3,6 +3,8 @@
 #include "replies.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string.h>
@@ -117,7 +119,8 @@ void deliver(napi_env env, napi_value dispatch, void* context, void* data) {
     case RENAME: args[3] = str(env, c->path2); args[4] = num(env, c->a); break;
     case LINK: args[3] = str(env, c->path2); break;
     case SYMLINK: args[3] = str(env, c->text); break;
-    case RELEASE: case OPENDIR: args[3] = num(env, fh); break;
+    case RELEASE: args[3] = num(env, fh); args[4] = num(env, c->a); break;
+    case OPENDIR: args[3] = num(env, fh); break;
     case FSYNC: args[3] = num(env, fh); args[4] = num(env, c->a); break;
     default: args[3] = num(env, c->a); args[4] = num(env, c->b); break;
   }
@@ -143,21 +146,60 @@ static void reply_entry(Call* c, Node* n, bool cacheable, double ttl) {
   fuse_reply_entry(c->req, &e);
 }
 
-// After a change by a request: the cache forgets the node and the directories it named; a path that was
-// served from git and now is on disk (copied up, with its parents) has new attributes the kernel must re-read.
+// A git path's inode number (cow/attr.ts gitIno): what it is until a copy-up puts it on disk.
+static bool from_git(const Node* n) { return n->st.st_ino >= GIT_INOS && n->st.st_ino < PRIVATE_IDS; }
+
+// After a change by a request: the cache forgets the node. A path served from git that is now on disk (copied
+// up) has new attributes the kernel must re-read, and so has the directory it was made in: up to the first
+// directory that was on disk already (or not known).
 static void changed(Mount* m, Node* n) {
   for (int depth = 0; n && depth < 4096; depth++) {
     drop(n);
-    if (n->known && n->st.st_ino >= GIT_INOS && n->st.st_ino < PRIVATE_IDS) {
-      n->known = false;
-      queue_attr(m, n->id);
-    }
+    n->version++;
+    if (!n->known || !from_git(n)) break;
+    n->known = false;
+    queue_attr(m, n->id);
     if (n->names.empty()) break;
     n = get(m, n->names[0].first);
   }
 }
 
-void finish(napi_env env, Call* c, double result, napi_value value, napi_value extra, int flag) {
+// A request made, removed or renamed a name in directory `id`: its listing goes. Its attributes are the ones JS
+// read after the change (`after`), if nothing else changed it meanwhile (it is at the version the request left)
+// and it was on disk already; else they are asked again.
+static void dir_changed(Mount* m, uint64_t id, uint64_t left, const double* after, bool settled) {
+  Node* p = get(m, id);
+  if (!p) return;
+  struct stat st {};
+  if (after) unpack(after, &st);
+  if (after && settled && id != FUSE_ROOT_ID && p->known && !from_git(p) && p->version == left && st.st_ino == p->st.st_ino) {
+    p->listing.reset();
+    remember(m, p, st, true);
+    p->version++;
+    return;
+  }
+  changed(m, p);
+}
+
+// An open file on disk: JS gave its descriptor, and the binding reads through a duplicate of it (the mutex held).
+static void keep_descriptor(Mount* m, uint64_t fh, int fd) {
+  if (fd < 0) return;
+  int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (dup < 0) return;
+  if (auto it = m->files.find(fh); it != m->files.end()) close(it->second);
+  m->files[fh] = dup;
+}
+
+// An open the kernel did not take (its caller was interrupted): no release will come for it.
+static void forget_descriptor(Mount* m, uint64_t fh) {
+  std::lock_guard<std::mutex> lock(m->mu);
+  if (auto it = m->files.find(fh); it != m->files.end()) {
+    close(it->second);
+    m->files.erase(it);
+  }
+}
+
+void finish(napi_env env, Call* c, double result, napi_value value, napi_value extra, int flag, int fd) {
   Mount* m = c->m;
   int err = result < 0 ? static_cast<int>(-result) : 0;
   const double* w = nullptr;
@@ -167,7 +209,16 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
   bool attr = value && doubles(env, value, &w, &words) && words >= ATTR_WORDS;
   struct stat st {};
   if (attr) unpack(w, &st);
+  // A change's directories as JS read them after it (the second: a rename's target directory).
+  const double* dirs = nullptr;
+  size_t dir_words = 0;
+  if (c->op != OPENDIR && extra && !doubles(env, extra, &dirs, &dir_words)) dirs = nullptr;
+  auto dir_after = [&](size_t i) { return dirs && dir_words >= (i + 1) * ATTR_WORDS ? dirs + i * ATTR_WORDS : nullptr; };
+  bool settled = c->invalidations == m->invalidations.load();
   std::unique_lock<std::mutex> lock(m->mu);
+  if (c->op == RELEASE && c->writing) {
+    if (Node* n = get(m, c->ino); n && n->writers > 0) n->writers--;
+  }
   if (c->op != READ && c->op != WRITE && c->op != RELEASE && c->op != FSYNC && c->op != GETATTR && c->op != LOOKUP &&
       c->op != READLINK && c->op != OPENDIR && c->op != STATFS && c->op != FSYNCDIR)
     m->mutations++;
@@ -188,7 +239,7 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         if (!attr) goto bad;
         Node* n = c->name.empty() ? get(m, c->ino) : bind(m, c->parent, c->name, st);
         if (!n) { lock.unlock(); fuse_reply_err(c->req, ESTALE); break; }
-        remember(m, n, st, cacheable);
+        remember(m, n, st, cacheable && n->version == c->version && n->writers == 0);
         reply_entry(c, n, cacheable, ttl);
         break;
       }
@@ -198,7 +249,8 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         if (c->op == LINK && (n = get(m, c->ino))) alias(m, n, c->parent, c->name);
         else n = bind(m, c->parent, c->name, st);
         remember(m, n, st, false);
-        changed(m, get(m, c->parent));
+        n->version++;
+        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
         reply_entry(c, n, false, ttl);
         break;
       }
@@ -206,22 +258,32 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         if (!attr) goto bad;
         Node* n = bind(m, c->parent, c->name, st);
         remember(m, n, st, false);
-        changed(m, get(m, c->parent));
+        n->version++;
+        n->writers++;
+        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
         struct fuse_entry_param e {};
         n->nlookup++;
         fill_entry(m, n, &e, ttl);
         c->fi.fh = static_cast<uint64_t>(result);
         c->fi.keep_cache = 0;
+        keep_descriptor(m, c->fi.fh, fd);
         lock.unlock();
-        fuse_reply_create(c->req, &e, &c->fi);
+        if (fuse_reply_create(c->req, &e, &c->fi) != 0) forget_descriptor(m, c->fi.fh);
         break;
       }
       case GETATTR: case SETATTR: {
         if (!attr) goto bad;
         Node* n = get(m, c->ino);
         if (n) {
-          if (c->op == SETATTR) changed(m, n);
-          remember(m, n, st, cacheable && c->op == GETATTR);
+          // Cached if nothing else changed the node meanwhile (a setattr's own change is the version it left).
+          bool alone = n->version == c->version && n->writers == 0;
+          if (c->op == SETATTR) {
+            bool on_disk = n->known && !from_git(n) && st.st_ino == n->st.st_ino;
+            changed(m, n);
+            remember(m, n, st, alone && on_disk && settled);
+          } else {
+            remember(m, n, st, cacheable && alone);
+          }
         }
         lock.unlock();
         fuse_reply_attr(c->req, &st, c->ino == FUSE_ROOT_ID ? ROOT_TTL : ttl);
@@ -229,27 +291,37 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
       }
       case UNLINK: case RMDIR:
         // Its link count and ctime changed (a hard link's other names still show it).
-        if (Node* n = child(m, c->parent, c->name)) drop(n);
+        if (Node* n = child(m, c->parent, c->name)) {
+          drop(n);
+          n->version++;
+        }
         unbind(m, c->parent, c->name);
-        changed(m, get(m, c->parent));
+        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
         lock.unlock();
         fuse_reply_err(c->req, 0);
         break;
       case RENAME:
-        if (Node* n = child(m, c->parent, c->name)) drop(n);
-        if (Node* n = child(m, c->parent2, c->name2)) drop(n);
+        for (Node* n : {child(m, c->parent, c->name), child(m, c->parent2, c->name2)}) {
+          if (!n) continue;
+          drop(n);
+          n->version++;
+        }
         move(m, c->parent, c->name, c->parent2, c->name2);
-        changed(m, get(m, c->parent));
-        changed(m, get(m, c->parent2));
+        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
+        if (c->parent2 != c->parent) dir_changed(m, c->parent2, c->dir_version2, dir_after(1), settled);
         lock.unlock();
         fuse_reply_err(c->req, 0);
         break;
       case OPEN: {
-        if ((c->fi.flags & O_ACCMODE) != O_RDONLY) changed(m, get(m, c->ino));
+        if (Node* n = get(m, c->ino); n && (c->fi.flags & O_ACCMODE) != O_RDONLY) {
+          changed(m, n);
+          n->writers++;
+        }
         c->fi.fh = static_cast<uint64_t>(result);
         c->fi.keep_cache = flag & 1;
+        keep_descriptor(m, c->fi.fh, fd);
         lock.unlock();
-        fuse_reply_open(c->req, &c->fi);
+        if (fuse_reply_open(c->req, &c->fi) != 0) forget_descriptor(m, c->fi.fh);
         break;
       }
       case OPENDIR: {
@@ -302,6 +374,11 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         fuse_reply_buf(c->req, c->data, std::min(static_cast<size_t>(result), c->size));
         break;
       case WRITE:
+        // What a request read about the file while this write ran is not kept.
+        if (Node* n = get(m, c->ino)) {
+          drop(n);
+          n->version++;
+        }
         lock.unlock();
         fuse_reply_write(c->req, static_cast<size_t>(result));
         break;
@@ -314,6 +391,15 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         fuse_reply_readlink(c->req, target.c_str());
         break;
       }
+      case RELEASE:
+        // The last writer's close: the file's attributes as it is left, unless something changed it meanwhile
+        // (or the name now stands for another file).
+        if (Node* n = get(m, c->ino); n && attr && c->writing && n->writers == 0 && n->version == c->version && settled &&
+                                       n->known && st.st_ino == n->st.st_ino && !n->names.empty())
+          remember(m, n, st, true);
+        lock.unlock();
+        fuse_reply_err(c->req, 0);
+        break;
       case STATFS: {
         lock.unlock();
         if (!value || !doubles(env, value, &w, &words) || words < 11) goto bad;

@@ -260,6 +260,11 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     ],
     /** Handles an earlier nasd had open: answered as the same handle numbers, each file opened again at first use. */
     inheritHandles: (list: OpenHandle[]) => list.forEach((o) => inherited.set(o.fd, o)),
+    /** The descriptor on disk an open handle reads from (-1: none, its content is served from git), for the binding to read through. */
+    descriptorOf: (fd: number): number => {
+      const entry = handles.get(fd);
+      return entry && entry.h.mode !== 'content' ? entry.h.fd : -1;
+    },
     getattr: (path: string, cb: Cb) =>
       answer('getattr', path, cb, async () => {
         // The kernel looks a name up (getattr) before anything else uses it: the one place a view is made on demand

@@ -6,7 +6,7 @@ import type { fuseOps } from './ops.js';
 import { ATTR_WORDS, OP, SET, packAttr, type Dispatch } from './native.js';
 
 type Ops = ReturnType<typeof fuseOps>;
-type Reply = (call: number, result: number, value?: unknown, extra?: unknown, flag?: number) => void;
+type Reply = (call: number, result: number, value?: unknown, extra?: unknown, flag?: number, fd?: number) => void;
 
 const { ENOENT, EEXIST, EINVAL, ETIMEDOUT } = osConstants.errno;
 /** Long enough for a copy-up of a large file. */
@@ -18,6 +18,9 @@ const RENAME_NOREPLACE = 1;
  * handler's synchronous start runs, where ops.ts reads who asks. `pageCache(path)`: whether the kernel may keep
  * a file's pages between opens (views nasd alone changes, and invalidates when it does).
  */
+/** The directory a path is in ('/' for a top-level name). */
+const dirOf = (path: string): string => path.slice(0, Math.max(1, path.lastIndexOf('/')));
+
 export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => number[], pageCache: (path: string) => boolean): { dispatch: Dispatch; caller(): Caller | null } {
   let current: Caller | null = null;
   /** Requests not answered yet: only theirs may still be asked for the caller's groups (the binding frees a call once answered). */
@@ -47,8 +50,36 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
     as(who, () => ops.getattr(path, (err: number, attr?: unknown) => (err ? reply(call, err) : reply(call, result, packAttr(attr as Attr)))));
   }
 
-  /** Then: answer with the new name's attributes once the change succeeded. */
-  const entry = (call: number, who: Caller, path: string) => (err: number) => (err ? reply(call, err) : withAttr(call, who, path));
+  /**
+   * The attributes of the directories a change was made in, as they are after it (packed one after another; null
+   * if one cannot be read): the binding keeps them, so the kernel's next look at them needs no answer from here.
+   */
+  function dirsAfter(who: Caller, paths: string[], then: (dirs: Float64Array | null) => void): void {
+    const dirs = new Float64Array(paths.length * ATTR_WORDS);
+    let left = paths.length;
+    let failed = false;
+    paths.forEach((p, i) =>
+      as(who, () =>
+        ops.getattr(p, (err: number, attr?: unknown) => {
+          if (err) failed = true;
+          else packAttr(attr as Attr, dirs, i);
+          if (--left === 0) then(failed ? null : dirs);
+        }),
+      ),
+    );
+  }
+
+  /** Then: answer with the new name's attributes and its directory's once the change succeeded. */
+  const entry = (call: number, who: Caller, path: string) => (err: number) => {
+    if (err) return reply(call, err);
+    as(who, () =>
+      ops.getattr(path, (e: number, attr?: unknown) =>
+        e ? reply(call, e) : dirsAfter(who, [dirOf(path)], (dirs) => reply(call, 0, packAttr(attr as Attr), dirs))),
+    );
+  };
+  /** Then: answer a change of names in `dirs` with their attributes after it. */
+  const doneIn = (call: number, who: Caller, dirs: string[]) => (err: number) =>
+    err ? reply(call, err) : dirsAfter(who, dirs, (after) => reply(call, 0, null, after));
   const done = (call: number) => (err: number) => reply(call, err || 0);
 
   function setattr(call: number, who: Caller, path: string, valid: number, v: Float64Array, fh: number): void {
@@ -111,8 +142,9 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
 
   function rename(call: number, who: Caller, from: string, to: string, flags: number): void {
     if (flags & ~RENAME_NOREPLACE) return reply(call, -EINVAL);
-    if (!(flags & RENAME_NOREPLACE)) return as(who, () => ops.rename(from, to, done(call)));
-    as(who, () => ops.getattr(to, (err: number) => (err === -ENOENT ? as(who, () => ops.rename(from, to, done(call))) : reply(call, err || -EEXIST))));
+    const renamed = doneIn(call, who, [dirOf(from), dirOf(to)]);
+    if (!(flags & RENAME_NOREPLACE)) return as(who, () => ops.rename(from, to, renamed));
+    as(who, () => ops.getattr(to, (err: number) => (err === -ENOENT ? as(who, () => ops.rename(from, to, renamed)) : reply(call, err || -EEXIST))));
   }
 
   const dispatch: Dispatch = (op, call, path, a, b, c, uid, gid, pid, umask) => {
@@ -130,13 +162,16 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
       case OP.READLINK: return as(who, () => ops.readlink(path, (err: number, target?: unknown) => reply(call, err || 0, target)));
       case OP.MKNOD: return as(who, () => ops.mknod(path, a, b, entry(call, who, path)));
       case OP.MKDIR: return as(who, () => ops.mkdir(path, a, entry(call, who, path)));
-      case OP.UNLINK: return as(who, () => ops.unlink(path, done(call)));
-      case OP.RMDIR: return as(who, () => ops.rmdir(path, done(call)));
+      case OP.UNLINK: return as(who, () => ops.unlink(path, doneIn(call, who, [dirOf(path)])));
+      case OP.RMDIR: return as(who, () => ops.rmdir(path, doneIn(call, who, [dirOf(path)])));
       case OP.SYMLINK: return as(who, () => ops.symlink(a, path, entry(call, who, path)));
       case OP.RENAME: return rename(call, who, path, a, b);
       case OP.LINK: return as(who, () => ops.link(path, a, entry(call, who, a)));
       case OP.OPEN:
-        return as(who, () => ops.open(path, a, (err: number, fh?: unknown) => reply(call, err || (fh as number), null, null, pageCache(path) ? 1 : 0)));
+        return as(who, () =>
+          ops.open(path, a, (err: number, fh?: unknown) =>
+            err ? reply(call, err) : reply(call, fh as number, null, null, pageCache(path) ? 1 : 0, ops.descriptorOf(fh as number))),
+        );
       case OP.CREATE:
         return as(who, () =>
           ops.create(path, a, (err: number, fh?: unknown) => {
@@ -144,7 +179,7 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
             // Answered with the new file's attributes; if they cannot be read the open handle is given back.
             as(who, () =>
               ops.getattr(path, (e: number, attr?: unknown) => {
-                if (!e) return reply(call, fh as number, packAttr(attr as Attr));
+                if (!e) return dirsAfter(who, [dirOf(path)], (dirs) => reply(call, fh as number, packAttr(attr as Attr), dirs, 0, ops.descriptorOf(fh as number)));
                 ops.release(path, fh as number, () => reply(call, e));
               }),
             );
@@ -152,7 +187,14 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
         );
       case OP.READ: return ops.read(path, a, b, b.length, c, (n: number) => reply(call, n));
       case OP.WRITE: return as(who, () => ops.write(path, a, b, b.length, c, (n: number) => reply(call, n)));
-      case OP.RELEASE: return as(who, () => ops.release(path, a, done(call)));
+      case OP.RELEASE:
+        // A file written through this handle: its attributes as the last close leaves them, for the binding to keep.
+        return as(who, () =>
+          ops.release(path, a, (err: number) => {
+            if (err || !b || !path) return reply(call, err || 0);
+            as(who, () => ops.getattr(path, (e: number, attr?: unknown) => reply(call, 0, e ? null : packAttr(attr as Attr))));
+          }),
+        );
       case OP.FSYNC: return as(who, () => ops.fsync(path, b, a, done(call)));
       case OP.OPENDIR: return opendir(call, who, path);
       case OP.FSYNCDIR: return as(who, () => ops.fsyncdir(path, 0, 0, done(call)));
