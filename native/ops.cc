@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <vector>
+#include <memory>
 
 #include "table.h"
 
@@ -141,14 +141,20 @@ static void lookup_by_id(fuse_req_t req, fuse_ino_t ino, bool parent) {
   send(c);
 }
 
-// A lookup the cache can answer (a fresh node under that name, or an entry of the directory's cached listing):
+// A lookup the cache can answer (a fresh node under that name, an entry of the directory's cached listing, or a
+// name that listing lacks):
 // answered here, the mutex held. False: JS is asked.
 static bool lookup_cached(Mount* m, fuse_req_t req, Node* p, const std::string& name) {
   if (!may_serve(m, req, p, name)) return false;
   Node* n = child(m, p->id, name);
   if (!n && p->listing) {
     auto it = p->listing->index.find(name);
-    if (it == p->listing->index.end()) return false;
+    if (it == p->listing->index.end()) {
+      // Not in the directory's current listing: no such name (not cached by the kernel, which asks again).
+      m->hits++;
+      fuse_reply_err(req, ENOENT);
+      return true;
+    }
     n = bind(m, p->id, name, p->listing->attrs[it->second]);
     remember(m, n, p->listing->attrs[it->second], true);
   }
@@ -358,11 +364,11 @@ static bool read_here(Mount* m, fuse_req_t req, size_t size, off_t off, uint64_t
     fd = it->second;
   }
   m->hits++;
-  std::vector<char> buf(size);
+  std::unique_ptr<char[]> buf(new char[size ? size : 1]);
   ssize_t n;
-  do n = pread(fd, buf.data(), size, off); while (n < 0 && errno == EINTR);
+  do n = pread(fd, buf.get(), size, off); while (n < 0 && errno == EINTR);
   if (n < 0) return (void)fuse_reply_err(req, errno), true;
-  fuse_reply_buf(req, buf.data(), static_cast<size_t>(n));
+  fuse_reply_buf(req, buf.get(), static_cast<size_t>(n));
   return true;
 }
 
@@ -395,9 +401,6 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t siz
     if (Node* n = get(c->m, ino)) {
       begin(n);
       n->fresh_until = 0;
-      // Its size in the directory's cached listing is stale too.
-      for (auto& [parent, name] : n->names)
-        if (Node* p = get(c->m, parent)) p->listing.reset();
     }
   }
   changing(c);
@@ -486,10 +489,19 @@ void list_into(fuse_req_t req, Mount* m, fuse_ino_t ino, const std::shared_ptr<L
       // The size first: an entry that does not fit is not looked up (the kernel never gets it).
       if (fuse_add_direntry_plus(req, nullptr, 0, name, &e, i + 1) > left) break;
       if (i >= 2) {
-        Node* n = bind(m, ino, listing->names[i - 2], st);
-        remember(m, n, st, current);
-        fill_entry(m, n, &e, current ? m->ttl : 0);
-        n->nlookup++;
+        // A name with a node: the node's own attributes, if fresh; else none (node id 0: the kernel looks the
+        // name up when it needs it). A name without: the listing's, which changes made here keep current.
+        Node* n = child(m, ino, listing->names[i - 2]);
+        if (n && !fresh(n)) {
+          e.ino = 0;
+        } else {
+          if (!n) {
+            n = bind(m, ino, listing->names[i - 2], st);
+            remember(m, n, st, current);
+          }
+          fill_entry(m, n, &e, current ? m->ttl : 0);
+          n->nlookup++;
+        }
       }
       need = fuse_add_direntry_plus(req, buf.data() + used, left, name, &e, i + 1);
     } else {

@@ -149,36 +149,47 @@ static void reply_entry(Call* c, Node* n, bool cacheable, double ttl) {
 // A git path's inode number (cow/attr.ts gitIno): what it is until a copy-up puts it on disk.
 static bool from_git(const Node* n) { return n->st.st_ino >= GIT_INOS && n->st.st_ino < PRIVATE_IDS; }
 
+// Node n's attributes changed: what the cache holds of them goes (its directories' listings give a bound
+// node's own attributes, so they stay).
+static void touched(Node* n) {
+  drop(n);
+  n->version++;
+}
+
 // After a change by a request: the cache forgets the node. A path served from git that is now on disk (copied
 // up) has new attributes the kernel must re-read, and so has the directory it was made in: up to the first
 // directory that was on disk already (or not known).
 static void changed(Mount* m, Node* n) {
   for (int depth = 0; n && depth < 4096; depth++) {
-    drop(n);
-    n->version++;
+    touched(n);
     if (!n->known || !from_git(n)) break;
     n->known = false;
     queue_attr(m, n->id);
+    // Its inode number is the disk's now: the listings that name it by git's go.
+    for (auto& [parent, name] : n->names)
+      if (Node* p = get(m, parent)) p->listing.reset();
     if (n->names.empty()) break;
     n = get(m, n->names[0].first);
   }
 }
 
-// A request made, removed or renamed a name in directory `id`: its listing goes. Its attributes are the ones JS
-// read after the change (`after`), if nothing else changed it meanwhile (it is at the version the request left)
-// and it was on disk already; else they are asked again.
-static void dir_changed(Mount* m, uint64_t id, uint64_t left, const double* after, bool settled) {
+// A request made, removed or renamed a name in directory `id`. If nothing else changed it meanwhile (it is at the
+// version the request left) and it was on disk already, its attributes are the ones JS read after the change
+// (`after`) and its listing stays, for the caller to edit: the directory is returned. Else both are asked again.
+static Node* dir_changed(Mount* m, uint64_t id, uint64_t left, const double* after, bool settled) {
   Node* p = get(m, id);
-  if (!p) return;
+  if (!p) return nullptr;
   struct stat st {};
   if (after) unpack(after, &st);
   if (after && settled && id != FUSE_ROOT_ID && p->known && !from_git(p) && p->version == left && st.st_ino == p->st.st_ino) {
-    p->listing.reset();
+    std::shared_ptr<Listing> listing = p->listing;
+    touched(p);
     remember(m, p, st, true);
-    p->version++;
-    return;
+    p->listing = std::move(listing);
+    return p;
   }
   changed(m, p);
+  return nullptr;
 }
 
 // An open file on disk: JS gave its descriptor, and the binding reads through a duplicate of it (the mutex held).
@@ -223,6 +234,12 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
       c->op != READLINK && c->op != OPENDIR && c->op != STATFS && c->op != FSYNCDIR)
     m->mutations++;
   if (err) {
+    // A change refused may have changed part of what it touched: its directories are listed again.
+    if (c->op == MKNOD || c->op == MKDIR || c->op == SYMLINK || c->op == LINK || c->op == CREATE || c->op == UNLINK ||
+        c->op == RMDIR || c->op == RENAME) {
+      for (uint64_t dir : {c->parent, c->parent2})
+        if (Node* p = get(m, dir)) p->listing.reset();
+    }
     // A node JS no longer finds (nasd removed it on its own): the kernel looks its name up again.
     if (err == ENOENT && (c->op == GETATTR || c->op == OPEN)) {
       if (Node* n = get(m, c->ino)) {
@@ -248,9 +265,11 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         Node* n;
         if (c->op == LINK && (n = get(m, c->ino))) alias(m, n, c->parent, c->name);
         else n = bind(m, c->parent, c->name, st);
+        touched(n);
         remember(m, n, st, false);
-        n->version++;
-        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
+        // A directory made here is empty: its listing is known, and the changes made through the mount keep it so.
+        if (c->op == MKDIR) n->listing = std::make_shared<Listing>();
+        if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listing_add(p, c->name, st);
         reply_entry(c, n, false, ttl);
         break;
       }
@@ -260,7 +279,7 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         remember(m, n, st, false);
         n->version++;
         n->writers++;
-        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
+        if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listing_add(p, c->name, st);
         struct fuse_entry_param e {};
         n->nlookup++;
         fill_entry(m, n, &e, ttl);
@@ -291,27 +310,31 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
       }
       case UNLINK: case RMDIR:
         // Its link count and ctime changed (a hard link's other names still show it).
-        if (Node* n = child(m, c->parent, c->name)) {
-          drop(n);
-          n->version++;
-        }
+        if (Node* n = child(m, c->parent, c->name)) touched(n);
         unbind(m, c->parent, c->name);
-        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
+        if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listing_remove(p, c->name);
         lock.unlock();
         fuse_reply_err(c->req, 0);
         break;
-      case RENAME:
-        for (Node* n : {child(m, c->parent, c->name), child(m, c->parent2, c->name2)}) {
-          if (!n) continue;
-          drop(n);
-          n->version++;
-        }
+      case RENAME: {
+        Node* moved = child(m, c->parent, c->name);
+        for (Node* n : {moved, child(m, c->parent2, c->name2)})
+          if (n) touched(n);
         move(m, c->parent, c->name, c->parent2, c->name2);
-        dir_changed(m, c->parent, c->dir_version, dir_after(0), settled);
-        if (c->parent2 != c->parent) dir_changed(m, c->parent2, c->dir_version2, dir_after(1), settled);
+        // The entry moves with its attributes as listed (or as last known): the node's own are asked again.
+        struct stat entry {};
+        bool listed = false;
+        if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listed = listing_remove(p, c->name, &entry);
+        if (!listed && moved && moved->known) entry = moved->st, listed = true;
+        Node* to = c->parent2 == c->parent ? get(m, c->parent) : dir_changed(m, c->parent2, c->dir_version2, dir_after(1), settled);
+        if (to && to->listing) {
+          if (listed) listing_add(to, c->name2, entry);
+          else to->listing.reset();
+        }
         lock.unlock();
         fuse_reply_err(c->req, 0);
         break;
+      }
       case OPEN: {
         if (Node* n = get(m, c->ino); n && (c->fi.flags & O_ACCMODE) != O_RDONLY) {
           changed(m, n);
@@ -375,10 +398,7 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         break;
       case WRITE:
         // What a request read about the file while this write ran is not kept.
-        if (Node* n = get(m, c->ino)) {
-          drop(n);
-          n->version++;
-        }
+        if (Node* n = get(m, c->ino)) touched(n);
         lock.unlock();
         fuse_reply_write(c->req, static_cast<size_t>(result));
         break;

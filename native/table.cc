@@ -53,6 +53,49 @@ void drop(Node* n) {
   n->listing.reset();
 }
 
+// A name lost its node: its directory's listing may hold older attributes for it (a bound node's own are used
+// while it is bound), so it goes.
+static void unbound(Mount* m, uint64_t parent) {
+  if (Node* p = get(m, parent)) p->listing.reset();
+}
+
+// The node's listing, to change in place: copied first if an open directory still reads the old one.
+static Listing* own_listing(Node* p) {
+  if (p->listing.use_count() > 1) p->listing = std::make_shared<Listing>(*p->listing);
+  return p->listing.get();
+}
+
+void listing_add(Node* p, const std::string& name, const struct stat& st) {
+  if (!p->listing) return;
+  Listing* l = own_listing(p);
+  if (auto it = l->index.find(name); it != l->index.end()) {
+    l->attrs[it->second] = st;
+    return;
+  }
+  l->index.emplace(name, l->names.size());
+  l->names.push_back(name);
+  l->attrs.push_back(st);
+}
+
+bool listing_remove(Node* p, const std::string& name, struct stat* was) {
+  if (!p->listing) return false;
+  Listing* l = own_listing(p);
+  auto it = l->index.find(name);
+  if (it == l->index.end()) return false;
+  size_t i = it->second, last = l->names.size() - 1;
+  if (was) *was = l->attrs[i];
+  l->index.erase(it);
+  // The last entry takes its place: the order of a listing is no one's to rely on.
+  if (i != last) {
+    l->names[i] = std::move(l->names[last]);
+    l->attrs[i] = l->attrs[last];
+    l->index[l->names[i]] = i;
+  }
+  l->names.pop_back();
+  l->attrs.pop_back();
+  return true;
+}
+
 static Node* make(Mount* m, uint64_t id) {
   Node* n = new Node();
   n->id = id;
@@ -75,6 +118,7 @@ Node* bind(Mount* m, uint64_t parent, const std::string& name, const struct stat
     // A copy-up gives a path a new inode number: the node stays. Another type is another file.
     if (!n->known || ((n->st.st_mode ^ st.st_mode) & S_IFMT) == 0) return n;
     unbind(m, parent, name);
+    unbound(m, parent);
   }
   uint64_t id = st.st_ino;
   if (id > FUSE_ROOT_ID && id < PRIVATE_IDS) {
@@ -84,6 +128,7 @@ Node* bind(Mount* m, uint64_t parent, const std::string& name, const struct stat
       for (auto& [p, nm] : same->names) {
         auto it = m->dentries.find(dentry_key(p, nm));
         if (it != m->dentries.end() && it->second == id) m->dentries.erase(it);
+        unbound(m, p);
       }
       same->names.clear();
       same->known = false;
@@ -157,6 +202,7 @@ static void erase(Mount* m, Node* n) {
   for (auto& [parent, name] : n->names) {
     auto it = m->dentries.find(dentry_key(parent, name));
     if (it != m->dentries.end() && it->second == n->id) m->dentries.erase(it);
+    unbound(m, parent);
   }
   m->nodes.erase(n->id);
   delete n;

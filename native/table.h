@@ -19,6 +19,10 @@ Node* bind(Mount* m, uint64_t parent, const std::string& name, const struct stat
 // A new name for an existing node (link).
 void alias(Mount* m, Node* n, uint64_t parent, const std::string& name);
 void unbind(Mount* m, uint64_t parent, const std::string& name);
+// A directory's listing kept current by a change made through the mount (no-ops without a listing); remove gives
+// the entry's attributes, false when the name was not listed.
+void listing_add(Node* p, const std::string& name, const struct stat& st);
+bool listing_remove(Node* p, const std::string& name, struct stat* was = nullptr);
 void move(Mount* m, uint64_t parent, const std::string& name, uint64_t parent2, const std::string& name2);
 void forget(Mount* m, uint64_t id, uint64_t count);
 void remember(Mount* m, Node* n, const struct stat& st, bool cacheable);

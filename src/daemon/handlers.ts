@@ -20,6 +20,12 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
+/**
+ * Requests sent as POST that change nothing the mount shows: the kernel keeps what it has of the Home. (A commit
+ * is not a change to a view: its files look the same before and after.)
+ */
+const KEEP_VIEWS = new Set<RouteName>(['sync', 'webLogin', 'memoryCheck', 'memoryMeasure', 'context', 'briefing', 'diff', 'why', 'exportHome']);
+
 /** The table the transports call: each route's handler behind its declared rule of who may call it. */
 export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Handlers {
   const table = routes(flows, web);
@@ -27,7 +33,7 @@ export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Ha
   const guarded: Partial<Record<RouteName, Handler<RouteName>>> = {};
   for (const name of Object.keys(table) as RouteName[]) {
     const handler = table[name] as Handler<RouteName>;
-    const changes = ROUTES[name].method !== 'GET';
+    const changes = ROUTES[name].method !== 'GET' && !KEEP_VIEWS.has(name);
     guarded[name] = async (req) => {
       await mayCall(name, req);
       if (!changes) return handler(req);

@@ -96,6 +96,57 @@ describe('kernel cache: what nasd changes shows at once', () => {
     expect((await fs.stat(d.path('demo@behind', 'outbox/note.md'))).size).toBe(11);
   });
 
+  it('a tree made, changed and listed through the mount reads right at every step (the listings the binding keeps)', async () => {
+    await ok('branch', 'create', 'demo/tree');
+    const t = d.path('demo@tree', 'outbox/t');
+    const dropCaches = () => exec('sh', ['-c', 'echo 2 > /proc/sys/vm/drop_caches']);
+    /** Each name with its size and permissions, as `ls -l` (a listing with attributes) and stat(2) give them. */
+    const shown = async (rel: string) => {
+      const ls = (await exec('ls', ['-ln', `${t}/${rel}`])).stdout.split('\n').slice(1).filter(Boolean)
+        .map((l) => l.split(/\s+/)).map((f) => `${f[8]} ${f[4]} ${f[0].slice(1, 10)}`);
+      const stats = await Promise.all((await fs.readdir(`${t}/${rel}`)).sort().map(async (n) => {
+        const st = await fs.lstat(`${t}/${rel}/${n}`);
+        return `${n} ${st.isDirectory() ? 'dir' : st.size} ${(st.mode & 0o777).toString(8)}`;
+      }));
+      return { ls: ls.filter((l) => !l.startsWith('dir ')).map((l) => l.replace(/ \d+ (d\S+)$/, ' dir $1')), stats };
+    };
+    const expectShown = async (rel: string, entries: string[]) => {
+      for (let pass = 0; pass < 2; pass++) {
+        const { ls, stats } = await shown(rel);
+        expect(stats, `stat of ${rel} (pass ${pass})`).toEqual(entries.map((e) => e.split(' ').slice(0, 3).join(' ')));
+        expect(ls.map((l) => l.split(' ')[0]), `ls -l of ${rel} (pass ${pass})`).toEqual(entries.map((e) => e.split(' ')[0]));
+        for (const e of entries.filter((x) => x.split(' ')[3])) expect(ls, `ls -l of ${rel}`).toContain(`${e.split(' ')[0]} ${e.split(' ')[1]} ${e.split(' ')[3]}`);
+        await dropCaches(); // the second pass: from what the binding kept
+      }
+    };
+    await fs.mkdir(`${t}/a/b`, { recursive: true });
+    await fs.writeFile(`${t}/a/f1`, '12345');
+    await expectShown('a', ['b dir 755', 'f1 5 644 rw-r--r--']);
+    await fs.writeFile(`${t}/a/f2`, '1234567');
+    await fs.appendFile(`${t}/a/f1`, '678');
+    await expectShown('a', ['b dir 755', 'f1 8 644', 'f2 7 644']);
+    await fs.chmod(`${t}/a/f1`, 0o700);
+    await expectShown('a', ['b dir 755', 'f1 8 700 rwx------', 'f2 7 644']);
+    await fs.rename(`${t}/a/f2`, `${t}/a/f3`);
+    await expectShown('a', ['b dir 755', 'f1 8 700', 'f3 7 644']);
+    await fs.rename(`${t}/a/f3`, `${t}/a/b/f4`);
+    await expectShown('a', ['b dir 755', 'f1 8 700']);
+    await expectShown('a/b', ['f4 7 644']);
+    await expect(fs.stat(`${t}/a/f3`)).rejects.toMatchObject({ code: 'ENOENT' });
+    await fs.rename(`${t}/a/f1`, `${t}/a/b/f4`); // over an existing name
+    await fs.unlink(`${t}/a/b/f4`).then(() => fs.writeFile(`${t}/a/b/f4`, 'xy'));
+    await fs.symlink('f4', `${t}/a/b/s`);
+    await fs.mkdir(`${t}/a/c`);
+    await fs.rmdir(`${t}/a/c`);
+    await fs.truncate(`${t}/a/b/f4`, 1);
+    await expectShown('a', ['b dir 755']);
+    await expectShown('a/b', ['f4 1 644', 's 2 777']);
+    // What the branch committed says the same.
+    await ok('sync', 'demo/tree');
+    expect((await d.git('ls-tree', '-r', '-l', 'tree', 'outbox/t')).stdout.trim().split('\n').map((l) => l.split(/\s+/).slice(3).join(' ')))
+      .toEqual(['1 outbox/t/a/b/f4', '2 outbox/t/a/b/s']);
+  });
+
   it('what requests change shows at once too: a rewound listing, a hard link\'s count, a size written through a held descriptor', async () => {
     await ok('branch', 'create', 'demo/live');
     const dir = d.path('demo@live', 'outbox');
