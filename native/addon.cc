@@ -444,6 +444,46 @@ static napi_value js_lutimens(napi_env env, napi_callback_info info) {
   return nullptr;
 }
 
+// exec(file, argv, env, fd): this process becomes `file` (the next nasd, in place: same pid, same namespaces and
+// cgroup, nothing for systemd to set up), with the kernel connection `fd` as descriptor 3 (LISTEN_FDS). Every
+// other descriptor is close-on-exec. Returns only if execve failed: -errno.
+static napi_value js_exec(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  auto list = [&](napi_value array) {
+    std::vector<std::string> out;
+    uint32_t count = 0;
+    napi_get_array_length(env, array, &count);
+    for (uint32_t i = 0; i < count; i++) {
+      napi_value item;
+      napi_get_element(env, array, i, &item);
+      out.push_back(text(env, item));
+    }
+    return out;
+  };
+  std::string file = text(env, argv[0]);
+  std::vector<std::string> args = list(argv[1]), vars = list(argv[2]);
+  int fd = static_cast<int>(number(env, argv[3], -1));
+  std::vector<char*> a, e;
+  for (auto& s : args) a.push_back(s.data());
+  for (auto& s : vars) e.push_back(s.data());
+  a.push_back(nullptr);
+  e.push_back(nullptr);
+  int rc = 0;
+  // Standard input, output and error go on too (Node may have marked them close-on-exec).
+  for (int std = 0; std < 3; std++) fcntl(std, F_SETFD, 0);
+  // dup2 leaves descriptor 3 open across exec; one that is 3 already only loses its close-on-exec flag.
+  if (fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(fd, 3) < 0) rc = -errno;
+  if (rc == 0) {
+    execve(file.c_str(), a.data(), e.data());
+    rc = -errno;
+  }
+  napi_value out;
+  napi_create_int32(env, rc, &out);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mount", nullptr, js_mount, nullptr, nullptr, nullptr, napi_default, nullptr},
@@ -457,6 +497,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"suspend", nullptr, js_suspend, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"notify", nullptr, js_notify, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"lutimens", nullptr, js_lutimens, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"exec", nullptr, js_exec, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -246,6 +246,16 @@ export class TestDaemon {
     if (readies() === before) throw new Error(`nasd was not ready again after 30 s:\n${this.log}`);
   }
 
+  /** `systemctl reload`: SIGHUP to nasd, which becomes the next nasd in the same process; resolves once it serves again. */
+  async reload(): Promise<void> {
+    if (this.opts.fdStore) throw new Error('reload signals nasd itself: start it without { fdStore: true }');
+    const readies = () => this.log.split('"nasd ready"').length - 1;
+    const before = readies();
+    process.kill(this.child.pid!, 'SIGHUP');
+    for (let i = 0; i < 600 && readies() === before && this.child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 50));
+    if (readies() === before) throw new Error(`nasd was not ready again after its reload:\n${this.log}`);
+  }
+
   async restart(): Promise<TestDaemon> {
     return TestDaemon.start({ ...this.opts, dir: this.dir });
   }

@@ -3,7 +3,8 @@ import { closeSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Connection } from '../util/addon.js';
-import { dropDescriptor, storeDescriptor } from './sd-notify.js';
+import { dropDescriptor, notifySocket, storeDescriptor } from './sd-notify.js';
+import { binding } from '../util/addon.js';
 import type { OpenHandle } from '../fuse-ops/ops.js';
 
 /**
@@ -67,9 +68,24 @@ export async function inheritedConnection(stateDir: string, mount: string, log: 
  * whether it is kept there.
  */
 export function storeConnection(fd: number): boolean {
-  const asked = process.env.NAS_KEEP_CONNECTION === '1';
+  keepAsked = process.env.NAS_KEEP_CONNECTION === '1';
   delete process.env.NAS_KEEP_CONNECTION;
-  return asked && storeDescriptor(NAME, fd);
+  return keepAsked && storeDescriptor(NAME, fd);
+}
+let keepAsked = false;
+
+/**
+ * A reload (SIGHUP, systemctl reload): this process becomes the next nasd, which takes the connection over as
+ * after a restart (leaveForSuccessor first). Nothing waits on systemd: no new namespace, no gap in which systemd
+ * touches the mount. Returns only if the exec failed (-errno).
+ */
+export function becomeSuccessor(fd: number): number {
+  const env: NodeJS.ProcessEnv = { ...process.env, LISTEN_FDS: '1', LISTEN_FDNAMES: NAME, LISTEN_PID: String(process.pid) };
+  const socket = notifySocket();
+  if (socket) env.NOTIFY_SOCKET = socket;
+  if (keepAsked) env.NAS_KEEP_CONNECTION = '1';
+  const vars = Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
+  return binding().exec(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], vars, fd);
 }
 
 /** What the successor needs, written once every request taken was answered (root's state directory, 0600). */

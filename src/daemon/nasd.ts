@@ -25,8 +25,8 @@ import { openFileLimits } from './file-limit.js';
 import { OpenFiles } from '../fuse-ops/open-files.js';
 import { WallClock } from '../util/clock.js';
 import { Refusals } from '../homes/refusals.js';
-import { inheritedConnection, leaveForSuccessor, storeConnection } from './handover.js';
-import { journalPrefixer, notifyReady, notifyStopping } from './sd-notify.js';
+import { becomeSuccessor, inheritedConnection, leaveForSuccessor, storeConnection } from './handover.js';
+import { journalPrefixer, notifyReady, notifyReloading, notifyStopping } from './sd-notify.js';
 import { meter } from '../metrics/meter.js';
 import { MetricsSampler } from '../workflows/metrics-sample.js';
 import { serveMetrics } from './metrics-server.js';
@@ -149,8 +149,11 @@ async function main(): Promise<void> {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    void notifyStopping();
-    log.info({ signal }, 'stopping: committing pending changes, then unmounting');
+    // A reload hands the connection to the next nasd in this very process (handover.ts becomeSuccessor).
+    const reload = signal === 'SIGHUP';
+    if (reload) notifyReloading();
+    else void notifyStopping();
+    log.info({ signal }, reload ? 'reloading: committing pending changes, then this process becomes the next nasd' : 'stopping: committing pending changes, then unmounting');
     clearInterval(follow);
     clearInterval(hourly);
     clearTimeout(firstHourly);
@@ -160,7 +163,7 @@ async function main(): Promise<void> {
     webServer?.close();
     // With the connection kept in a descriptor store, the mount outlives this process and the next nasd takes
     // it over. Every request taken is answered first.
-    const handOn = kept && signal !== 'umount' ? await mount.suspend() : null;
+    const handOn = (kept || reload) && signal !== 'umount' ? await mount.suspend() : null;
     webServer?.closeAllConnections();
     metricsServer?.close();
     metricsServer?.closeAllConnections();
@@ -169,15 +172,21 @@ async function main(): Promise<void> {
     await homes.close();
     if (handOn?.drained) {
       await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles());
+      if (reload) {
+        const errno = becomeSuccessor(mount.fd());
+        log.error({ errno }, `cannot run nasd again (${process.execPath}): stopping; systemd's Restart= mounts afresh`);
+        process.exit(1);
+      }
       log.info('stopped: the kernel connection stays in the descriptor store for the next nasd');
       process.exit(0);
     }
-    if (handOn) log.warn('stopped with requests unanswered after 30 s: the next nasd mounts afresh');
-    else if (await fuseMountedAt(config.mount)) await mount.unmount();
+    if (handOn) log.warn(`stopped with requests unanswered after 30 s: the next nasd mounts afresh`);
+    if ((!handOn || reload) && (await fuseMountedAt(config.mount))) await mount.unmount();
     log.info('stopped');
-    process.exit(0);
+    process.exit(reload ? 1 : 0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGHUP', () => void stop('SIGHUP'));
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   log.info({ mount: config.mount, state: config.state_dir, socket: config.socket }, 'nasd ready');

@@ -25,6 +25,16 @@ export async function notifyReady(status = 'serving'): Promise<void> {
   send(`READY=1\nSTATUS=${status}`);
 }
 
+/** Tell systemd nasd reloads (systemctl reload): it is READY again once the next nasd, in this process, serves. */
+export function notifyReloading(): void {
+  send(`RELOADING=1\nMONOTONIC_USEC=${process.hrtime.bigint() / 1000n}\nSTATUS=reloading: handing the kernel connection on`);
+}
+
+/** The notify socket as the environment gave it, for the next nasd this process becomes (exec keeps the pid). */
+export function notifySocket(): string | undefined {
+  return socket;
+}
+
 /** Tell systemd nasd is stopping on its own (e.g. its mount was removed from outside). */
 export async function notifyStopping(status = 'stopping: committing pending changes, then unmounting'): Promise<void> {
   send(`STOPPING=1\nSTATUS=${status}`);

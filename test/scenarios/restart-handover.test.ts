@@ -6,30 +6,81 @@ import { TestDaemon, eventually } from '../helpers.js';
 /**
  * A restart that clients do not see: nasd keeps its kernel connection in systemd's file descriptor store (here a
  * stand-in speaking the same protocol), and the next nasd takes it over. A shell inside the mount and a file held
- * open for writing keep working across it, and requests made while no nasd runs wait instead of failing.
+ * open for writing keep working across it, and requests made while no nasd runs wait instead of failing. A reload
+ * (systemctl reload, SIGHUP) does the same in one process: nasd becomes the next nasd, with nothing for systemd to do.
  */
+
+/** Send a line to a child and read what it prints up to the marker it echoes back. */
+function ask(child: ChildProcess, line: string): Promise<string> {
+  return new Promise((resolve) => {
+    let out = '';
+    const marker = `--done-${Math.random().toString(36).slice(2)}--`;
+    const onData = (chunk: Buffer) => {
+      out += chunk;
+      if (out.includes(marker)) {
+        child.stdout!.off('data', onData);
+        resolve(out.slice(0, out.indexOf(marker)));
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stdin!.write(`${line}\necho ${marker}\n`);
+  });
+}
+
+/**
+ * A shell with its cwd in branch `name`, a file held open for writing and a directory held open all carry on
+ * across `restart` (a request made during it waits), and nothing is lost. The processes go into `children`.
+ */
+async function carriesOn(d: TestDaemon, name: string, restart: () => Promise<void>, children: ChildProcess[]): Promise<void> {
+  const branch = d.path(`demo@${name}`);
+  await fs.mkdir(`${branch}/outbox/deep`, { recursive: true });
+  const shell = spawn('bash', ['--norc'], { cwd: `${branch}/outbox/deep`, stdio: ['pipe', 'pipe', 'pipe'] });
+  children.push(shell);
+  shell.stderr!.on('data', () => undefined);
+  expect(await ask(shell, 'echo before > a.txt; cat a.txt; pwd')).toBe(`before\n${branch}/outbox/deep\n`);
+  // A writer with its file open across the restart: it writes once before, once after, then closes.
+  const writer = spawn('bash', ['--norc', '-c', `exec 3>${branch}/outbox/held.txt; while read -r line; do echo "$line" >&3; echo "--done-$line--"; done`], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  children.push(writer);
+  writer.stdin!.write('first\n');
+  await new Promise<void>((resolve) => writer.stdout!.on('data', (c: Buffer) => c.toString().includes('--done-first--') && resolve()));
+
+  // A directory open across the restart (its handle is the old nasd's): listed again after it.
+  const py = 'import os,sys\nfd=os.open(sys.argv[1], os.O_RDONLY|os.O_DIRECTORY)\nfor line in sys.stdin:\n  print(" ".join(sorted(os.listdir(fd))), flush=True)';
+  const lister = spawn('python3', ['-c', py, `${branch}/outbox/deep`], { stdio: ['pipe', 'pipe', 'pipe'] });
+  children.push(lister);
+  const listing = () =>
+    new Promise<string>((resolve) => {
+      lister.stdout!.once('data', (c: Buffer) => resolve(c.toString().trim()));
+      lister.stdin!.write('ls\n');
+    });
+  expect(await listing()).toBe('a.txt');
+
+  // A request made while no nasd serves waits for the next one (no "Transport endpoint is not connected").
+  const restarted = restart();
+  const during = fs.readdir(`${branch}/outbox`);
+  await restarted;
+  expect(await during).toEqual(expect.arrayContaining(['deep', 'held.txt']));
+
+  await fs.writeFile(`${branch}/outbox/deep/b.txt`, 'b\n');
+  expect(await listing()).toBe('a.txt b.txt');
+  // The shell's cwd is still there: relative paths, pwd, new files.
+  expect(await ask(shell, 'cat a.txt; echo after >> a.txt; cat a.txt; pwd; ls')).toBe(`before\nbefore\nafter\n${branch}/outbox/deep\na.txt\nb.txt\n`);
+  // The writer's descriptor writes on, and its close commits both lines.
+  writer.stdin!.end('second\n');
+  await new Promise((resolve) => writer.once('exit', resolve));
+  expect(await fs.readFile(`${branch}/outbox/held.txt`, 'utf8')).toBe('first\nsecond\n');
+  const committed = async (rel: string) => (await d.gitBlob(`${name}:${rel}`).catch(() => Buffer.from(''))).toString();
+  await eventually(async () => (await committed('outbox/held.txt')) === 'first\nsecond\n', 'the held file committed whole');
+  await eventually(async () => (await committed('outbox/deep/a.txt')) === 'before\nafter\n', "the shell's file committed");
+  lister.stdin!.end();
+  expect(d.log).toContain('took the kernel connection over');
+}
+
 describe('restart with the kernel connection kept', () => {
   let d: TestDaemon;
-  let shell: ChildProcess | undefined;
-  let writer: ChildProcess | undefined;
-  let lister: ChildProcess | undefined;
-
-  /** Send a line to a child and read what it prints up to the marker it echoes back. */
-  function ask(child: ChildProcess, line: string): Promise<string> {
-    return new Promise((resolve) => {
-      let out = '';
-      const marker = `--done-${Math.random().toString(36).slice(2)}--`;
-      const onData = (chunk: Buffer) => {
-        out += chunk;
-        if (out.includes(marker)) {
-          child.stdout!.off('data', onData);
-          resolve(out.slice(0, out.indexOf(marker)));
-        }
-      };
-      child.stdout!.on('data', onData);
-      child.stdin!.write(`${line}\necho ${marker}\n`);
-    });
-  }
+  const children: ChildProcess[] = [];
 
   beforeAll(async () => {
     d = await TestDaemon.start({ fdStore: true, extraArgs: ['--demo'] });
@@ -37,52 +88,12 @@ describe('restart with the kernel connection kept', () => {
     expect(r.code, r.stderr).toBe(0);
   });
   afterAll(async () => {
-    for (const child of [shell, writer, lister]) if (child && child.exitCode === null) child.kill('SIGKILL');
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
     await d?.cleanup();
   });
 
   it('keeps a shell in a branch and a file open for writing working across the restart, losing nothing', async () => {
-    const branch = d.path('demo@kept');
-    await fs.mkdir(`${branch}/outbox/deep`, { recursive: true });
-    shell = spawn('bash', ['--norc'], { cwd: `${branch}/outbox/deep`, stdio: ['pipe', 'pipe', 'pipe'] });
-    shell.stderr!.on('data', () => undefined);
-    expect(await ask(shell, 'echo before > a.txt; cat a.txt; pwd')).toBe(`before\n${branch}/outbox/deep\n`);
-    // A writer with its file open across the restart: it writes once before, once after, then closes.
-    writer = spawn('bash', ['--norc', '-c', `exec 3>${branch}/outbox/held.txt; while read -r line; do echo "$line" >&3; echo "--done-$line--"; done`], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    writer.stdin!.write('first\n');
-    await new Promise<void>((resolve) => writer!.stdout!.on('data', (c: Buffer) => c.toString().includes('--done-first--') && resolve()));
-
-    // A directory open across the restart (its handle is the old nasd's): listed again after it.
-    const py = 'import os,sys\nfd=os.open(sys.argv[1], os.O_RDONLY|os.O_DIRECTORY)\nfor line in sys.stdin:\n  print(" ".join(sorted(os.listdir(fd))), flush=True)';
-    lister = spawn('python3', ['-c', py, `${branch}/outbox/deep`], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const listing = () =>
-      new Promise<string>((resolve) => {
-        lister!.stdout!.once('data', (c: Buffer) => resolve(c.toString().trim()));
-        lister!.stdin!.write('ls\n');
-      });
-    expect(await listing()).toBe('a.txt');
-
-    // A request made while no nasd serves waits for the next one (no "Transport endpoint is not connected").
-    const restarted = d.restartKeepingConnection();
-    const during = fs.readdir(`${branch}/outbox`);
-    await restarted;
-    expect(await during).toEqual(expect.arrayContaining(['deep', 'held.txt']));
-
-    await fs.writeFile(`${branch}/outbox/deep/b.txt`, 'b\n');
-    expect(await listing()).toBe('a.txt b.txt');
-    // The shell's cwd is still there: relative paths, pwd, new files.
-    expect(await ask(shell, 'cat a.txt; echo after >> a.txt; cat a.txt; pwd; ls')).toBe(`before\nbefore\nafter\n${branch}/outbox/deep\na.txt\nb.txt\n`);
-    // The writer's descriptor writes on, and its close commits both lines.
-    writer.stdin!.end('second\n');
-    await new Promise((resolve) => writer!.once('exit', resolve));
-    expect(await fs.readFile(`${branch}/outbox/held.txt`, 'utf8')).toBe('first\nsecond\n');
-    const committed = async (rel: string) => (await d.gitBlob(`kept:${rel}`).catch(() => Buffer.from(''))).toString();
-    await eventually(async () => (await committed('outbox/held.txt')) === 'first\nsecond\n', 'the held file committed whole');
-    await eventually(async () => (await committed('outbox/deep/a.txt')) === 'before\nafter\n', "the shell's file committed");
-    lister.stdin!.end();
-    expect(d.log).toContain('took the kernel connection over');
+    await carriesOn(d, 'kept', () => d.restartKeepingConnection(), children);
   });
 
   it('keeps /dev/fuse to nasd alone: the git processes it starts do not inherit it', async () => {
@@ -103,5 +114,30 @@ describe('restart with the kernel connection kept', () => {
       found++;
     }
     expect(found).toBeGreaterThan(0);
+  });
+});
+
+describe('reload: nasd becomes the next nasd in the same process', () => {
+  let d: TestDaemon;
+  const children: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    d = await TestDaemon.start({ extraArgs: ['--demo'] });
+    const r = await d.nas('branch', 'create', 'demo/reloaded');
+    expect(r.code, r.stderr).toBe(0);
+  });
+  afterAll(async () => {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    await d?.cleanup();
+  });
+
+  it('keeps a shell, a file held open for writing and an open directory working across a reload, in the same process', async () => {
+    const pid = d.child.pid;
+    await carriesOn(d, 'reloaded', () => d.reload(), children);
+    expect(d.child.exitCode).toBeNull();
+    expect(d.child.pid).toBe(pid);
+    expect(d.log).toContain('this process becomes the next nasd');
+    // And it answers its control socket as before.
+    expect((await d.nas('status')).code).toBe(0);
   });
 });

@@ -124,6 +124,27 @@ describe('the units under systemd (systemd-nspawn)', () => {
     expect(await ok('findmnt -n -o TARGET -R /agents')).toContain('/agents/demo@b1/workspace');
   }, 120_000);
 
+  it('systemctl reload nasd: nasd becomes the next nasd in the same process; a shell in the mount and a file held open carry on', async () => {
+    // A shell with its cwd in a branch and a file open for writing, across the reload (a unit of its own).
+    await ok("systemd-run --unit=holder -p WorkingDirectory=/agents/demo@b1/outbox bash -c 'exec 3>held.md; echo one >&3; " +
+      "while [ ! -e /run/go ]; do sleep 0.1; done; echo two >&3; exec 3>&-; ls > listing.txt; pwd > pwd.txt'");
+    const before = await mainPid();
+    await ok('systemctl reload nasd');
+    expect(await ok('systemctl is-active nasd')).toBe('active\n');
+    expect(await mainPid()).toBe(before);
+    await ok('touch /run/go');
+    for (let i = 0; i < 100 && (await c.sh('systemctl is-active -q holder')).code === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await ok('systemctl show -p Result --value holder')).toBe('success\n');
+    expect(await ok('cat /agents/demo@b1/outbox/held.md')).toBe('one\ntwo\n');
+    expect(await ok('cat /agents/demo@b1/outbox/listing.txt')).toContain('held.md');
+    expect(await ok('cat /agents/demo@b1/outbox/pwd.txt')).toBe('/agents/demo@b1/outbox\n');
+    const journal = await ok('journalctl -u nasd -o cat --no-pager');
+    expect(journal).toContain('this process becomes the next nasd');
+    expect(journal).toContain('took the kernel connection over');
+    await ok('nas sync demo/b1');
+    expect(await commitsOf('outbox/held.md')).toMatch(/held\.md/);
+  }, 60_000);
+
   it('nasd\'s log reaches the journal at its levels: runs and PRs in journalctl -u nasd, no errors, a warning as one', async () => {
     expect(await ok(`nas run demo --user nobody --intent 'notes' -- sh -c 'echo hi >outbox/run.md'`)).toBe('');
     const log = await ok('journalctl -u nasd -o cat --no-pager');
