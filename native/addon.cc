@@ -4,6 +4,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 
 #include "handover.h"
 #include "invalidate.h"
@@ -418,6 +420,46 @@ static bool timespec_of(napi_env env, napi_value v, struct timespec* ts) {
   return true;
 }
 
+// A JS error for errno `err` about `what`, with .code and .errno as Node's fs errors have them.
+static void throw_errno(napi_env env, int err, const std::string& what) {
+  napi_value error, message, code, errnum;
+  std::string msg = std::string(strerror(err)) + ", " + what;
+  napi_create_string_utf8(env, msg.c_str(), NAPI_AUTO_LENGTH, &message);
+  napi_create_error(env, nullptr, message, &error);
+  const char* name = strerrorname_np(err);
+  napi_create_string_utf8(env, name ? name : "EIO", NAPI_AUTO_LENGTH, &code);
+  napi_set_named_property(env, error, "code", code);
+  napi_create_int32(env, -err, &errnum);
+  napi_set_named_property(env, error, "errno", errnum);
+  napi_throw(env, error);
+}
+
+// openBeneath(root, rel): directory rel below directory root, opened in one openat2(2) that follows no symbolic
+// link and cannot leave root (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): what util/beneath.ts did one component at a
+// time, in two system calls. Synchronous: only for nasd's own directories (the state directory), never a path
+// inside a mount it serves. Returns the descriptor (close-on-exec).
+static napi_value js_open_beneath(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  std::string root = text(env, argv[0]), rel = text(env, argv[1]);
+  int dir = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return throw_errno(env, errno, "open '" + root + "'"), nullptr;
+  int fd = dir;
+  if (!rel.empty()) {
+    struct open_how how {};
+    how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;  // no O_NOFOLLOW: a link at the end is ELOOP too, not ENOTDIR
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    do fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how)); while (fd < 0 && errno == EAGAIN);
+    int err = errno;
+    close(dir);
+    if (fd < 0) return throw_errno(env, err, "openat2 '" + rel + "' below '" + root + "'"), nullptr;
+  }
+  napi_value out;
+  napi_create_int32(env, fd, &out);
+  return out;
+}
+
 // lutimens(path, atime, mtime): exact times on a file of nasd's own (never a path inside a mount it serves),
 // not following a symlink. Node's utimes keeps microseconds; tar, rsync and touch set nanoseconds.
 static napi_value js_lutimens(napi_env env, napi_callback_info info) {
@@ -428,19 +470,7 @@ static napi_value js_lutimens(napi_env env, napi_callback_info info) {
   struct timespec ts[2];
   if (argc < 3 || !timespec_of(env, argv[1], &ts[0]) || !timespec_of(env, argv[2], &ts[1]))
     return fail(env, "lutimens(path, atime, mtime): each time a bigint of nanoseconds, 'now' or 'omit'");
-  if (utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) {
-    int err = errno;
-    napi_value error, message, code, errnum;
-    std::string msg = std::string(strerror(err)) + ", lutimens '" + path + "'";
-    napi_create_string_utf8(env, msg.c_str(), NAPI_AUTO_LENGTH, &message);
-    napi_create_error(env, nullptr, message, &error);
-    const char* name = strerrorname_np(err);
-    napi_create_string_utf8(env, name ? name : "EIO", NAPI_AUTO_LENGTH, &code);
-    napi_set_named_property(env, error, "code", code);
-    napi_create_int32(env, -err, &errnum);
-    napi_set_named_property(env, error, "errno", errnum);
-    napi_throw(env, error);
-  }
+  if (utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) throw_errno(env, errno, "lutimens '" + path + "'");
   return nullptr;
 }
 
@@ -498,6 +528,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"notify", nullptr, js_notify, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"lutimens", nullptr, js_lutimens, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"exec", nullptr, js_exec, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"openBeneath", nullptr, js_open_beneath, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

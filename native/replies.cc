@@ -298,8 +298,11 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
           bool alone = n->version == c->version && n->writers == 0;
           if (c->op == SETATTR) {
             bool on_disk = n->known && !from_git(n) && st.st_ino == n->st.st_ino;
+            // A directory's names stay what they were (tar sets each directory's times once it is filled).
+            std::shared_ptr<Listing> listing = on_disk ? n->listing : nullptr;
             changed(m, n);
             remember(m, n, st, alone && on_disk && settled);
+            n->listing = std::move(listing);
           } else {
             remember(m, n, st, cacheable && alone);
           }

@@ -6,6 +6,8 @@ import { UserError } from './errors.js';
 /** Our libfuse 3 binding (native/): a mount answers cached metadata on libfuse's threads and asks JS the rest. */
 export interface NativeBinding {
   mount(options: MountOptions, dispatch: Dispatch, barrierDone: (id: number) => void): NativeMount;
+  /** Directory rel below directory root, by one openat2 that follows no link and cannot leave root (throws like fs). */
+  openBeneath(root: string, rel: string): number;
   /** This process becomes `file` (argv, env), with descriptor `fd` as 3; returns only on failure: -errno. */
   exec(file: string, argv: string[], env: string[], fd: number): number;
   /** `fd`: an opened file's descriptor on disk, which the binding then reads through itself. */

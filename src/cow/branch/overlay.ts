@@ -6,6 +6,7 @@ import { decideMutation, isProtected, isScratch, type Mutation, type Rules } fro
 import type { GitLayer } from '../git-layer.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { Beneath } from '../../util/beneath.js';
+import * as fsx from '../fsx.js';
 import { join } from './paths.js';
 import type { BranchState } from './state.js';
 
@@ -94,7 +95,7 @@ export class Overlay {
   /** The upper directory's entry for rel with nanosecond times, or null when rel is not there. */
   async statNs(rel: string): Promise<BigIntStats | null> {
     try {
-      return await fs.lstat(this.up(rel), { bigint: true });
+      return await fsx.lstatNs(this.up(rel));
     } catch (e) {
       if (!hasCode(e, 'ENOENT') && !hasCode(e, 'ENOTDIR')) throw e;
       return null;
@@ -103,7 +104,7 @@ export class Overlay {
 
   async resolve(rel: string): Promise<Node | null> {
     try {
-      return { stat: await fs.lstat(this.up(rel)) };
+      return { stat: await fsx.lstat(this.up(rel)) };
     } catch (e) {
       if (!hasCode(e, 'ENOENT') && !hasCode(e, 'ENOTDIR')) throw e;
     }
