@@ -155,8 +155,10 @@ static bool lookup_cached(Mount* m, fuse_req_t req, Node* p, const std::string& 
       fuse_reply_err(req, ENOENT);
       return true;
     }
-    n = bind(m, p->id, name, p->listing->attrs[it->second]);
-    remember(m, n, p->listing->attrs[it->second], true);
+    // A copy: bind may drop this listing (a forgotten node it reuses had a name here).
+    struct stat st = p->listing->attrs[it->second];
+    n = bind(m, p->id, name, st);
+    remember(m, n, st, p->listing != nullptr);
   }
   if (!n || !fresh(n)) return false;
   m->hits++;

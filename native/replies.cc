@@ -263,12 +263,13 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
       case MKNOD: case MKDIR: case SYMLINK: case LINK: {
         if (!attr) goto bad;
         Node* n;
+        bool made = !child(m, c->parent, c->name);
         if (c->op == LINK && (n = get(m, c->ino))) alias(m, n, c->parent, c->name);
         else n = bind(m, c->parent, c->name, st);
         touched(n);
         remember(m, n, st, false);
         // A directory made here is empty: its listing is known, and the changes made through the mount keep it so.
-        if (c->op == MKDIR) n->listing = std::make_shared<Listing>();
+        if (c->op == MKDIR && made && settled) n->listing = std::make_shared<Listing>();
         if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listing_add(p, c->name, st);
         reply_entry(c, n, false, ttl);
         break;

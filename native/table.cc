@@ -46,7 +46,7 @@ bool path_of(Mount* m, Node* n, std::string& out, std::string* top) {
   return true;
 }
 
-bool fresh(const Node* n) { return n->known && n->fresh_until > now(); }
+bool fresh(const Node* n) { return n->known && n->writers == 0 && n->fresh_until > now(); }
 
 void drop(Node* n) {
   n->fresh_until = 0;

@@ -29,7 +29,8 @@ export async function openFileLimits(config: DaemonConfig, log: Logger): Promise
     await run('prlimit', ['--pid', String(process.pid), `--nofile=${hard}:${hard}`]).catch((err) => log.warn({ err }, 'cannot raise the soft RLIMIT_NOFILE to the hard one'));
     limit = await nofile();
   }
-  const total = Math.min(limit.soft, 1 << 30) - config.open_files_reserve;
+  // Each file open through the mount on disk holds two descriptors: JS's and the binding's duplicate it reads through.
+  const total = Math.floor((Math.min(limit.soft, 1 << 30) - config.open_files_reserve) / 2);
   if (total < 1) {
     throw new UserError(`open_files_reserve (${config.open_files_reserve}) leaves no descriptors for files opened through the mount: nasd may open ${limit.soft} (RLIMIT_NOFILE); raise LimitNOFILE= (ulimit -n) or lower open_files_reserve`);
   }

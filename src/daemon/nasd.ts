@@ -1,4 +1,4 @@
-import fs from 'node:fs';
+import fs, { accessSync, constants } from 'node:fs';
 import os from 'node:os';
 import { pino } from 'pino';
 import { UserError } from '../util/errors.js';
@@ -31,6 +31,17 @@ import { meter } from '../metrics/meter.js';
 import { MetricsSampler } from '../workflows/metrics-sample.js';
 import { serveMetrics } from './metrics-server.js';
 import { parseListen } from './web-server.js';
+
+/** Whether Node and nasd's script are still where this process started from (a reload runs them again). */
+function canRunAgain(): boolean {
+  try {
+    accessSync(process.execPath, constants.X_OK);
+    accessSync(process.argv[1], constants.R_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
@@ -148,9 +159,14 @@ async function main(): Promise<void> {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
-    stopping = true;
-    // A reload hands the connection to the next nasd in this very process (handover.ts becomeSuccessor).
+    // A reload hands the connection to the next nasd in this very process (handover.ts becomeSuccessor): only if
+    // that nasd can be run at all; else this one goes on serving.
     const reload = signal === 'SIGHUP';
+    if (reload && !canRunAgain()) {
+      log.error({ node: process.execPath, script: process.argv[1] }, 'reload refused: nasd cannot be run again from where it was started; still serving');
+      return;
+    }
+    stopping = true;
     if (reload) notifyReloading();
     else void notifyStopping();
     log.info({ signal }, reload ? 'reloading: committing pending changes, then this process becomes the next nasd' : 'stopping: committing pending changes, then unmounting');
@@ -164,23 +180,30 @@ async function main(): Promise<void> {
     // With the connection kept in a descriptor store, the mount outlives this process and the next nasd takes
     // it over. Every request taken is answered first.
     const handOn = (kept || reload) && signal !== 'umount' ? await mount.suspend() : null;
-    webServer?.closeAllConnections();
-    metricsServer?.close();
-    metricsServer?.closeAllConnections();
-    await runs.close();
-    if (!handOn) await binds.stop(signal === 'umount');
-    await homes.close();
-    if (handOn?.drained) {
-      await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles());
-      if (reload) {
-        const errno = becomeSuccessor(mount.fd());
-        log.error({ errno }, `cannot run nasd again (${process.execPath}): stopping; systemd's Restart= mounts afresh`);
-        process.exit(1);
+    try {
+      webServer?.closeAllConnections();
+      metricsServer?.close();
+      metricsServer?.closeAllConnections();
+      await runs.close();
+      if (!handOn) await binds.stop(signal === 'umount');
+      await homes.close();
+      if (handOn?.drained) {
+        await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles());
+        if (reload) {
+          const errno = becomeSuccessor(mount.fd());
+          throw new Error(`cannot run nasd again (${process.execPath}): errno ${errno}`);
+        }
+        log.info('stopped: the kernel connection stays in the descriptor store for the next nasd');
+        process.exit(0);
       }
-      log.info('stopped: the kernel connection stays in the descriptor store for the next nasd');
-      process.exit(0);
+      if (handOn) log.warn('stopped with requests unanswered after 30 s: the next nasd mounts afresh');
+    } catch (err) {
+      // Requests are paused (or no nasd follows): nothing would answer them. The mount goes; systemd's Restart=
+      // mounts afresh.
+      log.error({ err }, 'stop failed: unmounting');
+      if (await fuseMountedAt(config.mount)) await mount.unmount();
+      process.exit(1);
     }
-    if (handOn) log.warn(`stopped with requests unanswered after 30 s: the next nasd mounts afresh`);
     if ((!handOn || reload) && (await fuseMountedAt(config.mount))) await mount.unmount();
     log.info('stopped');
     process.exit(reload ? 1 : 0);

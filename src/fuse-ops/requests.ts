@@ -115,7 +115,10 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
         const attrs = new Float64Array(names.length * ATTR_WORDS);
         const found: boolean[] = new Array(names.length).fill(false);
         let left = names.length;
+        let failed = 0;
         const finish = () => {
+          // The binding keeps a listing and answers ENOENT for names it lacks: one it could not read is no listing.
+          if (failed) return reply(call, failed);
           // A name that vanished between the listing and its getattr is left out.
           const keep = names.filter((_, i) => found[i]);
           if (keep.length === names.length) return reply(call, 0, names, attrs);
@@ -131,7 +134,7 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
               if (!e) {
                 packAttr(attr as Attr, attrs, i);
                 found[i] = true;
-              }
+              } else if (e !== -ENOENT) failed = e;
               if (--left === 0) finish();
             }),
           ),

@@ -32,7 +32,7 @@ export async function exportHome(store: Store, file: string): Promise<{ bytes: n
   try {
     await store.bundle(`${work}/bundle`);
     await fs.chmod(`${work}/bundle`, 0o600);
-    const bytes = await new Beneath('/').inDir(dir.slice(1), async (at) => {
+    const bytes = await new Beneath('/', false).inDir(dir.slice(1), async (at) => {
       if (await exists(`${at}/${name}`)) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
       const hidden = `${at}/.nas-export-${randomBytes(6).toString('hex')}`;
       await fs.copyFile(`${work}/bundle`, hidden, fs.constants.COPYFILE_EXCL);
@@ -40,6 +40,8 @@ export async function exportHome(store: Store, file: string): Promise<{ bytes: n
         await fs.link(hidden, `${at}/${name}`);
       } catch (e) {
         if (hasCode(e, 'EEXIST')) throw new UserError(`${target} exists; nothing was written. Name a new file`, 409);
+        // A versioned folder of a Home refuses a second name for a file (git keeps none).
+        if (hasCode(e, 'EPERM')) throw new UserError(`${dir} takes no hard links (a versioned folder of a Home?); nothing was written. Name a directory outside the mount, or a workspace/`);
         throw e;
       } finally {
         await fs.unlink(hidden);

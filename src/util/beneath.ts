@@ -81,8 +81,13 @@ export async function chmodNoFollow(path: string, mode: number): Promise<void> {
 }
 
 export class Beneath {
-  /** `root` is a path only root controls (the Store's or the runs' own directory); everything below it may be a user's. */
-  constructor(readonly root: string) {}
+  /**
+   * `root` is a path only root controls (the Store's or the runs' own directory); everything below it may be a
+   * user's. `own`: the tree is nasd's own, on its own disk, never inside the mount it serves, so it is walked
+   * synchronously; a tree that may hold the mount (a target a user names, from '/') is walked asynchronously,
+   * since nasd answers the mount's requests on the very thread that would wait.
+   */
+  constructor(readonly root: string, private readonly own = true) {}
 
   /**
    * Directory rel, opened in one openat2(2) from the root that follows no link on the way (the binding's
@@ -100,13 +105,29 @@ export class Beneath {
     }
   }
 
+  /** The same one component at a time, each opened from the descriptor of the one above, asynchronously. */
+  private async walkTo(rel: string): Promise<number> {
+    let fd = await open(this.root, constants.O_RDONLY | constants.O_DIRECTORY);
+    for (const name of components(rel)) {
+      let next: number;
+      try {
+        next = await openDirIn(fdPath(fd), name);
+      } finally {
+        await close(fd);
+      }
+      fd = next;
+    }
+    return fd;
+  }
+
   /** Run fn with a name for directory rel, held open meanwhile: names inside it are looked up in that very directory. */
   async inDir<T>(rel: string, fn: (dir: string) => Promise<T>): Promise<T> {
-    const fd = this.openDir(rel);
+    const fd = this.own ? this.openDir(rel) : await this.walkTo(rel);
     try {
       return await fn(fdPath(fd));
     } finally {
-      fs.closeSync(fd);
+      if (this.own) fs.closeSync(fd);
+      else await close(fd);
     }
   }
 

@@ -121,4 +121,14 @@ describe('export and import', () => {
     expect(there.code).toBe(1);
     expect(there.stderr).toMatch(/revoked/);
   });
+
+  it('answers an export into a folder of the mount itself, which nasd serves while it writes there', async () => {
+    // skills/ was never listed: opening it asks nasd, on the thread that writes the file (it must not wait on itself).
+    await run('sh', ['-c', 'echo 2 > /proc/sys/vm/drop_caches']);
+    const r = await d.nas('export', 'demo', `${d.path('demo@work')}/skills/demo.bundle`);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/skills takes no hard links \(a versioned folder of a Home\?\); nothing was written/);
+    expect((await d.nas('status')).code).toBe(0);
+    expect(await fs.readdir(d.path('demo@work', 'skills'))).toEqual(['README.md']);
+  });
 });

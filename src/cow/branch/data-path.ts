@@ -13,6 +13,11 @@ import type { ReadManifest } from './read-manifest.js';
 import type { BranchState } from './state.js';
 
 const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
+/**
+ * Added to every open of an upper file (fsx opens synchronously): a FIFO swapped in for a file meanwhile then
+ * answers at once instead of blocking the thread that serves the mount. A regular file ignores it.
+ */
+const NEVER_WAIT = constants.O_NONBLOCK;
 
 /**
  * The per-descriptor data path of a branch view: open and create give a handle of the open's mode (content
@@ -50,7 +55,7 @@ export class DataPath {
     }
     if (!writing) {
       if (node.stat) {
-        const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, constants.O_RDONLY | constants.O_NOFOLLOW));
+        const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, constants.O_RDONLY | constants.O_NOFOLLOW | NEVER_WAIT));
         return { mode: 'read', rel, fd, size: node.stat.size };
       }
       await this.reads().record(rel, node.entry.oid);
@@ -66,7 +71,7 @@ export class DataPath {
       if (truncating) await this.copy.createEmpty(rel);
       else size = await this.copy.file(rel, node.entry);
     }
-    const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW));
+    const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW | NEVER_WAIT));
     if (truncating) {
       this.state.space.remove(size);
       size = 0;
@@ -82,10 +87,10 @@ export class DataPath {
       const name = `${dir}/${rel.slice(rel.lastIndexOf('/') + 1)}`;
       let made: number;
       try {
-        made = await fsx.open(name, constants.O_CREAT | constants.O_EXCL | constants.O_RDWR | constants.O_NOFOLLOW, mode & 0o7777);
+        made = await fsx.open(name, constants.O_CREAT | constants.O_EXCL | constants.O_RDWR | constants.O_NOFOLLOW | NEVER_WAIT, mode & 0o7777);
       } catch (e) {
         if (!hasCode(e, 'EEXIST')) throw e;
-        return fsx.open(name, constants.O_RDWR | constants.O_TRUNC | constants.O_NOFOLLOW);
+        return fsx.open(name, constants.O_RDWR | constants.O_TRUNC | constants.O_NOFOLLOW | NEVER_WAIT);
       }
       try {
         await ownNewFile(made, dir, caller, mode);

@@ -92,21 +92,29 @@ export class Overlay {
     if (no) throw fsError(no.code, `${op} ${rel} refused: ${no.why}`);
   }
 
+  /**
+   * rel's own entry in the upper directory, looked at by name in its parent held open (a link on the way is
+   * ELOOP, never followed: it could lead into the mount, which this thread serves).
+   */
+  private lstatUpper<S>(rel: string, lstat: (path: string) => Promise<S>): Promise<S> {
+    return rel === '' ? lstat(this.upper) : this.tree.at(rel, lstat);
+  }
+
   /** The upper directory's entry for rel with nanosecond times, or null when rel is not there. */
   async statNs(rel: string): Promise<BigIntStats | null> {
     try {
-      return await fsx.lstatNs(this.up(rel));
+      return await this.lstatUpper(rel, fsx.lstatNs);
     } catch (e) {
-      if (!hasCode(e, 'ENOENT') && !hasCode(e, 'ENOTDIR')) throw e;
+      if (!hasCode(e, 'ENOENT') && !hasCode(e, 'ENOTDIR') && !hasCode(e, 'ELOOP')) throw e;
       return null;
     }
   }
 
   async resolve(rel: string): Promise<Node | null> {
     try {
-      return { stat: await fsx.lstat(this.up(rel)) };
+      return { stat: await this.lstatUpper(rel, fsx.lstat) };
     } catch (e) {
-      if (!hasCode(e, 'ENOENT') && !hasCode(e, 'ENOTDIR')) throw e;
+      if (!hasCode(e, 'ENOENT') && !hasCode(e, 'ENOTDIR') && !hasCode(e, 'ELOOP')) throw e;
     }
     return this.gitNode(rel);
   }
