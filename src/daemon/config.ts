@@ -95,6 +95,9 @@ As a mount helper (mount -t fuse.nasd, /etc/fstab, a systemd .mount unit):
 
 nasd --print-config KEY [flags]: print one setting as nasd would use it (the file and the same flags), e.g.
   nasd --print-config mount; the systemd unit asks it for the socket and the mount point.
+
+Signals: SIGTERM commits what is pending and unmounts; SIGHUP (systemctl reload) commits, then runs nasd again
+in this process, keeping the mount: shells and files open inside it carry on (an upgrade of the checkout).
 `;
 
 /**
