@@ -330,6 +330,8 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         bool listed = false;
         if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listed = listing_remove(p, c->name, &entry);
         if (!listed && moved && moved->known) entry = moved->st, listed = true;
+        // Moved from git, it is on disk now (a copy-up): under another inode number than any listing knows.
+        if (moved && moved->known && from_git(moved)) listed = false;
         Node* to = c->parent2 == c->parent ? get(m, c->parent) : dir_changed(m, c->parent2, c->dir_version2, dir_after(1), settled);
         if (to && to->listing) {
           if (listed) listing_add(to, c->name2, entry);
