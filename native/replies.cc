@@ -149,10 +149,10 @@ static void reply_entry(Call* c, Node* n, bool cacheable, double ttl) {
 // A git path's inode number (cow/attr.ts gitIno): what it is until a copy-up puts it on disk.
 static bool from_git(const Node* n) { return n->st.st_ino >= GIT_INOS && n->st.st_ino < PRIVATE_IDS; }
 
-// Node n's attributes changed: what the cache holds of them goes (its directories' listings give a bound
-// node's own attributes, so they stay).
+// Node n's attributes changed: they are asked again. Its listing (its names) stays: what changes names edits the
+// listing or drops it; and its directories' listings give a bound node's own attributes, so they stay too.
 static void touched(Node* n) {
-  drop(n);
+  n->fresh_until = 0;
   n->version++;
 }
 
@@ -182,13 +182,12 @@ static Node* dir_changed(Mount* m, uint64_t id, uint64_t left, const double* aft
   struct stat st {};
   if (after) unpack(after, &st);
   if (after && settled && id != FUSE_ROOT_ID && p->known && !from_git(p) && p->version == left && st.st_ino == p->st.st_ino) {
-    std::shared_ptr<Listing> listing = p->listing;
     touched(p);
     remember(m, p, st, true);
-    p->listing = std::move(listing);
     return p;
   }
   changed(m, p);
+  p->listing.reset();
   return nullptr;
 }
 
@@ -269,7 +268,7 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         touched(n);
         remember(m, n, st, false);
         // A directory made here is empty: its listing is known, and the changes made through the mount keep it so.
-        if (c->op == MKDIR && made && settled) n->listing = std::make_shared<Listing>();
+        if (c->op == MKDIR) n->listing = made && settled ? std::make_shared<Listing>() : nullptr;
         if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listing_add(p, c->name, st);
         reply_entry(c, n, false, ttl);
         break;
@@ -299,11 +298,8 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
           bool alone = n->version == c->version && n->writers == 0;
           if (c->op == SETATTR) {
             bool on_disk = n->known && !from_git(n) && st.st_ino == n->st.st_ino;
-            // A directory's names stay what they were (tar sets each directory's times once it is filled).
-            std::shared_ptr<Listing> listing = on_disk ? n->listing : nullptr;
             changed(m, n);
             remember(m, n, st, alone && on_disk && settled);
-            n->listing = std::move(listing);
           } else {
             remember(m, n, st, cacheable && alone);
           }
@@ -314,7 +310,7 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
       }
       case UNLINK: case RMDIR:
         // Its link count and ctime changed (a hard link's other names still show it).
-        if (Node* n = child(m, c->parent, c->name)) touched(n);
+        if (Node* n = child(m, c->parent, c->name)) drop(n), n->version++;
         unbind(m, c->parent, c->name);
         if (Node* p = dir_changed(m, c->parent, c->dir_version, dir_after(0), settled)) listing_remove(p, c->name);
         lock.unlock();
@@ -322,8 +318,9 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         break;
       case RENAME: {
         Node* moved = child(m, c->parent, c->name);
-        for (Node* n : {moved, child(m, c->parent2, c->name2)})
-          if (n) touched(n);
+        Node* replaced = child(m, c->parent2, c->name2);
+        if (moved) touched(moved);
+        if (replaced && replaced != moved) drop(replaced), replaced->version++;
         move(m, c->parent, c->name, c->parent2, c->name2);
         // The entry moves with its attributes as listed (or as last known): the node's own are asked again.
         struct stat entry {};
