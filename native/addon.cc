@@ -1,4 +1,4 @@
-// What JS calls: mount, reply, invalidate, restrict, unmount, stats, fd, lutimens (src/fuse-ops/native.ts).
+// What JS calls: mount, reply, invalidate, restrict, share, unmount, stats, fd, lutimens (src/fuse-ops/native.ts).
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -249,6 +249,20 @@ static napi_value js_restrict(napi_env env, napi_callback_info info) {
   std::lock_guard<std::mutex> lock(m->mu);
   if (listed) m->restricted[text(env, argv[1])] = names;
   else m->restricted.erase(text(env, argv[1]));
+  return nullptr;
+}
+
+// share(mount, names): the views whose nodes may have an access ACL (the others have none, answered natively).
+static napi_value js_share(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  Mount* m = mount_arg(env, argv[0]);
+  if (!m) return fail(env, "share: not a mount");
+  bool listed;
+  auto names = strings(env, argv[1], &listed);
+  std::lock_guard<std::mutex> lock(m->mu);
+  m->shared = listed ? names : std::set<std::string>();
   return nullptr;
 }
 
@@ -521,6 +535,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"groups", nullptr, js_groups, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"invalidate", nullptr, js_invalidate, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"restrict", nullptr, js_restrict, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"share", nullptr, js_share, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"stats", nullptr, js_stats, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"unmount", nullptr, js_unmount, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"fd", nullptr, js_fd, nullptr, nullptr, nullptr, napi_default, nullptr},

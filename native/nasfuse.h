@@ -23,7 +23,7 @@ namespace nas {
 // Request kinds as JS sees them (src/fuse-ops/native.ts mirrors these numbers).
 enum Op {
   LOOKUP = 1, GETATTR, SETATTR, READLINK, MKNOD, MKDIR, UNLINK, RMDIR, SYMLINK, RENAME, LINK,
-  OPEN, READ, WRITE, RELEASE, FSYNC, OPENDIR, FSYNCDIR, STATFS, CREATE,
+  OPEN, READ, WRITE, RELEASE, FSYNC, OPENDIR, FSYNCDIR, STATFS, CREATE, GETXATTR, LISTXATTR,
 };
 
 // Node ids at or above this are the binding's own: given when a view's inode number is taken by another node.
@@ -91,6 +91,9 @@ struct Mount {
   // Run namespaces (readlink of /proc/<pid>/ns/pid) and the top-level names their processes may reach; a
   // request from one is answered from the cache only inside those names (else JS refuses it).
   std::map<std::string, std::set<std::string>> restricted;
+  // Top-level names (branch views) whose nodes may have an access ACL: their ACLs are asked of JS, every other
+  // node's answered here (none).
+  std::set<std::string> shared;
 
   // Changes made by requests (mutations) and by nasd on its own (invalidations): a fill from JS whose request
   // saw either move is not cached, and one that saw an invalidation is given to the kernel with no timeout.

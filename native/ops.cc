@@ -107,8 +107,10 @@ static bool in_dir(Call* c, uint64_t parent, const char* name) {
 
 static void ll_init(void* userdata, struct fuse_conn_info* conn) {
   Mount* m = static_cast<Mount*>(userdata);
+  // POSIX_ACL: the kernel checks (and caches) the access ACLs nasd reports: how a branch's write-lease principals
+  // share the rights of the Home's owner account on what it owns there (src/cow/owner-share.ts).
   conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_EXPORT_SUPPORT |
-                FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_AUTO_INVAL_DATA;
+                FUSE_CAP_CACHE_SYMLINKS | FUSE_CAP_AUTO_INVAL_DATA | FUSE_CAP_POSIX_ACL;
   conn->want &= conn->capable;
   // Writes go through (close-to-commit and fsync keep their guarantees); truncation comes as setattr, as before.
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_HANDLE_KILLPRIV);
@@ -565,6 +567,37 @@ static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
   if (with_path(req, c)) send(c);
 }
 
+// The one extended attribute nasd has is a node's access ACL, asked of JS (the kernel caches it until the node is
+// invalidated or changed). Every other name has no value, answered here: the kernel asks security.capability
+// before every write.
+static constexpr const char* ACL_ACCESS = "system.posix_acl_access";
+
+// Whether a node may have an ACL: it has a name, under a view JS said shares (share()).
+static bool may_share(fuse_req_t req, fuse_ino_t ino) {
+  Mount* m = mount_of(req);
+  std::lock_guard<std::mutex> lock(m->mu);
+  if (m->shared.empty() || ino == FUSE_ROOT_ID) return false;
+  Node* n = get(m, ino);
+  if (!n || n->names.empty()) return false;
+  return m->shared.count(top_of(m, n, std::string())) > 0;
+}
+
+static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (strcmp(name, ACL_ACCESS) != 0 || !may_share(req, ino)) return (void)fuse_reply_err(req, ENODATA);
+  Call* c = call(req, GETXATTR, ino);
+  c->size = size;
+  c->a = static_cast<double>(size);
+  if (with_path(req, c)) send(c);
+}
+
+static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  if (!may_share(req, ino)) return (void)(size ? fuse_reply_buf(req, nullptr, 0) : fuse_reply_xattr(req, 0));
+  Call* c = call(req, LISTXATTR, ino);
+  c->size = size;
+  c->a = static_cast<double>(size);
+  if (with_path(req, c)) send(c);
+}
+
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino) {
   Call* c = call(req, STATFS, ino);
   if (with_path(req, c)) send(c);
@@ -598,6 +631,9 @@ const struct fuse_lowlevel_ops* operations() {
   ops.fsyncdir = ll_fsyncdir;
   ops.statfs = ll_statfs;
   ops.create = ll_create;
+  ops.getxattr = ll_getxattr;
+  ops.listxattr = ll_listxattr;
+  // No setxattr or removexattr: the kernel answers EOPNOTSUPP for them (setfacl, setfattr) once told ENOSYS.
   // No flush: the kernel then stops sending FLUSH on every close; written files join a commit at release.
   return &ops;
 }

@@ -230,7 +230,7 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
     if (Node* n = get(m, c->ino); n && n->writers > 0) n->writers--;
   }
   if (c->op != READ && c->op != WRITE && c->op != RELEASE && c->op != FSYNC && c->op != GETATTR && c->op != LOOKUP &&
-      c->op != READLINK && c->op != OPENDIR && c->op != STATFS && c->op != FSYNCDIR)
+      c->op != READLINK && c->op != OPENDIR && c->op != STATFS && c->op != FSYNCDIR && c->op != GETXATTR && c->op != LISTXATTR)
     m->mutations++;
   if (err) {
     // A change refused may have changed part of what it touched: its directories are listed again.
@@ -423,6 +423,17 @@ void finish(napi_env env, Call* c, double result, napi_value value, napi_value e
         lock.unlock();
         fuse_reply_err(c->req, 0);
         break;
+      case GETXATTR: case LISTXATTR: {
+        // value: the bytes (an ACL, or names each ended by a NUL); a size of 0 asks only how many there are.
+        lock.unlock();
+        void* bytes = nullptr;
+        size_t len = 0;
+        if (!value || napi_get_buffer_info(env, value, &bytes, &len) != napi_ok) goto bad;
+        if (c->size == 0) fuse_reply_xattr(c->req, len);
+        else if (len > c->size) fuse_reply_err(c->req, ERANGE);
+        else fuse_reply_buf(c->req, static_cast<const char*>(bytes), len);
+        break;
+      }
       case STATFS: {
         lock.unlock();
         if (!value || !doubles(env, value, &w, &words) || words < 11) goto bad;

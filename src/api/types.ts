@@ -112,12 +112,15 @@ export interface TrashRestored {
 /** A lease as shown: never its token's hash. */
 export type LeaseView = Omit<Lease, 'token_sha256'> & { status: 'active' | 'expired' | 'revoked' };
 
-/** Who owns a branch view's files now, after the leases were applied. */
+/** Who owns a branch view's files now, after the leases were applied, and who shares the owner's rights there. */
 export interface BranchAccess {
   /** The write lease in force, if any. */
   lease: string | null;
+  /** The Home's owner account: what has no record is its own, in every view. */
   owner: Owner;
-  /** Set when the principal is no local account, so the view keeps its owner. */
+  /** The uids of the write leases' principals, each an ACL entry with the owner's rights on what it owns here. */
+  shared_with: number[];
+  /** Set when the principal is no local account, so it shares nothing. */
   warning?: string;
 }
 

@@ -1,20 +1,20 @@
 import { MODE, type Store } from '../store/store.js';
 import { fullMode } from '../store/file-meta.js';
 import { permits, visibleMode, type Reader } from '../policy/policy.js';
-import type { Owner } from './attr.js';
+import type { OwnerShare } from './owner-share.js';
 
 /**
  * Whether a reader could read a path of a commit's tree through a view, as the kernel would decide it from
  * what the view reports (attr.ts, git-layer.ts): search on every folder above it, read on it (a symlink's
  * target needs only the search). Owners and modes come from the tree's metadata records; what has none shows
- * the view's owner; the inbox is its owner's only (visibleMode). For the control API's answers that carry
+ * the Home's owner, whose rights a branch's write-lease principals share (owner-share.ts); the inbox is its owner's only (visibleMode). For the control API's answers that carry
  * file content: they show what the mount would, no more.
  */
 export class ReadAccess {
   /** Per tree and folder: whether the reader may search it (and every folder above it). */
   private readonly folders = new Map<string, Promise<boolean>>();
 
-  constructor(private readonly store: Store, private readonly owner: Owner, private readonly reader: Reader) {}
+  constructor(private readonly store: Store, private readonly share: OwnerShare, private readonly reader: Reader) {}
 
   async mayRead(tree: string, rel: string): Promise<boolean> {
     const entry = await this.store.lookupPath(tree, rel);
@@ -42,6 +42,9 @@ export class ReadAccess {
   private async permits(tree: string, rel: string, entry: { oid: string; mode: number }, want: number): Promise<boolean> {
     const meta = await this.store.meta(tree, rel, entry.mode);
     const mode = visibleMode(rel, fullMode(entry.mode, meta));
-    return permits(this.reader, { mode, uid: meta?.uid ?? this.owner.uid, gid: meta?.gid ?? this.owner.gid }, want);
+    const st = { mode, uid: meta?.uid ?? this.share.owner.uid, gid: meta?.gid ?? this.share.owner.gid };
+    // A sharer's named ACL entry carries the owner's rights.
+    const sharer = this.share.covers(st) && this.share.sharers.includes(this.reader.uid);
+    return permits(this.reader, sharer ? { ...st, uid: this.reader.uid } : st, want);
   }
 }

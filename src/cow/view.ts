@@ -83,6 +83,8 @@ export interface View {
   readdir(rel: string): Promise<string[]>;
   readlink(rel: string): Promise<string>;
   access(rel: string, mode: number): Promise<void>;
+  /** rel's POSIX access ACL in the kernel's xattr form, or null (none: its mode says it all). Absent: no view has one. */
+  acl?(rel: string): Promise<Buffer | null>;
   open(rel: string, flags: number): Promise<Handle>;
   read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number>;
   release(h: Handle): Promise<void>;

@@ -111,7 +111,8 @@ async function main(): Promise<void> {
   // stats the mount point while it starts the next nasd, when no one would answer. Asynchronously: this process
   // answers the request.
   void fs.promises.stat(config.mount).catch((err) => log.warn({ err }, 'cannot stat the mount point'));
-  homes.kernelCache = { forget: (roles) => mount.invalidate(roles), stats: () => mount.stats() };
+  homes.kernelCache = { forget: (roles) => mount.invalidate(roles), share: (names) => mount.share(names), stats: () => mount.stats() };
+  mount.share(homes.sharedViews());
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
   homes.runs.onChange = confine;
   for (const run of homes.runs.all()) confine(run, true);

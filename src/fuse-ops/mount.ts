@@ -30,6 +30,8 @@ export interface FuseMount {
   invalidate(roles: string[] | null): Promise<void>;
   /** Requests from this pid namespace (a run) are served from the cache only under these names (null: lift). */
   restrict(pidNamespace: string, names: string[] | null): void;
+  /** The views (top-level names) whose nodes may have an access ACL: the binding asks JS for theirs only. */
+  share(names: string[]): void;
   /** Requests answered from the cache (hits) and asked of JS (misses); nodes the kernel holds. */
   stats(): { hits: number; misses: number; nodes: number };
   /** The kernel connection's descriptor (for systemd's store). */
@@ -141,6 +143,7 @@ export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseO
         native.invalidate(handle, roles, id);
       }),
     restrict: (pidNamespace, names) => mounted && native.restrict(handle, pidNamespace, names),
+    share: (names) => mounted && native.share(handle, names),
     stats: () => native.stats(handle),
     fd: () => native.fd(handle),
     suspend: () => native.suspend(handle),

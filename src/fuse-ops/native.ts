@@ -5,6 +5,7 @@ export { binding, type Connection, type Dispatch, type NativeBinding, type Nativ
 export const OP = {
   LOOKUP: 1, GETATTR: 2, SETATTR: 3, READLINK: 4, MKNOD: 5, MKDIR: 6, UNLINK: 7, RMDIR: 8, SYMLINK: 9, RENAME: 10, LINK: 11,
   OPEN: 12, READ: 13, WRITE: 14, RELEASE: 15, FSYNC: 16, OPENDIR: 17, FSYNCDIR: 18, STATFS: 19, CREATE: 20,
+  GETXATTR: 21, LISTXATTR: 22,
 } as const;
 
 /** setattr's `valid` bits (fuse_lowlevel.h). */

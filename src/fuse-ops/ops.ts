@@ -8,6 +8,7 @@ import { mainRefusal } from '../cow/main-view.js';
 import type { Mutation } from '../policy/policy.js';
 import { attrFromStats } from '../cow/attr.js';
 import { fstat } from '../cow/fsx.js';
+import { ACL_ACCESS } from '../cow/owner-share.js';
 import type { OpenFiles } from './open-files.js';
 import type { Refusals } from '../homes/refusals.js';
 import { meter } from '../metrics/meter.js';
@@ -48,10 +49,10 @@ const errnoName = (errno: number): string => ERRNO_NAMES.get(errno) ?? `E${-errn
 const opensForWriting = (flags: number) => (flags & 3) !== constants.O_RDONLY || (flags & constants.O_TRUNC) !== 0;
 
 /** Codes a caller provokes in normal use: not worth more than a debug line (OpenFiles logs its own caps once). */
-const QUIET = new Set(['ENOENT', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL', 'EMFILE', 'ENFILE']);
+const QUIET = new Set(['ENOENT', 'ENODATA', 'EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR', 'EINVAL', 'EMFILE', 'ENFILE']);
 
 /** Metadata requests: the hottest path, where nothing but the answer is worth a call. */
-const LOOKUPS = new Set(['getattr', 'readdir', 'readlink', 'access', 'statfs']);
+const LOOKUPS = new Set(['getattr', 'readdir', 'readlink', 'access', 'statfs', 'getxattr', 'listxattr']);
 
 /** Codes that are a rule saying no (policy, main, leases, quota, limits): kept with their reason for `nas why`. */
 const REFUSING = new Set(['EROFS', 'EPERM', 'EACCES', 'EDQUOT', 'EXDEV', 'EMFILE', 'ENFILE', 'ENOSPC', 'EBUSY', 'ENOTSUP']);
@@ -372,5 +373,20 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     utimens: (path: string, atime: TimeArg, mtime: TimeArg, cb: Cb) =>
       answer('utimens', path, cb, async () => { const r = mutable(path, 'utimens'); await r.view.utimens(r.rel, atime, mtime); }),
     statfs: (path: string, cb: Cb) => answer('statfs', path, cb, async () => router.statfs(route(path)?.view)),
+    /** The one extended attribute a view has: a node's access ACL (the binding answers every other name itself). */
+    getacl: (path: string, cb: Cb) =>
+      answer('getxattr', path, cb, async () => {
+        const r = route(path);
+        const acl = r ? await r.view.acl?.(r.rel) : null;
+        if (!acl) throw fsError('ENODATA');
+        return acl;
+      }),
+    /** The names of a node's extended attributes, each ended by a NUL: its ACL's, when it has one. */
+    listxattr: (path: string, cb: Cb) =>
+      answer('listxattr', path, cb, async () => {
+        const r = route(path);
+        const acl = r ? await r.view.acl?.(r.rel) : null;
+        return Buffer.from(acl ? `${ACL_ACCESS}\0` : '');
+      }),
   };
 }

@@ -209,6 +209,8 @@ export function dispatcher(ops: Ops, send: Reply, groups: (call: number) => numb
             reply(call, 0, Float64Array.of(f.bsize, f.frsize, f.blocks, f.bfree, f.bavail, f.files, f.ffree, f.favail, f.fsid, f.flag, f.namemax));
           }),
         );
+      case OP.GETXATTR: return as(who, () => ops.getacl(path, (err: number, acl?: unknown) => reply(call, err || 0, acl)));
+      case OP.LISTXATTR: return as(who, () => ops.listxattr(path, (err: number, names?: unknown) => reply(call, err || 0, names)));
       default: return reply(call, -osConstants.errno.ENOSYS);
     }
   };

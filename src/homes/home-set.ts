@@ -1,3 +1,4 @@
+import { OwnerShare } from '../cow/owner-share.js';
 import fs from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
@@ -94,7 +95,12 @@ export class HomeSet {
   readonly clock: WallClock;
 
   /** What the mount keeps of the views (kernel and binding caches): nasd sets it once mounted. */
-  kernelCache: { forget(roles: string[] | null): Promise<void>; stats?(): { hits: number; misses: number; nodes: number } } = {
+  kernelCache: {
+    forget(roles: string[] | null): Promise<void>;
+    /** The views whose nodes may have an access ACL (the binding answers every other node's itself). */
+    share?(names: string[]): void;
+    stats?(): { hits: number; misses: number; nodes: number };
+  } = {
     forget: async () => undefined,
   };
 
@@ -103,7 +109,13 @@ export class HomeSet {
    * kernel holds of them goes, and this resolves once it is told, so whoever asked then reads the change.
    */
   viewsChanged(role: string | null): Promise<void> {
+    this.kernelCache.share?.(this.sharedViews());
     return this.kernelCache.forget(role === null ? null : [role]);
+  }
+
+  /** The branch views whose owner's rights a write-lease principal shares: where nodes have ACLs. */
+  sharedViews(): string[] {
+    return [...this.homes.values()].flatMap((m) => [...m.branches.values()].filter((v) => v.share.sharers.length > 0).map((v) => v.name));
   }
 
   constructor(readonly opts: HomeSetOptions) {
@@ -263,10 +275,13 @@ export class HomeSet {
     return this.branch(role, branch);
   }
 
-  /** Whom a view shows as the owner of what has no metadata record: a branch's (its write lease's principal), else nasd's. */
-  viewOwner(role: string, branch?: string): Owner {
+  /**
+   * Who owns what has no metadata record in a view (nasd's owner, in every view), and who shares its rights there
+   * (a branch's write-lease principals): owner-share.ts.
+   */
+  viewShare(role: string, branch?: string): OwnerShare {
     const view = branch && branch !== 'main' ? this.mounted(role).branches.get(branch) : undefined;
-    return view?.owner ?? this.opts.owner;
+    return view?.share ?? new OwnerShare(this.opts.owner);
   }
 
   branchNames(role: string): string[] {

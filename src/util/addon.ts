@@ -16,6 +16,8 @@ export interface NativeBinding {
   groups(call: number): number[];
   invalidate(mount: NativeMount, roles: string[] | null, barrier: number): void;
   restrict(mount: NativeMount, pidNamespace: string, names: string[] | null): void;
+  /** The top-level names whose nodes may have an access ACL (asked of JS); every other node has none. */
+  share(mount: NativeMount, names: string[]): void;
   stats(mount: NativeMount): { hits: number; misses: number; nodes: number };
   unmount(mount: NativeMount): Promise<void>;
   fd(mount: NativeMount): number;

@@ -3,7 +3,7 @@ import { constants } from 'node:os';
 /** Errno names a filesystem operation may fail with; fuse-ops maps them to numbers in one place. */
 export type ErrnoCode =
   | 'ENOENT' | 'EEXIST' | 'ENOTDIR' | 'EISDIR' | 'ENOTEMPTY' | 'EINVAL' | 'EROFS' | 'EPERM'
-  | 'EACCES' | 'EDQUOT' | 'EBADF' | 'EXDEV' | 'ENAMETOOLONG' | 'EIO' | 'ENOTSUP' | 'ENOSPC'
+  | 'EACCES' | 'EDQUOT' | 'EBADF' | 'EXDEV' | 'ENAMETOOLONG' | 'EIO' | 'ENOTSUP' | 'ENOSPC' | 'ENODATA'
   | 'ELOOP' | 'EBUSY' | 'EFBIG' | 'EMFILE' | 'ENFILE' | 'ESTALE';
 
 /** An error that carries the errno the caller of a syscall should see, and why. */

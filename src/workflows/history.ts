@@ -81,7 +81,7 @@ export class HistoryService {
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UserError('--limit must be a whole number from 1 to 10000');
     const snap = await this.homes.snapshot(role, b.branch);
     const store = snap.home.store;
-    const mayRead = path ? this.readers.mayRead(await this.readers.of(role, creds), store, this.homes.viewOwner(role, b.branch)) : undefined;
+    const mayRead = path ? this.readers.mayRead(await this.readers.of(role, creds), store, this.homes.viewShare(role, b.branch)) : undefined;
     const out: LogEntry[] = [];
     for (let c: string | undefined = snap.commit, seen = 0; c && out.length < limit && seen < 100_000; seen++) {
       const commit = await store.readCommit(c);
@@ -123,7 +123,7 @@ export class HistoryService {
     // What the caller could not read through the mount is named, not shown; what it is shown, it has read.
     const who = await this.readers.of(role, creds);
     const shown = await shownDiff(store, a, z, {
-      under: path, mayRead: this.readers.mayRead(who, store, this.homes.viewOwner(role, b.branch)), owner: this.homes.viewOwner(role),
+      under: path, mayRead: this.readers.mayRead(who, store, this.homes.viewShare(role, b.branch)), owner: this.homes.viewShare(role).owner,
     });
     await this.readers.record(who, shown.shown);
     return {
@@ -181,7 +181,7 @@ export class HistoryService {
     const under = (p: string) => paths.length === 0 || paths.some((q) => p === q || p.startsWith(`${q}/`));
     const out: Restored = { view: view.name, from: commit, restored: [], removed: [], refused: [], head: '' };
     const regular = (mode?: number) => mode === MODE.file || mode === MODE.exec;
-    const mayRead = this.readers.mayRead(who, store, view.owner);
+    const mayRead = this.readers.mayRead(who, store, view.share);
     const contentOf = async (e?: Entry) => (e && regular(e.mode) ? store.readBlob(e.oid) : null);
     // A file that stays a file is overwritten in place, and what it held is filed in the recycle area in one go
     // (an unlink and a new file each would cost the deletion machinery per file).

@@ -147,6 +147,7 @@ export class LeaseService {
     const leases = await store.list();
     let until = Infinity;
     const out: Record<string, BranchAccess> = {};
+    let changed = false;
     for (const view of this.homes.branchViews(role)) {
       const branch = view.name.slice(role.length + 1);
       // Every write lease in force (a sub-lease does not end its parent's); the newest one owns the view.
@@ -158,14 +159,17 @@ export class LeaseService {
       for (const l of inForce) until = Math.min(until, Date.parse(l.expires));
       const principals = await Promise.all(inForce.map(async (l) => ({ id: l.id, owner: await resolvePrincipal(l.principal) })));
       const owner = principals[0]?.owner ?? null;
-      await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals);
+      if (await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals)) changed = true;
       out[branch] = {
         lease: active?.id ?? null,
-        owner: view.owner,
-        ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so ${view.name} keeps its owner` } : {}),
+        owner: view.share.owner,
+        shared_with: [...view.share.sharers],
+        ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so it shares no rights in ${view.name}` } : {}),
       };
     }
     this.applied.set(role, { ref, until });
+    // Modes and ACLs the kernel holds of the Home's branches are stale (a lease that ended by itself too).
+    if (changed) await this.homes.viewsChanged(role);
     return out;
   }
 

@@ -81,7 +81,7 @@ export class MemoryService {
     if (!Number.isInteger(maxTokens) || maxTokens < 100) throw new UserError('--max-tokens must be a whole number of at least 100');
     const { snap, files, tree } = await this.files(role, branch);
     const who = creds ? await this.readers.of(role, creds) : { reader: null };
-    const mayRead = this.readers.mayRead(who, snap.home.store, this.homes.viewOwner(role, branch));
+    const mayRead = this.readers.mayRead(who, snap.home.store, this.homes.viewShare(role, branch));
     const shown = mayRead ? filterFiles(files, (p) => mayRead(tree, p)) : files;
     try {
       const report = { view: snap.name, ...briefing(await this.load(snap, shown), snap.name, maxTokens) };

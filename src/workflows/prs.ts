@@ -104,7 +104,7 @@ export class PrService {
     const [baseTree, headTree] = await Promise.all([pr.base, pr.head].map(async (c) => (await home.store.readCommit(c)).tree));
     const who = await this.readers.of(role, creds);
     const shown = await shownDiff(home.store, baseTree, headTree, {
-      mayRead: this.readers.mayRead(who, home.store, this.homes.viewOwner(role, pr.branch)), owner: this.homes.viewOwner(role),
+      mayRead: this.readers.mayRead(who, home.store, this.homes.viewShare(role, pr.branch)), owner: this.homes.viewShare(role).owner,
     });
     await this.readers.record(who, shown.shown);
     const files = await mapLimit(shown.files, 8, async (c): Promise<PrFile> => {

@@ -2,7 +2,7 @@ import { lookupAccount, groupsOf } from '../util/accounts.js';
 import { ANYONE, type Reader } from '../policy/policy.js';
 import { resolvePrincipal } from '../lease/principal.js';
 import { ReadAccess } from '../cow/read-access.js';
-import type { Owner } from '../cow/attr.js';
+import type { OwnerShare } from '../cow/owner-share.js';
 import type { Store } from '../store/store.js';
 import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
@@ -38,10 +38,10 @@ export class Readers {
     return { reader: await readerOf(lease.principal), manifest: this.manifestOf(role, lease.branch) };
   }
 
-  /** Whether the caller could read a path of a tree through a view with this owner; undefined: everything. */
-  mayRead(c: ContentReader, store: Store, owner: Owner): ((tree: string, path: string) => Promise<boolean>) | undefined {
+  /** Whether the caller could read a path of a tree through a view with this share of its owner's rights; undefined: everything. */
+  mayRead(c: ContentReader, store: Store, share: OwnerShare): ((tree: string, path: string) => Promise<boolean>) | undefined {
     if (!c.reader) return undefined;
-    const access = new ReadAccess(store, owner, c.reader);
+    const access = new ReadAccess(store, share, c.reader);
     return (tree, path) => access.mayRead(tree, path);
   }
 

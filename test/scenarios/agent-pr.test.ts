@@ -53,7 +53,7 @@ describe('Agent PRs', () => {
     await d?.cleanup();
   });
 
-  it('issues a lease whose principal owns the branch view, so other users cannot write there', async () => {
+  it("issues a lease whose principal shares the owner's rights in the branch view, so other users cannot write there", async () => {
     await branch('draft');
     const token = await lease('demo/draft', '--principal', String(AGENT), '--ttl', '2h', '--scopes', 'write,propose:main');
     expect(token).toMatch(/^nas1\.l-[0-9a-f]{12}\.[A-Za-z0-9_-]{43}$/);
@@ -62,8 +62,10 @@ describe('Agent PRs', () => {
     expect(JSON.stringify(leases)).not.toContain(token.split('.')[2]);
     expect(JSON.stringify(leases)).not.toContain('token_sha256');
 
+    // The template's folder stays the Home owner's; the principal is an entry of its ACL (one-owner.test.ts).
     const st = await fs.stat(p('draft', 'outbox'));
-    expect([st.uid, st.gid]).toEqual([AGENT, AGENT]);
+    expect([st.uid, st.gid, st.mode & 0o777]).toEqual([0, 0, 0o775]);
+    expect((await run('getfacl', ['-cn', p('draft', 'outbox')])).stdout).toContain(`user:${AGENT}:rwx`);
     expect((await asUser(AGENT, `echo mine > ${p('draft', 'outbox/agent.md')}`)).code).toBe(0);
     const other = await asUser(OTHER, `echo theirs > ${p('draft', 'outbox/other.md')}`);
     expect(other.code).not.toBe(0);

@@ -7,6 +7,7 @@ import { branchRef } from '../../store/refs.js';
 import type { Trash, TrashKind, TrashRecord } from '../../trash/trash.js';
 import { visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
+import { OwnerShare } from '../owner-share.js';
 import type { Caller } from '../../util/owner.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
@@ -72,9 +73,13 @@ export class BranchView implements WritableView {
   private readonly names: Names;
   private readonly files: DataPath;
   private readonly control: ControlWrites;
-  private readonly defaults: { owner: Owner; quotaBytes: number };
-  /** The uids of the principals of the write leases in force (setLease): with root and the default owner, the only ones who change the view. */
+  private readonly quotaBytes: number;
+  /** The uids of the principals of the write leases in force (setLease): with root and the Home's owner, the only ones who change the view. */
   private writers = new Set<number>();
+  /** The newest write lease's principal (setLease): it owns the scratch roots. */
+  private principal: Owner | null = null;
+  /** The Home's owner account owns what has no record; the writers share its rights on what it owns here. */
+  private shared: OwnerShare;
 
   private constructor(
     private readonly ctx: BranchContext,
@@ -84,7 +89,8 @@ export class BranchView implements WritableView {
     private readonly upperRoot: fs.FileHandle,
   ) {
     this.name = `${ctx.role}@${ctx.branch}`;
-    this.defaults = { owner: ctx.owner, quotaBytes: ctx.quotaBytes };
+    this.quotaBytes = ctx.quotaBytes;
+    this.shared = new OwnerShare(ctx.owner);
     this.state = new BranchState(ctx.quotaBytes, ctx.homeSpace);
     const short = fdPath(upperRoot.fd);
     this.overlay = new Overlay(`${ctx.dir}/upper`, short, ctx.rules, layer, this.state, () => this.committer.ignoreRulesChanged());
@@ -127,32 +133,40 @@ export class BranchView implements WritableView {
   }
 
   /**
-   * The write lease in force, or none: its principal owns the view's files and its budget caps the branch's
-   * quota. `inForce`: every write lease in force, newest first, with its principal's account (null: no local one).
+   * The write leases in force: their principals share the owner's rights here (owner-share.ts), the newest one
+   * owns the scratch roots, and its budget caps the branch's quota. `inForce`: every write lease in force, newest
+   * first, with its principal's account (null: no local one). True when what the kernel was told of the view's
+   * permissions (modes, ACLs, the scratch roots' owner) changed.
    */
   async setLease(
     lease: { owner: Owner | null; budgetBytes?: number } | null, inForce: { id: string; owner: Owner | null }[] = [],
-  ): Promise<void> {
+  ): Promise<boolean> {
     this.files.setLeases(inForce.map((l) => l.id));
     this.writers = new Set(inForce.flatMap((l) => (l.owner ? [l.owner.uid] : [])));
-    this.ctx.owner = lease?.owner ?? this.defaults.owner;
-    this.state.space.limit = Math.min(this.defaults.quotaBytes, lease?.budgetBytes ?? Infinity);
+    const shared = new OwnerShare(this.ctx.owner, this.writers);
+    const principal = lease?.owner ?? null;
+    const changed = shared.differs(this.shared) || principal?.uid !== this.principal?.uid || principal?.gid !== this.principal?.gid;
+    this.shared = shared;
+    this.principal = principal;
+    this.state.space.limit = Math.min(this.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
+    return changed;
   }
 
   /**
-   * The view's root and its scratch roots belong to the view's owner, so that account can make files there.
-   * Everything else keeps the owner it has, as on a disk: what a caller made is the caller's.
-   * Scratch roots are served by the kernel straight from disk (mayWrite is never asked there), so only their
-   * owner may enter them (0700): once a lease ends, what its principal made in workspace/ is out of its reach.
+   * The view's root belongs to the Home's owner, as in main (the writers share it). The scratch roots belong to
+   * the newest write lease's principal: they are served by the kernel straight from disk (no ACL, and mayWrite is
+   * never asked there), so only their owner may enter them (0700): once a lease ends, what its principal made in
+   * workspace/ is out of its reach.
    */
   private async giveRootsToOwner(): Promise<void> {
     await fs.lchown(this.overlay.up(''), this.ctx.owner.uid, this.ctx.owner.gid);
+    const scratchOwner = this.principal ?? this.ctx.owner;
     for (const { dir } of this.scratchDirs()) {
       // Through a descriptor: a mode is never given to what a symbolic link put there points to.
       const fh = await fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
       try {
-        await fh.chown(this.ctx.owner.uid, this.ctx.owner.gid);
+        await fh.chown(scratchOwner.uid, scratchOwner.gid);
         await fh.chmod(0o700);
       } finally {
         await fh.close();
@@ -175,11 +189,12 @@ export class BranchView implements WritableView {
    * to everyone (chmod 1777).
    */
   mayWrite(uid: number): boolean {
-    return uid === 0 || uid === this.defaults.owner.uid || this.writers.has(uid);
+    return uid === 0 || uid === this.ctx.owner.uid || this.writers.has(uid);
   }
 
-  get owner(): Owner {
-    return this.ctx.owner;
+  /** Who owns what has no record, and who shares its rights here. */
+  get share(): OwnerShare {
+    return this.shared;
   }
 
   /** The run the branch was created for (--run), if any. */
@@ -232,17 +247,29 @@ export class BranchView implements WritableView {
 
   // ---- reading -----------------------------------------------------------------------------------
 
+  /** The attributes as the kernel is told them: the group bits of what the writers share are the ACL's mask. */
   async getattr(rel: string): Promise<Attr> {
+    return this.shared.shown(await this.ownAttr(rel));
+  }
+
+  /** rel's access ACL (the writers' entries), or null when its mode says it all. */
+  async acl(rel: string): Promise<Buffer | null> {
+    return this.shared.acl(await this.ownAttr(rel));
+  }
+
+  /** rel's own attributes: its mode as records keep it. */
+  private async ownAttr(rel: string): Promise<Attr> {
     const st = await this.overlay.statNs(rel);
     let attr: Attr;
     if (st) attr = attrFromStats(st);
     else {
-      // Git keeps no owners or times: what the branch has not changed shows the view's owner and fork time.
+      // Git keeps no owners or times: what the branch has not changed shows the Home's owner and its last change.
       const node = await this.overlay.gitNode(rel);
       if (!node) throw fsError('ENOENT');
       attr = await this.overlay.layer.attr(rel, node.entry!, this.ctx.owner, gitIno(this.name, rel));
     }
-    // Untrusted input is read by the branch's own principal only, so every read of it lands in this manifest.
+    // Untrusted input is read by the branch's own principals only (through the ACL), so every read of it lands in
+    // this manifest.
     attr.mode = visibleMode(rel, attr.mode);
     return attr;
   }
@@ -321,8 +348,10 @@ export class BranchView implements WritableView {
 
   async chmod(rel: string, mode: number): Promise<void> {
     await this.overlay.check('chmod', rel);
+    // The group bits the kernel sends are the shown ones (a shared file's ACL mask), read before the copy-up.
+    const kept = this.shared.chmodded(await this.ownAttr(rel), mode);
     await this.copy.materialise(rel, await this.overlay.need(rel));
-    await this.overlay.tree.at(rel, (p) => chmodNoFollow(p, mode & 0o7777));
+    await this.overlay.tree.at(rel, (p) => chmodNoFollow(p, kept & 0o7777));
     this.committer.markDirty(rel);
   }
 

@@ -1,0 +1,85 @@
+import { constants } from 'node:fs';
+import type { Attr, Owner } from './attr.js';
+
+/**
+ * Who owns what, in every view: what has no metadata record (the template's files, what git pushed) belongs to
+ * the Home's owner account (nasd's `owner`, root unless set), in main, in checkpoints and in every branch, run or
+ * not. A branch's write-lease principals work on those files as the owner's sharers: each is a named entry of the
+ * file's POSIX access ACL with the owner's own rights, on everything the owner account owns in that branch
+ * (record or not). The kernel checks the ACL itself (default_permissions with FUSE_CAP_POSIX_ACL), so nothing of
+ * the mount's permission check moves into nasd. As on any disk with ACLs, the group bits shown are the ACL's
+ * mask (owner's and group's rights together) and `ls -l` shows a `+`; the mode kept in records is the file's own.
+ * What a sharer cannot do is what only an owner does: chmod, chown, or set explicit times on the owner's files.
+ */
+export class OwnerShare {
+  /** uids sharing the owner's rights: root and the owner itself need no entry. */
+  readonly sharers: readonly number[];
+
+  constructor(readonly owner: Owner, sharers: Iterable<number> = []) {
+    this.sharers = [...new Set(sharers)].filter((uid) => uid !== 0 && uid !== owner.uid).sort((a, b) => a - b);
+  }
+
+  /** Whether a node with these attributes carries the sharers' ACL (a symlink has no permissions to share). */
+  covers(attr: Pick<Attr, 'uid' | 'mode'>): boolean {
+    return this.sharers.length > 0 && attr.uid === this.owner.uid && (attr.mode & constants.S_IFMT) !== constants.S_IFLNK;
+  }
+
+  /** The attributes as the kernel is told them: the group bits are the ACL's mask where it has one. */
+  shown(attr: Attr): Attr {
+    return this.covers(attr) ? { ...attr, mode: attr.mode | (maskOf(attr.mode) << 3) } : attr;
+  }
+
+  /**
+   * The mode to keep when the kernel asks for `asked` on a node whose own mode is `own`. The group bits it sends
+   * were computed from the shown ones (the mask): what it adds to or takes from the mask is what changes for the
+   * group (`chmod +x` gives the group x, `chmod 0600` takes its read away, bits sent back as shown leave it).
+   */
+  chmodded(own: Pick<Attr, 'uid' | 'mode'>, asked: number): number {
+    if (!this.covers(own)) return asked;
+    const mask = maskOf(own.mode);
+    const wanted = (asked >> 3) & 7;
+    const group = (((own.mode >> 3) & 7) | (wanted & ~mask)) & ~(mask & ~wanted);
+    return (asked & ~0o070) | (group << 3);
+  }
+
+  /** The POSIX access ACL of a node (the kernel's xattr form), or null: none, its mode says it all. */
+  acl(attr: Pick<Attr, 'uid' | 'mode'>): Buffer | null {
+    if (!this.covers(attr)) return null;
+    const user = (attr.mode >> 6) & 7;
+    const entries: [number, number, number][] = [
+      [ACL_USER_OBJ, user, UNDEFINED_ID],
+      ...this.sharers.map((uid): [number, number, number] => [ACL_USER, user, uid]),
+      [ACL_GROUP_OBJ, (attr.mode >> 3) & 7, UNDEFINED_ID],
+      [ACL_MASK, maskOf(attr.mode), UNDEFINED_ID],
+      [ACL_OTHER, attr.mode & 7, UNDEFINED_ID],
+    ];
+    // struct posix_acl_xattr_header { le32 a_version; } then { le16 e_tag; le16 e_perm; le32 e_id; } each.
+    const out = Buffer.alloc(4 + 8 * entries.length);
+    out.writeUInt32LE(ACL_XATTR_VERSION, 0);
+    entries.forEach(([tag, perm, id], i) => {
+      out.writeUInt16LE(tag, 4 + 8 * i);
+      out.writeUInt16LE(perm, 6 + 8 * i);
+      out.writeUInt32LE(id, 8 + 8 * i);
+    });
+    return out;
+  }
+
+  /** Whether another share gives some node different rights (the kernel's cached ACLs and modes must go). */
+  differs(other: OwnerShare): boolean {
+    return other.owner.uid !== this.owner.uid || other.sharers.join() !== this.sharers.join();
+  }
+}
+
+/** The extended attribute the kernel reads a node's access ACL from. */
+export const ACL_ACCESS = 'system.posix_acl_access';
+
+/** The ACL's mask: what the owner and the group may do together (the named entries get the owner's rights). */
+const maskOf = (mode: number): number => ((mode >> 6) | (mode >> 3)) & 7;
+
+const ACL_XATTR_VERSION = 2;
+const ACL_USER_OBJ = 0x01;
+const ACL_USER = 0x02;
+const ACL_GROUP_OBJ = 0x04;
+const ACL_MASK = 0x10;
+const ACL_OTHER = 0x20;
+const UNDEFINED_ID = 0xffffffff;
