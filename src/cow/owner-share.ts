@@ -7,9 +7,12 @@ import type { Attr, Owner } from './attr.js';
  * not. A branch's write-lease principals work on those files as the owner's sharers: each is a named entry of the
  * file's POSIX access ACL with the owner's own rights, on everything the owner account owns in that branch
  * (record or not). The kernel checks the ACL itself (default_permissions with FUSE_CAP_POSIX_ACL), so nothing of
- * the mount's permission check moves into nasd. As on any disk with ACLs, the group bits shown are the ACL's
- * mask (owner's and group's rights together) and `ls -l` shows a `+`; the mode kept in records is the file's own.
- * What a sharer cannot do is what only an owner does: chmod, chown, or set explicit times on the owner's files.
+ * the mount's permission check moves into nasd, and modes read back exactly as they were set (the ACL's mask is
+ * the owner's and the group's rights together, so the group keeps just its own). The kernel consults an ACL only
+ * when the mode gives the group something: what gives its group nothing (0600, 0700) stays the owner's alone. The
+ * inbox, which views show as its owner's alone, is its sharers' too in a branch (they read untrusted input there):
+ * its group bits show the mask, as on any disk with ACLs. What a sharer cannot do is what only an owner does:
+ * chmod, chown, or set explicit times on the owner's files.
  */
 export class OwnerShare {
   /** uids sharing the owner's rights: root and the owner itself need no entry. */
@@ -19,23 +22,23 @@ export class OwnerShare {
     this.sharers = [...new Set(sharers)].filter((uid) => uid !== 0 && uid !== owner.uid).sort((a, b) => a - b);
   }
 
-  /** Whether a node with these attributes carries the sharers' ACL (a symlink has no permissions to share). */
-  covers(attr: Pick<Attr, 'uid' | 'mode'>): boolean {
-    return this.sharers.length > 0 && attr.uid === this.owner.uid && (attr.mode & constants.S_IFMT) !== constants.S_IFLNK;
+  /** Whether a node carries the sharers' ACL (a symlink has no permissions to share). */
+  covers(node: Owned): boolean {
+    return this.sharers.length > 0 && node.uid === this.owner.uid && (node.mode & constants.S_IFMT) !== constants.S_IFLNK &&
+      (node.inbox || (node.mode & 0o070) !== 0);
   }
 
-  /** The attributes as the kernel is told them: the group bits are the ACL's mask where it has one. */
-  shown(attr: Attr): Attr {
-    return this.covers(attr) ? { ...attr, mode: attr.mode | (maskOf(attr.mode) << 3) } : attr;
+  /** The attributes as the kernel is told them: a shared inbox's group bits are its ACL's mask. */
+  shown<T extends Owned>(attr: T): T {
+    return attr.inbox && this.covers(attr) ? { ...attr, mode: attr.mode | (maskOf(attr.mode) << 3) } : attr;
   }
 
   /**
-   * The mode to keep when the kernel asks for `asked` on a node whose own mode is `own`. The group bits it sends
-   * were computed from the shown ones (the mask): what it adds to or takes from the mask is what changes for the
-   * group (`chmod +x` gives the group x, `chmod 0600` takes its read away, bits sent back as shown leave it).
+   * The mode to keep when the kernel asks for `asked`: what it asked, but on a shared inbox, whose group bits it
+   * computed from the mask shown, only what it adds to or takes from the mask changes the group's bits.
    */
-  chmodded(own: Pick<Attr, 'uid' | 'mode'>, asked: number): number {
-    if (!this.covers(own)) return asked;
+  chmodded(own: Owned, asked: number): number {
+    if (!own.inbox || !this.covers(own)) return asked;
     const mask = maskOf(own.mode);
     const wanted = (asked >> 3) & 7;
     const group = (((own.mode >> 3) & 7) | (wanted & ~mask)) & ~(mask & ~wanted);
@@ -43,7 +46,7 @@ export class OwnerShare {
   }
 
   /** The POSIX access ACL of a node (the kernel's xattr form), or null: none, its mode says it all. */
-  acl(attr: Pick<Attr, 'uid' | 'mode'>): Buffer | null {
+  acl(attr: Owned): Buffer | null {
     if (!this.covers(attr)) return null;
     const user = (attr.mode >> 6) & 7;
     const entries: [number, number, number][] = [
@@ -68,6 +71,11 @@ export class OwnerShare {
   differs(other: OwnerShare): boolean {
     return other.owner.uid !== this.owner.uid || other.sharers.join() !== this.sharers.join();
   }
+}
+
+/** A node as a view shows it: its owner and mode, and whether it is (in) the inbox, shown as its owner's alone. */
+export interface Owned extends Pick<Attr, 'uid' | 'mode'> {
+  inbox?: boolean;
 }
 
 /** The extended attribute the kernel reads a node's access ACL from. */

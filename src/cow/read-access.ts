@@ -1,6 +1,6 @@
 import { MODE, type Store } from '../store/store.js';
 import { fullMode } from '../store/file-meta.js';
-import { permits, visibleMode, type Reader } from '../policy/policy.js';
+import { isInbox, permits, visibleMode, type Reader } from '../policy/policy.js';
 import type { OwnerShare } from './owner-share.js';
 
 /**
@@ -41,10 +41,9 @@ export class ReadAccess {
 
   private async permits(tree: string, rel: string, entry: { oid: string; mode: number }, want: number): Promise<boolean> {
     const meta = await this.store.meta(tree, rel, entry.mode);
-    const mode = visibleMode(rel, fullMode(entry.mode, meta));
-    const st = { mode, uid: meta?.uid ?? this.share.owner.uid, gid: meta?.gid ?? this.share.owner.gid };
+    const st = { mode: visibleMode(rel, fullMode(entry.mode, meta)), uid: meta?.uid ?? this.share.owner.uid, gid: meta?.gid ?? this.share.owner.gid };
     // A sharer's named ACL entry carries the owner's rights.
-    const sharer = this.share.covers(st) && this.share.sharers.includes(this.reader.uid);
+    const sharer = this.share.covers({ ...st, inbox: isInbox(rel) }) && this.share.sharers.includes(this.reader.uid);
     return permits(this.reader, sharer ? { ...st, uid: this.reader.uid } : st, want);
   }
 }

@@ -64,7 +64,7 @@ describe('Agent PRs', () => {
 
     // The template's folder stays the Home owner's; the principal is an entry of its ACL (one-owner.test.ts).
     const st = await fs.stat(p('draft', 'outbox'));
-    expect([st.uid, st.gid, st.mode & 0o777]).toEqual([0, 0, 0o775]);
+    expect([st.uid, st.gid, st.mode & 0o777]).toEqual([0, 0, 0o755]);
     expect((await run('getfacl', ['-cn', p('draft', 'outbox')])).stdout).toContain(`user:${AGENT}:rwx`);
     expect((await asUser(AGENT, `echo mine > ${p('draft', 'outbox/agent.md')}`)).code).toBe(0);
     const other = await asUser(OTHER, `echo theirs > ${p('draft', 'outbox/other.md')}`);

@@ -63,13 +63,17 @@ describe('one owner for what has no record', () => {
 
   it("gives the lease's principal the owner's rights through an ACL entry, and nobody else", async () => {
     await lease('demo/leased', '--principal', String(AGENT), '--ttl', '1h');
-    // The branch shows the entry (the group bits are its mask, ls marks it); main and an unleased branch have none.
+    // The branch shows the entry (ls marks it; the modes stay as they are); main and an unleased branch have none.
     expect(await acl(p('leased', 'outbox'))).toEqual(['user::rwx', `user:${AGENT}:rwx`, 'group::r-x', 'mask::rwx', 'other::r-x']);
     expect(await acl(p('leased', 'AGENTS.md'))).toEqual(['user::rw-', `user:${AGENT}:rw-`, 'group::r--', 'mask::rw-', 'other::r--']);
     expect(await acl(d.path('demo', 'outbox'))).toEqual(['user::rwx', 'group::r-x', 'other::r-x']);
     expect(await acl(p('plain', 'outbox'))).toEqual(['user::rwx', 'group::r-x', 'other::r-x']);
-    expect((await run('ls', ['-ld', p('leased', 'outbox')])).stdout).toMatch(/^drwxrwxr-x\+ /);
+    expect((await run('ls', ['-ld', p('leased', 'outbox')])).stdout).toMatch(/^drwxr-xr-x\+ /);
     expect((await run('ls', ['-ld', d.path('demo', 'outbox')])).stdout).toMatch(/^drwxr-xr-x /);
+    // The inbox: its owner's and the sharers' (its group bits show the mask), on main its owner's alone.
+    expect((await run('ls', ['-ld', p('leased', 'inbox')])).stdout).toMatch(/^drwxrwx---\+ /);
+    expect(await acl(p('leased', 'inbox'))).toEqual(['user::rwx', `user:${AGENT}:rwx`, 'group::---', 'mask::rwx', 'other::---']);
+    expect((await run('ls', ['-ld', d.path('demo', 'inbox')])).stdout).toMatch(/^drwx------ /);
 
     // The principal makes files in the owner's folders and edits the owner's files; they stay the owner's.
     const wrote = await asUser(AGENT, `echo mine > ${p('leased', 'outbox/agent.md')} && echo more >> ${p('leased', 'AGENTS.md')}`);
@@ -92,14 +96,21 @@ describe('one owner for what has no record', () => {
     expect((await asUser(AGENT, `cat ${d.path('demo', 'inbox/README.md')}`)).stderr).toMatch(/Permission denied/);
   });
 
-  it("keeps the group's own rights when the owner changes a shared file's mode", async () => {
+  it("keeps a shared file's mode as the owner sets it; what gives its group nothing is not shared", async () => {
     await lease('demo/leased', '--principal', String(AGENT), '--ttl', '1h');
     await fs.writeFile(p('leased', 'outbox/modes.md'), 'x\n');
     expect(await acl(p('leased', 'outbox/modes.md'))).toContain(`user:${AGENT}:rw-`);
+    for (const mode of [0o755, 0o640, 0o777, 0o4750]) {
+      await fs.chmod(p('leased', 'outbox/modes.md'), mode);
+      expect((await fs.stat(p('leased', 'outbox/modes.md'))).mode & 0o7777).toBe(mode);
+    }
+    await run('chmod', ['0644', p('leased', 'outbox/modes.md')]);
     await run('chmod', ['+x', p('leased', 'outbox/modes.md')]);
     expect(await acl(p('leased', 'outbox/modes.md'))).toEqual(['user::rwx', `user:${AGENT}:rwx`, 'group::r-x', 'mask::rwx', 'other::r-x']);
+    // What the owner keeps to itself is not shared.
     await run('chmod', ['0600', p('leased', 'outbox/modes.md')]);
-    expect(await acl(p('leased', 'outbox/modes.md'))).toEqual(['user::rw-', `user:${AGENT}:rw-`, 'group::---', 'mask::rw-', 'other::---']);
+    expect(await acl(p('leased', 'outbox/modes.md'))).toEqual(['user::rw-', 'group::---', 'other::---']);
+    expect((await asUser(AGENT, `cat ${p('leased', 'outbox/modes.md')}`)).stderr).toMatch(/Permission denied/);
     await d.sync('demo/leased');
     expect((await d.gitBlob('leased:.nas-meta/outbox/modes.md')).toString()).toMatch(/^mode=100600 uid=0 gid=0 /);
   });

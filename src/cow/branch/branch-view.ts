@@ -5,9 +5,10 @@ import { fsError } from '../../util/errors.js';
 import { MODE, type Identity, type Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash, TrashKind, TrashRecord } from '../../trash/trash.js';
-import { visibleMode, type Rules } from '../../policy/policy.js';
+import { isInbox, visibleMode, type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
-import { OwnerShare } from '../owner-share.js';
+import type { OwnerShare } from '../owner-share.js';
+import { LeaseAccess } from './lease-access.js';
 import type { Caller } from '../../util/owner.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
@@ -74,12 +75,7 @@ export class BranchView implements WritableView {
   private readonly files: DataPath;
   private readonly control: ControlWrites;
   private readonly quotaBytes: number;
-  /** The uids of the principals of the write leases in force (setLease): with root and the Home's owner, the only ones who change the view. */
-  private writers = new Set<number>();
-  /** The newest write lease's principal (setLease): it owns the scratch roots. */
-  private principal: Owner | null = null;
-  /** The Home's owner account owns what has no record; the writers share its rights on what it owns here. */
-  private shared: OwnerShare;
+  private readonly leases: LeaseAccess;
 
   private constructor(
     private readonly ctx: BranchContext,
@@ -90,7 +86,7 @@ export class BranchView implements WritableView {
   ) {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.quotaBytes = ctx.quotaBytes;
-    this.shared = new OwnerShare(ctx.owner);
+    this.leases = new LeaseAccess(ctx.owner);
     this.state = new BranchState(ctx.quotaBytes, ctx.homeSpace);
     const short = fdPath(upperRoot.fd);
     this.overlay = new Overlay(`${ctx.dir}/upper`, short, ctx.rules, layer, this.state, () => this.committer.ignoreRulesChanged());
@@ -142,12 +138,7 @@ export class BranchView implements WritableView {
     lease: { owner: Owner | null; budgetBytes?: number } | null, inForce: { id: string; owner: Owner | null }[] = [],
   ): Promise<boolean> {
     this.files.setLeases(inForce.map((l) => l.id));
-    this.writers = new Set(inForce.flatMap((l) => (l.owner ? [l.owner.uid] : [])));
-    const shared = new OwnerShare(this.ctx.owner, this.writers);
-    const principal = lease?.owner ?? null;
-    const changed = shared.differs(this.shared) || principal?.uid !== this.principal?.uid || principal?.gid !== this.principal?.gid;
-    this.shared = shared;
-    this.principal = principal;
+    const changed = this.leases.apply(inForce.map((l) => l.owner));
     this.state.space.limit = Math.min(this.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
     return changed;
@@ -161,7 +152,7 @@ export class BranchView implements WritableView {
    */
   private async giveRootsToOwner(): Promise<void> {
     await fs.lchown(this.overlay.up(''), this.ctx.owner.uid, this.ctx.owner.gid);
-    const scratchOwner = this.principal ?? this.ctx.owner;
+    const scratchOwner = this.leases.scratchOwner;
     for (const { dir } of this.scratchDirs()) {
       // Through a descriptor: a mode is never given to what a symbolic link put there points to.
       const fh = await fs.open(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
@@ -183,18 +174,14 @@ export class BranchView implements WritableView {
     this.committer.changedBy(uid);
   }
 
-  /**
-   * Whether uid may change the view: root, its default owner, or a principal of a write lease in force. The
-   * modes are not enough: what a former lease holder made stays theirs, and a principal may open a folder
-   * to everyone (chmod 1777).
-   */
+  /** Whether uid may change the view at all (lease-access.ts). */
   mayWrite(uid: number): boolean {
-    return uid === 0 || uid === this.ctx.owner.uid || this.writers.has(uid);
+    return this.leases.mayWrite(uid);
   }
 
   /** Who owns what has no record, and who shares its rights here. */
   get share(): OwnerShare {
-    return this.shared;
+    return this.leases.share;
   }
 
   /** The run the branch was created for (--run), if any. */
@@ -249,29 +236,24 @@ export class BranchView implements WritableView {
 
   /** The attributes as the kernel is told them: the group bits of what the writers share are the ACL's mask. */
   async getattr(rel: string): Promise<Attr> {
-    return this.shared.shown(await this.ownAttr(rel));
+    const { inbox: _, ...attr } = this.leases.share.shown(await this.ownAttr(rel));
+    return attr;
   }
 
   /** rel's access ACL (the writers' entries), or null when its mode says it all. */
   async acl(rel: string): Promise<Buffer | null> {
-    return this.shared.acl(await this.ownAttr(rel));
+    return this.leases.share.acl(await this.ownAttr(rel));
   }
 
-  /** rel's own attributes: its mode as records keep it. */
-  private async ownAttr(rel: string): Promise<Attr> {
+  /** rel's own attributes (the inbox's mode its owner's alone), and whether it is the inbox. */
+  private async ownAttr(rel: string): Promise<Attr & { inbox: boolean }> {
     const st = await this.overlay.statNs(rel);
-    let attr: Attr;
-    if (st) attr = attrFromStats(st);
-    else {
-      // Git keeps no owners or times: what the branch has not changed shows the Home's owner and its last change.
-      const node = await this.overlay.gitNode(rel);
-      if (!node) throw fsError('ENOENT');
-      attr = await this.overlay.layer.attr(rel, node.entry!, this.ctx.owner, gitIno(this.name, rel));
-    }
-    // Untrusted input is read by the branch's own principals only (through the ACL), so every read of it lands in
-    // this manifest.
-    attr.mode = visibleMode(rel, attr.mode);
-    return attr;
+    // Git keeps no owners or times: what the branch has not changed shows the Home's owner and its last change.
+    const node = st ? null : await this.overlay.gitNode(rel);
+    if (!st && !node) throw fsError('ENOENT');
+    const attr = st ? attrFromStats(st) : await this.overlay.layer.attr(rel, node!.entry!, this.ctx.owner, gitIno(this.name, rel));
+    // Untrusted input is read by the branch's own principals only (its ACL), so every read lands in this manifest.
+    return { ...attr, mode: visibleMode(rel, attr.mode), inbox: isInbox(rel) };
   }
 
   readdir(rel: string): Promise<string[]> {
@@ -348,8 +330,8 @@ export class BranchView implements WritableView {
 
   async chmod(rel: string, mode: number): Promise<void> {
     await this.overlay.check('chmod', rel);
-    // The group bits the kernel sends are the shown ones (a shared file's ACL mask), read before the copy-up.
-    const kept = this.shared.chmodded(await this.ownAttr(rel), mode);
+    // The group bits the kernel sends are the shown ones (a shared inbox's ACL mask), read before the copy-up.
+    const kept = this.leases.share.chmodded(await this.ownAttr(rel), mode);
     await this.copy.materialise(rel, await this.overlay.need(rel));
     await this.overlay.tree.at(rel, (p) => chmodNoFollow(p, kept & 0o7777));
     this.committer.markDirty(rel);
