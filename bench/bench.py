@@ -403,6 +403,7 @@ def run_micro(a):
 
         log('micro: close to commit')
         lat = close_to_commit(nasd, f'{view}/outbox', nasd.store('bench'), 'b', 40)
+        leased = leased_ls(nasd, n, a.reps)
         rss_after_workloads = nasd.rss_mb()
 
     print(f'\n## micro: small files, sequential I/O, git\n')
@@ -412,7 +413,27 @@ def run_micro(a):
     print(f'| close to commit, p50 (p90) | {p50 * 1000:.0f} ms ({sorted(lat)[int(len(lat) * 0.9)] * 1000:.0f} ms) | '
           f'< 1 s | {"yes" if p50 < 1 else "NO"} |')
     print(f'| daemon RSS after all the workloads above | {rss_after_workloads:.0f} MB | - | - |')
-    return {'seconds': t, 'close_to_commit_s': lat, 'rss_after_workloads_mb': rss_after_workloads}
+    print(f'| cold ls -l of {n:,} in a branch under a lease (its ACLs asked of JS), against it without | '
+          f'{statistics.median(leased):.2f}x time | - | - |')
+    return {'seconds': t, 'close_to_commit_s': lat, 'rss_after_workloads_mb': rss_after_workloads, 'leased_ls_ratio': leased}
+
+
+def leased_ls(nasd, n, reps):
+    """Cold `ls -l` of n files in a branch while a write lease to another account is in force (each file's ACL is
+    asked of nasd's JS once), over the same without one (answered by the binding): time ratios, interleaved."""
+    nasd.nas('branch', 'create', 'bench/leased')
+    d = f'{nasd.mnt}/bench@leased/outbox/small'
+    create_files(d, n, lambda: nasd.nas('sync', 'bench/leased'))
+    ratios = []
+    for _ in range(reps):
+        lease = nasd.nas('lease', 'issue', 'bench/leased', '--principal', '4999', '--ttl', '1h')['lease']['id']
+        with_lease, count = ls_l(d)
+        assert count == n, f'leased ls -l saw {count} of {n}'
+        nasd.nas('lease', 'revoke', 'bench', lease)
+        without, count = ls_l(d)
+        assert count == n, f'unleased ls -l saw {count} of {n}'
+        ratios.append(with_lease / without)
+    return ratios
 
 
 # ---- memory section ----------------------------------------------------------------------------
