@@ -7,8 +7,9 @@ import type { OwnerShare } from './owner-share.js';
  * Whether a reader could read a path of a commit's tree through a view, as the kernel would decide it from
  * what the view reports (attr.ts, git-layer.ts): search on every folder above it, read on it (a symlink's
  * target needs only the search). Owners and modes come from the tree's metadata records; what has none shows
- * the Home's owner, whose rights a branch's write-lease principals share (owner-share.ts); the inbox is its owner's only (visibleMode). For the control API's answers that carry
- * file content: they show what the mount would, no more.
+ * the Home's owner, whose rights a branch's write-lease principals share (owner-share.ts); the inbox is its
+ * owner's only (visibleMode). For the control API's answers that carry file content: they show what the mount
+ * would, no more.
  */
 export class ReadAccess {
   /** Per tree and folder: whether the reader may search it (and every folder above it). */

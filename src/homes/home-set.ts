@@ -1,4 +1,3 @@
-import { OwnerShare } from '../cow/owner-share.js';
 import fs from 'node:fs/promises';
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
@@ -20,6 +19,7 @@ import type { Owner } from '../cow/attr.js';
 import { Space } from '../cow/branch/space.js';
 import { RunTracker } from './run-tracker.js';
 import { WallClock } from '../util/clock.js';
+import { OwnerShare } from '../cow/owner-share.js';
 
 /** Bind mounts of branches' scratch roots over their views (made by the daemon once the mount is up). */
 export interface ScratchBinds {

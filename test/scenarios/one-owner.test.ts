@@ -94,6 +94,12 @@ describe('one owner for what has no record', () => {
     expect((await asUser(AGENT, `cat ${p('leased', 'inbox/README.md')} > /dev/null`)).code).toBe(0);
     expect((await asUser(OTHER, `cat ${p('leased', 'inbox/README.md')}`)).stderr).toMatch(/Permission denied/);
     expect((await asUser(AGENT, `cat ${d.path('demo', 'inbox/README.md')}`)).stderr).toMatch(/Permission denied/);
+    // A file moved into the inbox becomes the owner's and the sharers' alone (and the inbox itself lets no one else in).
+    await fs.writeFile(p('leased', 'outbox/task.md'), 'task\n');
+    expect(await acl(p('leased', 'outbox/task.md'))).toContain('group::r--');
+    await fs.rename(p('leased', 'outbox/task.md'), p('leased', 'inbox/task.md'));
+    await eventually(async () => (await acl(p('leased', 'inbox/task.md'))).includes('group::---'), 'the moved file to lose its group rights');
+    expect((await run('ls', ['-l', p('leased', 'inbox/task.md')])).stdout).toMatch(/^-rw-rw----\+ /);
   });
 
   it("keeps a shared file's mode as the owner sets it; what gives its group nothing is not shared", async () => {

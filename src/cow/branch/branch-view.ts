@@ -234,7 +234,7 @@ export class BranchView implements WritableView {
 
   // ---- reading -----------------------------------------------------------------------------------
 
-  /** The attributes as the kernel is told them: the group bits of what the writers share are the ACL's mask. */
+  /** The attributes as the kernel is told them (a shared inbox's group bits are its ACL's mask: owner-share.ts). */
   async getattr(rel: string): Promise<Attr> {
     const { inbox: _, ...attr } = this.leases.share.shown(await this.ownAttr(rel));
     return attr;
