@@ -120,7 +120,22 @@ static void import_nodes(napi_env env, Mount* m, napi_value array) {
   }
 }
 
-// mount({ mountpoint, options, ttl, threads, fd?, init?, nodes? }, dispatch, barrierDone) -> a mount. With `fd`
+static std::set<std::string> strings(napi_env env, napi_value array, bool* present) {
+  std::set<std::string> out;
+  bool is = false;
+  napi_is_array(env, array, &is);
+  *present = is;
+  uint32_t n = 0;
+  if (is) napi_get_array_length(env, array, &n);
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value item;
+    napi_get_element(env, array, i, &item);
+    out.insert(text(env, item));
+  }
+  return out;
+}
+
+// mount({ mountpoint, options, ttl, threads, shared?, fd?, init?, nodes? }, dispatch, barrierDone) -> a mount. With `fd`
 // (a kernel connection an earlier nasd handed on), `init` (the INIT it read) and `nodes` (its node table), the
 // connection is taken over instead of mounted. The calling process must not touch the mount synchronously
 // (its JS thread answers it).
@@ -133,6 +148,9 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   m->mountpoint = text(env, property(env, argv[0], "mountpoint"));
   std::string options = text(env, property(env, argv[0], "options"));
   m->ttl = number(env, property(env, argv[0], "ttl"), 3600);
+  // The views whose nodes have ACLs, known before the first request (share() changes them later).
+  bool listed;
+  m->shared = strings(env, property(env, argv[0], "shared"), &listed);
   unsigned threads = static_cast<unsigned>(number(env, property(env, argv[0], "threads"), 8));
 
   napi_value name;
@@ -205,21 +223,6 @@ static napi_value js_groups(napi_env env, napi_callback_info info) {
     napi_value v;
     napi_create_uint32(env, list[i], &v);
     napi_set_element(env, out, i, v);
-  }
-  return out;
-}
-
-static std::set<std::string> strings(napi_env env, napi_value array, bool* present) {
-  std::set<std::string> out;
-  bool is = false;
-  napi_is_array(env, array, &is);
-  *present = is;
-  uint32_t n = 0;
-  if (is) napi_get_array_length(env, array, &n);
-  for (uint32_t i = 0; i < n; i++) {
-    napi_value item;
-    napi_get_element(env, array, i, &item);
-    out.insert(text(env, item));
   }
   return out;
 }

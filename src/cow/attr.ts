@@ -56,7 +56,7 @@ export function attrFromStats(st: BigIntStats): Attr {
   };
 }
 
-/** Attributes of an object in git: the mode git keeps, the view's owner, one time for every timestamp. */
+/** Attributes of an object in git: the mode git keeps, the Home's owner, one time for every timestamp. */
 export function attrFromGit(mode: number, size: number, time: Date, owner: Owner, ino?: number): Attr {
   const type = mode === MODE.tree ? S_IFDIR | 0o755 : mode === MODE.link ? S_IFLNK | 0o777 : mode === MODE.exec ? S_IFREG | 0o755 : S_IFREG | 0o644;
   return {

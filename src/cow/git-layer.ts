@@ -18,7 +18,7 @@ export class GitLayer {
     return this.store.lookupPath(this.commit.tree, rel);
   }
 
-  /** A path's attributes: git's mode, the view's owner and time, unless the path's metadata record says more. */
+  /** A path's attributes: git's mode, the Home's owner and time, unless the path's metadata record says more. */
   async attr(rel: string, entry: Entry, owner: Owner, ino?: number): Promise<Attr> {
     const size = entry.mode === MODE.tree ? 0 : await this.store.blobSize(entry.oid);
     // A record's times win: the history walk for the last change is only for paths without one.

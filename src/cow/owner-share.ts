@@ -8,8 +8,9 @@ import type { Attr, Owner } from './attr.js';
  * file's POSIX access ACL with the owner's own rights, on everything the owner account owns in that branch
  * (record or not). The kernel checks the ACL itself (default_permissions with FUSE_CAP_POSIX_ACL), so nothing of
  * the mount's permission check moves into nasd, and modes read back exactly as they were set (the ACL's mask is
- * the owner's and the group's rights together, so the group keeps just its own). The kernel consults an ACL only
- * when the mode gives the group something: what gives its group nothing (0600, 0700) stays the owner's alone. The
+ * the owner's and the group's rights together, so the group keeps just its own). Shared is what the owner lets
+ * everyone read (the template's 0644 and 0755, what git pushed): what it keeps from others (0600, 0640, 0750) stays
+ * its own and its group's; and the kernel consults an ACL only when the mode gives the group something anyway. The
  * inbox, which views show as its owner's alone, is its sharers' too in a branch (they read untrusted input there):
  * its group bits show the mask, as on any disk with ACLs. What a sharer cannot do is what only an owner does:
  * chmod, chown, or set explicit times on the owner's files.
@@ -25,7 +26,7 @@ export class OwnerShare {
   /** Whether a node carries the sharers' ACL (a symlink has no permissions to share). */
   covers(node: Owned): boolean {
     return this.sharers.length > 0 && node.uid === this.owner.uid && (node.mode & constants.S_IFMT) !== constants.S_IFLNK &&
-      (node.inbox || (node.mode & 0o070) !== 0);
+      (node.inbox || ((node.mode & 0o070) !== 0 && (node.mode & 0o004) !== 0));
   }
 
   /** The attributes as the kernel is told them: a shared inbox's group bits are its ACL's mask. */

@@ -22,6 +22,8 @@ const FILE = 'handover.json';
 export interface Inherited extends Connection {
   fd: number;
   handles: OpenHandle[];
+  /** Whether the kernel checks POSIX ACLs on this connection (what its first nasd negotiated at INIT). */
+  acls: boolean;
 }
 
 interface Left {
@@ -30,6 +32,8 @@ interface Left {
   init: string;
   nodes: unknown[];
   handles: OpenHandle[];
+  /** Whether the connection was set up with POSIX ACLs (absent: by a nasd before them, which had none). */
+  acls?: boolean;
 }
 
 /**
@@ -59,7 +63,7 @@ export async function inheritedConnection(stateDir: string, mount: string, log: 
     await new Promise((resolve) => setTimeout(resolve, 500));
     return null;
   }
-  return { fd, init: Buffer.from(left.init, 'base64'), nodes: left.nodes, handles: left.handles };
+  return { fd, init: Buffer.from(left.init, 'base64'), nodes: left.nodes, handles: left.handles, acls: left.acls === true };
 }
 
 /**
@@ -89,8 +93,8 @@ export function becomeSuccessor(fd: number): number {
 }
 
 /** What the successor needs, written once every request taken was answered (root's state directory, 0600). */
-export async function leaveForSuccessor(stateDir: string, mount: string, conn: Connection, handles: OpenHandle[]): Promise<void> {
-  const left: Left = { mount, init: conn.init.toString('base64'), nodes: conn.nodes, handles };
+export async function leaveForSuccessor(stateDir: string, mount: string, conn: Connection, handles: OpenHandle[], acls: boolean): Promise<void> {
+  const left: Left = { mount, init: conn.init.toString('base64'), nodes: conn.nodes, handles, acls };
   const file = path.join(stateDir, FILE);
   await fs.writeFile(`${file}.tmp`, JSON.stringify(left), { mode: 0o600 });
   await fs.rename(`${file}.tmp`, file);

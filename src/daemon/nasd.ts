@@ -67,6 +67,12 @@ async function main(): Promise<void> {
   // Counted from the start (recovery's commits, the first FUSE requests); served once the mount is up.
   if (parseListen(config.metrics_listen, 'metrics_listen')) meter.enable();
   const binds = new ScratchBinds(log);
+  // A restart under systemd: the kernel connection the nasd before handed on (handover.ts).
+  const inherited = await inheritedConnection(config.state_dir, config.mount, log);
+  if (!inherited) await preflight(config.mount, log);
+  // A connection an older nasd set up has no POSIX ACLs: lease holders share nothing until nasd mounts afresh.
+  const acls = inherited?.acls ?? true;
+  if (!acls) log.warn('this kernel connection was set up by a nasd without POSIX ACLs (an upgrade by reload): write-lease holders cannot work in what the Home owner owns until `systemctl restart nasd`');
   const homes = new HomeSet({
     stateDir: config.state_dir,
     mount: config.mount,
@@ -77,11 +83,9 @@ async function main(): Promise<void> {
     binds,
     templatesDir: config.templates_dir,
     clock: new WallClock(config.test_clock_offset_file),
+    acls,
   });
   const openFiles = new OpenFiles(await openFileLimits(config, log), log);
-  // A restart under systemd: the kernel connection the nasd before handed on (handover.ts).
-  const inherited = await inheritedConnection(config.state_dir, config.mount, log);
-  if (!inherited) await preflight(config.mount, log);
   await homes.ensureStateDir();
   if (config.demo && !(await Home.list(config.state_dir)).includes('demo')) {
     await Home.create(config.state_dir, 'demo', { owner: 'root', identity: config.identity });
@@ -100,7 +104,7 @@ async function main(): Promise<void> {
   let fuse: FuseMount | undefined;
   const table = new MountTable(homes);
   const ops = fuseOps(table, log, () => fuse?.context() ?? null, openFiles, refusals);
-  const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined }));
+  const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined, shared: homes.sharedViews() }));
   if (inherited) {
     ops.inheritHandles(inherited.handles);
     // What changed while no nasd served (commits at stop, a push), or was not told the kernel then: forgotten.
@@ -112,7 +116,6 @@ async function main(): Promise<void> {
   // answers the request.
   void fs.promises.stat(config.mount).catch((err) => log.warn({ err }, 'cannot stat the mount point'));
   homes.kernelCache = { forget: (roles) => mount.invalidate(roles), share: (names) => mount.share(names), stats: () => mount.stats() };
-  mount.share(homes.sharedViews());
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
   homes.runs.onChange = confine;
   for (const run of homes.runs.all()) confine(run, true);
@@ -189,7 +192,7 @@ async function main(): Promise<void> {
       if (!handOn) await binds.stop(signal === 'umount');
       await homes.close();
       if (handOn?.drained) {
-        await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles());
+        await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles(), acls);
         if (reload) {
           const errno = becomeSuccessor(mount.fd());
           throw new Error(`cannot run nasd again (${process.execPath}): errno ${errno}`);

@@ -114,6 +114,8 @@ export interface MountOptions {
   pageCache(path: string): boolean;
   /** A kernel connection an earlier nasd handed on (its /dev/fuse descriptor): taken over, not mounted again. */
   takeover?: Connection & { fd: number };
+  /** The views whose nodes have ACLs (owner-share.ts), known before the first request is answered. */
+  shared?: string[];
 }
 
 export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseOps>, log: Logger, options: MountOptions): Promise<FuseMount> {
@@ -124,7 +126,7 @@ export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseO
   let handle: NativeMount;
   try {
     const debug = process.env.NASD_FUSE_DEBUG === '1' ? ',debug' : '';
-    handle = native.mount({ mountpoint, options: OPTIONS + debug, ttl: CACHE_SECONDS, threads: THREADS, ...options.takeover }, dispatch, (id) => {
+    handle = native.mount({ mountpoint, options: OPTIONS + debug, ttl: CACHE_SECONDS, threads: THREADS, shared: options.shared, ...options.takeover }, dispatch, (id) => {
       barriers.get(id)?.();
       barriers.delete(id);
     });

@@ -117,7 +117,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return view;
   }
 
-  /** Only root, the view's owner and the principals of its write leases in force change a branch (EACCES). */
+  /** Only root, the Home's owner and the principals of its write leases in force change a branch (EACCES). */
   function mayWrite(view: WritableView, caller: Caller): void {
     if (!view.mayWrite(caller.uid)) throw fsError('EACCES', `uid ${caller.uid} holds no write lease on ${view.name}`);
   }

@@ -41,6 +41,11 @@ export interface HomeSetOptions {
   binds?: ScratchBinds;
   /** The clock branch TTLs and grace periods are read on (default: the wall clock). */
   clock?: WallClock;
+  /**
+   * Whether the kernel checks the ACLs views report (default true: nasd asks for them at INIT). False on a kernel
+   * connection an older nasd set up without them (taken over by a reload): then nothing is shared (owner-share.ts).
+   */
+  acls?: boolean;
 }
 
 export interface Snapshot {
@@ -181,6 +186,7 @@ export class HomeSet {
         trash: m.home.trash,
         identity: this.opts.identity,
         owner: this.opts.owner,
+        acls: this.opts.acls ?? true,
         rules: compileRules(config.policy, config.maintenance),
         quotaBytes: config.limits.branch_quota_bytes,
         homeSpace: m.pool,

@@ -109,7 +109,7 @@ function describer(names: { user(uid: number): string; group(gid: number): strin
       if (before !== after) out.push({ field, ...(before !== undefined ? { before } : {}), ...(after !== undefined ? { after } : {}) });
     };
     add('mode', octal(was.mode), octal(now.mode));
-    // Without a record, a path shows the views' owner.
+    // Without a record, a path shows the Home's owner.
     add('owner', names.user(was.meta?.uid ?? owner.uid), names.user(now.meta?.uid ?? owner.uid));
     add('group', names.group(was.meta?.gid ?? owner.gid), names.group(now.meta?.gid ?? owner.gid));
     if (times) {

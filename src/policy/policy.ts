@@ -90,8 +90,9 @@ export function isScratch(rules: Rules, path: string): boolean {
 export const isInbox = (path: string): boolean => path === 'inbox' || path.startsWith('inbox/');
 
 /**
- * The mode a view reports: the inbox is readable by the view's owner only, so on a branch every read of
- * untrusted input is the branch principal's and lands in its read manifest, and on main it is the owner's.
+ * The mode a view reports: the inbox is readable by its owner only (and by a branch's sharers: cow/owner-share.ts),
+ * so on a branch every read of untrusted input is the branch principal's and lands in its read manifest, and on
+ * main it is the owner's.
  */
 export function visibleMode(path: string, mode: number): number {
   return isInbox(path) ? mode & ~0o077 : mode;

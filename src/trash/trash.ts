@@ -24,7 +24,7 @@ export interface TrashRecord {
   run?: string;
   /**
    * What git does not keep of it as it was when deleted (mode, owner, times): its metadata record's line
-   * (file-meta.ts formatMeta). A restore gives it back; without one the restored path is the view owner's.
+   * (file-meta.ts formatMeta). A restore gives it back; without one the restored path is the Home owner's.
    */
   meta?: string;
   /**

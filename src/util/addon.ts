@@ -39,6 +39,8 @@ export interface MountOptions {
   options: string;
   ttl: number;
   threads: number;
+  /** The views whose nodes have ACLs from the first request on (share() changes them later). */
+  shared?: string[];
   /** Take over this kernel connection (/dev/fuse, handed on by an earlier nasd) instead of mounting. */
   fd?: number;
   init?: Buffer;

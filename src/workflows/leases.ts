@@ -148,28 +148,34 @@ export class LeaseService {
     let until = Infinity;
     const out: Record<string, BranchAccess> = {};
     let changed = false;
-    for (const view of this.homes.branchViews(role)) {
-      const branch = view.name.slice(role.length + 1);
-      // Every write lease in force (a sub-lease does not end its parent's); the newest one owns the view.
-      const inForce: Lease[] = [];
-      for (const l of leases.filter((l) => l.branch === branch && l.scopes.includes('write')).reverse()) {
-        if (!refusal(await store.chain(l), { home: role, branch, scope: 'write' }, now)) inForce.push(l);
+    try {
+      for (const view of this.homes.branchViews(role)) {
+        const branch = view.name.slice(role.length + 1);
+        // Every write lease in force (a sub-lease does not end its parent's); the newest one owns the view.
+        const inForce: Lease[] = [];
+        for (const l of leases.filter((l) => l.branch === branch && l.scopes.includes('write')).reverse()) {
+          if (!refusal(await store.chain(l), { home: role, branch, scope: 'write' }, now)) inForce.push(l);
+        }
+        const active = inForce[0];
+        for (const l of inForce) until = Math.min(until, Date.parse(l.expires));
+        const principals = await Promise.all(inForce.map(async (l) => ({ id: l.id, owner: await resolvePrincipal(l.principal) })));
+        const owner = principals[0]?.owner ?? null;
+        // A view that fails half-way (giving its scratch roots to their owner) has changed whose rights it shares.
+        const before: boolean = changed;
+        changed = true;
+        changed = (await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals)) || before;
+        out[branch] = {
+          lease: active?.id ?? null,
+          owner: view.share.owner,
+          shared_with: [...view.share.sharers],
+          ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so it shares no rights in ${view.name}` } : {}),
+        };
       }
-      const active = inForce[0];
-      for (const l of inForce) until = Math.min(until, Date.parse(l.expires));
-      const principals = await Promise.all(inForce.map(async (l) => ({ id: l.id, owner: await resolvePrincipal(l.principal) })));
-      const owner = principals[0]?.owner ?? null;
-      if (await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals)) changed = true;
-      out[branch] = {
-        lease: active?.id ?? null,
-        owner: view.share.owner,
-        shared_with: [...view.share.sharers],
-        ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so it shares no rights in ${view.name}` } : {}),
-      };
+      this.applied.set(role, { ref, until });
+    } finally {
+      // Modes and ACLs the kernel holds of the Home's branches are stale (a lease that ended by itself too).
+      if (changed) await this.homes.viewsChanged(role);
     }
-    this.applied.set(role, { ref, until });
-    // Modes and ACLs the kernel holds of the Home's branches are stale (a lease that ended by itself too).
-    if (changed) await this.homes.viewsChanged(role);
     return out;
   }
 

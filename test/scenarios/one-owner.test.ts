@@ -102,7 +102,7 @@ describe('one owner for what has no record', () => {
     expect((await run('ls', ['-l', p('leased', 'inbox/task.md')])).stdout).toMatch(/^-rw-rw----\+ /);
   });
 
-  it("keeps a shared file's mode as the owner sets it; what gives its group nothing is not shared", async () => {
+  it("keeps a shared file's mode as the owner sets it; what the owner keeps from others is not shared", async () => {
     await lease('demo/leased', '--principal', String(AGENT), '--ttl', '1h');
     await fs.writeFile(p('leased', 'outbox/modes.md'), 'x\n');
     expect(await acl(p('leased', 'outbox/modes.md'))).toContain(`user:${AGENT}:rw-`);
@@ -113,10 +113,11 @@ describe('one owner for what has no record', () => {
     await run('chmod', ['0644', p('leased', 'outbox/modes.md')]);
     await run('chmod', ['+x', p('leased', 'outbox/modes.md')]);
     expect(await acl(p('leased', 'outbox/modes.md'))).toEqual(['user::rwx', `user:${AGENT}:rwx`, 'group::r-x', 'mask::rwx', 'other::r-x']);
-    // What the owner keeps to itself is not shared.
-    await run('chmod', ['0600', p('leased', 'outbox/modes.md')]);
-    expect(await acl(p('leased', 'outbox/modes.md'))).toEqual(['user::rw-', 'group::---', 'other::---']);
+    // What the owner keeps from others is not shared.
+    await run('chmod', ['0640', p('leased', 'outbox/modes.md')]);
+    expect(await acl(p('leased', 'outbox/modes.md'))).toEqual(['user::rw-', 'group::r--', 'other::---']);
     expect((await asUser(AGENT, `cat ${p('leased', 'outbox/modes.md')}`)).stderr).toMatch(/Permission denied/);
+    await run('chmod', ['0600', p('leased', 'outbox/modes.md')]);
     await d.sync('demo/leased');
     expect((await d.gitBlob('leased:.nas-meta/outbox/modes.md')).toString()).toMatch(/^mode=100600 uid=0 gid=0 /);
   });

@@ -31,18 +31,22 @@ describe('OwnerShare', () => {
 
   it("names each sharer with the owner's rights, sorted, the mask being owner and group together; modes stay as set", () => {
     const share = new OwnerShare(ROOT, [1002, 1001, 1001]);
-    expect(entries(share.acl(dir(0o750))!)).toEqual(['user::7', 'user:1001:7', 'user:1002:7', 'group::5', 'mask::7', 'other::0']);
+    expect(entries(share.acl(dir(0o755))!)).toEqual(['user::7', 'user:1001:7', 'user:1002:7', 'group::5', 'mask::7', 'other::5']);
     expect(entries(share.acl(file(0o644))!)).toEqual(['user::6', 'user:1001:6', 'user:1002:6', 'group::4', 'mask::6', 'other::4']);
     expect(share.shown(file(0o644)).mode).toBe(constants.S_IFREG | 0o644);
     expect(share.chmodded(file(0o644), constants.S_IFREG | 0o600)).toBe(constants.S_IFREG | 0o600);
   });
 
-  it('leaves alone what gives its group nothing, what the owner does not own, and symlinks; shares the inbox', () => {
+  it('leaves alone what the owner keeps from others, what it does not own, and symlinks; shares the inbox', () => {
     const share = new OwnerShare(ROOT, [1001]);
     // The kernel consults an ACL only when the group bits are not 0: such a file is the owner's alone.
     expect(share.acl(file(0o600))).toBeNull();
     expect(share.acl(file(0o604))).toBeNull();
     expect(share.acl(dir(0o700))).toBeNull();
+    // What the owner keeps from others stays its own and its group's.
+    expect(share.acl(file(0o640))).toBeNull();
+    expect(share.acl(dir(0o750))).toBeNull();
+    expect(share.acl(dir(0o711))).toBeNull();
     // The inbox shows 0700 (its owner's alone): its sharers read it in their branch, the mask shown as its group bits.
     expect(entries(share.acl({ ...dir(0o700), inbox: true })!)).toEqual(['user::7', 'user:1001:7', 'group::0', 'mask::7', 'other::0']);
     expect(share.shown({ ...dir(0o700), inbox: true }).mode).toBe(constants.S_IFDIR | 0o770);

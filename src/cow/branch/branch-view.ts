@@ -35,6 +35,8 @@ export interface BranchContext {
   trash: Trash;
   identity: Identity;
   owner: Owner;
+  /** Whether the kernel checks ACLs on this mount: without them the write leases' principals share nothing. */
+  acls?: boolean;
   rules: Rules;
   quotaBytes: number;
   /** The Home's pool: its quota across all branches (absent: none). */
@@ -86,7 +88,7 @@ export class BranchView implements WritableView {
   ) {
     this.name = `${ctx.role}@${ctx.branch}`;
     this.quotaBytes = ctx.quotaBytes;
-    this.leases = new LeaseAccess(ctx.owner);
+    this.leases = new LeaseAccess(ctx.owner, ctx.acls ?? true);
     this.state = new BranchState(ctx.quotaBytes, ctx.homeSpace);
     const short = fdPath(upperRoot.fd);
     this.overlay = new Overlay(`${ctx.dir}/upper`, short, ctx.rules, layer, this.state, () => this.committer.ignoreRulesChanged());

@@ -159,7 +159,7 @@ export class Committer {
     for (const [path] of whiteouts) if (await store.lookupPath(head.tree, metaPath(path))) changes.set(metaPath(path), null);
     // A directory's record (its times) changes with what is made or removed in it: the parents that have one
     // are looked at too. Directories without one (made by the daemon to hold a copied file) get none here:
-    // they go on showing the view's owner.
+    // they go on showing the Home's owner.
     const parents = [...new Set([...dirty, ...whiteouts].map(([p]) => parentOf(p)))].filter((p) => p !== '' && !this.state.isDirty(p));
     const recorded = await mapLimit(parents, 16, async (p) => (await store.lookupPath(head.tree, dirMetaPath(p))) !== null);
     const paths = [...dirty.map(([p]) => p), ...parents.filter((_, i) => recorded[i])];

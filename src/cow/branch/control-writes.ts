@@ -12,7 +12,7 @@ export interface RestoreOptions {
   commit?: boolean;
   /** Write over a file at the path (a restore to an older commit). */
   replace?: boolean;
-  /** The mode, owner and times to give it back (its metadata record); else it is the view owner's. */
+  /** The mode, owner and times to give it back (its metadata record); else it is the Home owner's. */
   meta?: FileMeta | null;
 }
 

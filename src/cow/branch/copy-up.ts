@@ -28,7 +28,7 @@ export class CopyUp {
     private readonly reads: () => ReadManifest,
     /** Bytes brought up count against the quota; an unlink racing a copy-up hides git's copy. */
     private readonly state: Pick<BranchState, 'space' | 'hidden'>,
-    /** Who owns what the daemon brings up: the view's owner (git keeps no owners). */
+    /** Who owns what the daemon brings up: the Home's owner (git keeps no owners). */
     private readonly owner: () => Owner,
   ) {}
 
@@ -46,7 +46,7 @@ export class CopyUp {
   /**
    * Make directory rel in the upper directory, with every ancestor that exists only in git, each as the view
    * showed it: its record's mode, owner and times (set deepest first, as making a child moves its parent's
-   * times), else the view's owner. A directory someone else made meanwhile is left as they made it.
+   * times), else the Home's owner. A directory someone else made meanwhile is left as they made it.
    */
   async directory(rel: string): Promise<void> {
     const missing: string[] = [];
@@ -181,7 +181,7 @@ export class CopyUp {
     if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
     else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
     try {
-      // A restored file gets back its recorded mode, owner and times; what has no record is the view owner's.
+      // A restored file gets back its recorded mode, owner and times; what has no record is the Home owner's.
       if (meta) await applyMeta(tmp, meta, gitModeOfKind(kind));
       else await giveToOwner(tmp, this.owner());
       await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => (replace ? fs.rename(tmp, p) : fs.link(tmp, p))));

@@ -12,14 +12,15 @@ export class LeaseAccess {
   private principal: Owner | null = null;
   private shared: OwnerShare;
 
-  constructor(readonly owner: Owner) {
+  /** `acls`: whether the kernel checks the ACLs the view reports; without them nobody shares the owner's rights. */
+  constructor(readonly owner: Owner, private readonly acls = true) {
     this.shared = new OwnerShare(owner);
   }
 
   /** The principals of the write leases in force, the newest first (null: no local account). True when anyone's rights changed. */
   apply(principals: (Owner | null)[]): boolean {
     this.writers = new Set(principals.flatMap((p) => (p ? [p.uid] : [])));
-    const shared = new OwnerShare(this.owner, this.writers);
+    const shared = new OwnerShare(this.owner, this.acls ? this.writers : []);
     const newest = principals[0] ?? null;
     const changed = shared.differs(this.shared) || newest?.uid !== this.principal?.uid || newest?.gid !== this.principal?.gid;
     this.shared = shared;

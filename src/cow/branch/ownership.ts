@@ -58,7 +58,7 @@ export async function exactMode(file: string, mode: number): Promise<void> {
   }
 }
 
-/** Give what the daemon made on a view's behalf (a copy-up, a materialised directory) to the view's owner. */
+/** Give what the daemon made on a view's behalf (a copy-up, a materialised directory) to the Home's owner. */
 export async function giveToOwner(file: string, owner: Owner): Promise<void> {
   if (!isSelf(owner)) await fs.lchown(file, owner.uid, owner.gid);
 }
