@@ -586,7 +586,6 @@ static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t
   if (strcmp(name, ACL_ACCESS) != 0 || !may_share(req, ino)) return (void)fuse_reply_err(req, ENODATA);
   Call* c = call(req, GETXATTR, ino);
   c->size = size;
-  c->a = static_cast<double>(size);
   if (with_path(req, c)) send(c);
 }
 
@@ -594,7 +593,6 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   if (!may_share(req, ino)) return (void)(size ? fuse_reply_buf(req, nullptr, 0) : fuse_reply_xattr(req, 0));
   Call* c = call(req, LISTXATTR, ino);
   c->size = size;
-  c->a = static_cast<double>(size);
   if (with_path(req, c)) send(c);
 }
 

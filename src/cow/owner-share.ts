@@ -23,23 +23,24 @@ export class OwnerShare {
     this.sharers = [...new Set(sharers)].filter((uid) => uid !== 0 && uid !== owner.uid).sort((a, b) => a - b);
   }
 
-  /** Whether a node carries the sharers' ACL (a symlink has no permissions to share). */
-  covers(node: Owned): boolean {
+  /** Whether a node (as a view shows it; `inbox`: in the inbox) carries the sharers' ACL (a symlink has no permissions to share). */
+  covers(node: Owned, inbox: boolean): boolean {
     return this.sharers.length > 0 && node.uid === this.owner.uid && (node.mode & constants.S_IFMT) !== constants.S_IFLNK &&
-      (node.inbox || ((node.mode & 0o070) !== 0 && (node.mode & 0o004) !== 0));
+      (inbox || ((node.mode & 0o070) !== 0 && (node.mode & 0o004) !== 0));
   }
 
-  /** The attributes as the kernel is told them: a shared inbox's group bits are its ACL's mask. */
-  shown<T extends Owned>(attr: T): T {
-    return attr.inbox && this.covers(attr) ? { ...attr, mode: attr.mode | (maskOf(attr.mode) << 3) } : attr;
+  /** The attributes as the kernel is told them (in place): a shared inbox's group bits are its ACL's mask. */
+  shown(attr: Attr, inbox: boolean): Attr {
+    if (inbox && this.covers(attr, inbox)) attr.mode |= maskOf(attr.mode) << 3;
+    return attr;
   }
 
   /**
    * The mode to keep when the kernel asks for `asked`: what it asked, but on a shared inbox, whose group bits it
    * computed from the mask shown, only what it adds to or takes from the mask changes the group's bits.
    */
-  chmodded(own: Owned, asked: number): number {
-    if (!own.inbox || !this.covers(own)) return asked;
+  chmodded(own: Owned, inbox: boolean, asked: number): number {
+    if (!inbox || !this.covers(own, inbox)) return asked;
     const mask = maskOf(own.mode);
     const wanted = (asked >> 3) & 7;
     const group = (((own.mode >> 3) & 7) | (wanted & ~mask)) & ~(mask & ~wanted);
@@ -47,8 +48,8 @@ export class OwnerShare {
   }
 
   /** The POSIX access ACL of a node (the kernel's xattr form), or null: none, its mode says it all. */
-  acl(attr: Owned): Buffer | null {
-    if (!this.covers(attr)) return null;
+  acl(attr: Owned, inbox: boolean): Buffer | null {
+    if (!this.covers(attr, inbox)) return null;
     const user = (attr.mode >> 6) & 7;
     const entries: [number, number, number][] = [
       [ACL_USER_OBJ, user, UNDEFINED_ID],
@@ -74,10 +75,8 @@ export class OwnerShare {
   }
 }
 
-/** A node as a view shows it: its owner and mode, and whether it is (in) the inbox, shown as its owner's alone. */
-export interface Owned extends Pick<Attr, 'uid' | 'mode'> {
-  inbox?: boolean;
-}
+/** A node as a view shows it: its owner and mode (the inbox's as its owner's alone). */
+export type Owned = Pick<Attr, 'uid' | 'mode'>;
 
 /** The extended attribute the kernel reads a node's access ACL from. */
 export const ACL_ACCESS = 'system.posix_acl_access';

@@ -44,7 +44,7 @@ export class ReadAccess {
     const meta = await this.store.meta(tree, rel, entry.mode);
     const st = { mode: visibleMode(rel, fullMode(entry.mode, meta)), uid: meta?.uid ?? this.share.owner.uid, gid: meta?.gid ?? this.share.owner.gid };
     // A sharer's named ACL entry carries the owner's rights.
-    const sharer = this.share.covers({ ...st, inbox: isInbox(rel) }) && this.share.sharers.includes(this.reader.uid);
+    const sharer = this.share.covers(st, isInbox(rel)) && this.share.sharers.includes(this.reader.uid);
     return permits(this.reader, sharer ? { ...st, uid: this.reader.uid } : st, want);
   }
 }

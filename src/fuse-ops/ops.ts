@@ -242,6 +242,12 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     );
   }
 
+  /** The access ACL of a path's node, or null (the mount root and main have none). */
+  async function aclAt(path: string): Promise<Buffer | null> {
+    const r = route(path);
+    return (r && (await r.view.acl?.(r.rel))) ?? null;
+  }
+
   const rootAttr = () => ({
     mode: constants.S_IFDIR | 0o755, size: 4096, uid: 0, gid: 0, nlink: 1,
     mtime: started, atime: started, ctime: started, blocks: 0, blksize: 4096,
@@ -376,17 +382,12 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     /** The one extended attribute a view has: a node's access ACL (the binding answers every other name itself). */
     getacl: (path: string, cb: Cb) =>
       answer('getxattr', path, cb, async () => {
-        const r = route(path);
-        const acl = r ? await r.view.acl?.(r.rel) : null;
+        const acl = await aclAt(path);
         if (!acl) throw fsError('ENODATA');
         return acl;
       }),
     /** The names of a node's extended attributes, each ended by a NUL: its ACL's, when it has one. */
     listxattr: (path: string, cb: Cb) =>
-      answer('listxattr', path, cb, async () => {
-        const r = route(path);
-        const acl = r ? await r.view.acl?.(r.rel) : null;
-        return Buffer.from(acl ? `${ACL_ACCESS}\0` : '');
-      }),
+      answer('listxattr', path, cb, async () => Buffer.from((await aclAt(path)) ? `${ACL_ACCESS}\0` : '')),
   };
 }

@@ -160,10 +160,13 @@ export class LeaseService {
         for (const l of inForce) until = Math.min(until, Date.parse(l.expires));
         const principals = await Promise.all(inForce.map(async (l) => ({ id: l.id, owner: await resolvePrincipal(l.principal) })));
         const owner = principals[0]?.owner ?? null;
-        // A view that fails half-way (giving its scratch roots to their owner) has changed whose rights it shares.
-        const before: boolean = changed;
-        changed = true;
-        changed = (await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals)) || before;
+        try {
+          if (await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals)) changed = true;
+        } catch (err) {
+          // Failing half-way (giving its scratch roots to their owner), it has changed whose rights it shares.
+          changed = true;
+          throw err;
+        }
         out[branch] = {
           lease: active?.id ?? null,
           owner: view.share.owner,

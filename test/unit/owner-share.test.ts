@@ -24,45 +24,45 @@ function entries(buf: Buffer): string[] {
 describe('OwnerShare', () => {
   it('has no ACL and changes no mode without sharers, or for root and the owner themselves', () => {
     for (const share of [new OwnerShare(ROOT), new OwnerShare(ROOT, [0]), new OwnerShare({ uid: 5, gid: 5 }, [5])]) {
-      expect(share.acl(dir(0o755, share.owner.uid))).toBeNull();
-      expect(share.shown({ ...dir(0o755, share.owner.uid), size: 0 } as never)).toMatchObject({ mode: constants.S_IFDIR | 0o755 });
+      expect(share.acl(dir(0o755, share.owner.uid), false)).toBeNull();
+      expect(share.shown({ ...dir(0o755, share.owner.uid), size: 0 } as never, false)).toMatchObject({ mode: constants.S_IFDIR | 0o755 });
     }
   });
 
   it("names each sharer with the owner's rights, sorted, the mask being owner and group together; modes stay as set", () => {
     const share = new OwnerShare(ROOT, [1002, 1001, 1001]);
-    expect(entries(share.acl(dir(0o755))!)).toEqual(['user::7', 'user:1001:7', 'user:1002:7', 'group::5', 'mask::7', 'other::5']);
-    expect(entries(share.acl(file(0o644))!)).toEqual(['user::6', 'user:1001:6', 'user:1002:6', 'group::4', 'mask::6', 'other::4']);
-    expect(share.shown(file(0o644)).mode).toBe(constants.S_IFREG | 0o644);
-    expect(share.chmodded(file(0o644), constants.S_IFREG | 0o600)).toBe(constants.S_IFREG | 0o600);
+    expect(entries(share.acl(dir(0o755), false)!)).toEqual(['user::7', 'user:1001:7', 'user:1002:7', 'group::5', 'mask::7', 'other::5']);
+    expect(entries(share.acl(file(0o644), false)!)).toEqual(['user::6', 'user:1001:6', 'user:1002:6', 'group::4', 'mask::6', 'other::4']);
+    expect(share.shown(file(0o644) as never, false).mode).toBe(constants.S_IFREG | 0o644);
+    expect(share.chmodded(file(0o644), false, constants.S_IFREG | 0o600)).toBe(constants.S_IFREG | 0o600);
   });
 
   it('leaves alone what the owner keeps from others, what it does not own, and symlinks; shares the inbox', () => {
     const share = new OwnerShare(ROOT, [1001]);
     // The kernel consults an ACL only when the group bits are not 0: such a file is the owner's alone.
-    expect(share.acl(file(0o600))).toBeNull();
-    expect(share.acl(file(0o604))).toBeNull();
-    expect(share.acl(dir(0o700))).toBeNull();
+    expect(share.acl(file(0o600), false)).toBeNull();
+    expect(share.acl(file(0o604), false)).toBeNull();
+    expect(share.acl(dir(0o700), false)).toBeNull();
     // What the owner keeps from others stays its own and its group's.
-    expect(share.acl(file(0o640))).toBeNull();
-    expect(share.acl(dir(0o750))).toBeNull();
-    expect(share.acl(dir(0o711))).toBeNull();
+    expect(share.acl(file(0o640), false)).toBeNull();
+    expect(share.acl(dir(0o750), false)).toBeNull();
+    expect(share.acl(dir(0o711), false)).toBeNull();
     // The inbox shows 0700 (its owner's alone): its sharers read it in their branch, the mask shown as its group bits.
-    expect(entries(share.acl({ ...dir(0o700), inbox: true })!)).toEqual(['user::7', 'user:1001:7', 'group::0', 'mask::7', 'other::0']);
-    expect(share.shown({ ...dir(0o700), inbox: true }).mode).toBe(constants.S_IFDIR | 0o770);
-    expect(share.acl(file(0o644, 1001))).toBeNull();
-    expect(share.acl(file(0o644, 1003))).toBeNull();
-    expect(share.acl({ uid: 0, mode: constants.S_IFLNK | 0o777 })).toBeNull();
+    expect(entries(share.acl(dir(0o700), true)!)).toEqual(['user::7', 'user:1001:7', 'group::0', 'mask::7', 'other::0']);
+    expect(share.shown(dir(0o700) as never, true).mode).toBe(constants.S_IFDIR | 0o770);
+    expect(share.acl(file(0o644, 1001), false)).toBeNull();
+    expect(share.acl(file(0o644, 1003), false)).toBeNull();
+    expect(share.acl({ uid: 0, mode: constants.S_IFLNK | 0o777 }, false)).toBeNull();
   });
 
   it("turns the owner's chmod of a shared inbox's shown mode into the group's own bits", () => {
     const share = new OwnerShare(ROOT, [1001]);
-    const own = { ...dir(0o700), inbox: true }; // shown 0770
-    const kept = (asked: number) => (share.chmodded(own, constants.S_IFDIR | asked) & 0o7777).toString(8);
+    const own = dir(0o700); // the inbox, shown 0770
+    const kept = (asked: number) => (share.chmodded(own, true, constants.S_IFDIR | asked) & 0o7777).toString(8);
     expect(kept(0o774)).toBe('704'); // chmod o+r
     expect(kept(0o700)).toBe('700');
     expect(kept(0o770)).toBe('700'); // the shown bits sent back: nothing changes
-    expect(share.chmodded({ ...dir(0o700, 1001), inbox: true }, 0o770)).toBe(0o770);
+    expect(share.chmodded(dir(0o700, 1001), true, 0o770)).toBe(0o770);
   });
 
   it('tells when another share gives different rights', () => {

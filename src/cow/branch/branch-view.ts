@@ -238,24 +238,24 @@ export class BranchView implements WritableView {
 
   /** The attributes as the kernel is told them (a shared inbox's group bits are its ACL's mask: owner-share.ts). */
   async getattr(rel: string): Promise<Attr> {
-    const { inbox: _, ...attr } = this.leases.share.shown(await this.ownAttr(rel));
-    return attr;
+    return this.leases.share.shown(await this.ownAttr(rel), isInbox(rel));
   }
 
   /** rel's access ACL (the writers' entries), or null when its mode says it all. */
   async acl(rel: string): Promise<Buffer | null> {
-    return this.leases.share.acl(await this.ownAttr(rel));
+    return this.leases.share.acl(await this.ownAttr(rel), isInbox(rel));
   }
 
-  /** rel's own attributes (the inbox's mode its owner's alone), and whether it is the inbox. */
-  private async ownAttr(rel: string): Promise<Attr & { inbox: boolean }> {
+  /** rel's own attributes (the inbox's mode its owner's alone). */
+  private async ownAttr(rel: string): Promise<Attr> {
     const st = await this.overlay.statNs(rel);
     // Git keeps no owners or times: what the branch has not changed shows the Home's owner and its last change.
     const node = st ? null : await this.overlay.gitNode(rel);
     if (!st && !node) throw fsError('ENOENT');
     const attr = st ? attrFromStats(st) : await this.overlay.layer.attr(rel, node!.entry!, this.ctx.owner, gitIno(this.name, rel));
     // Untrusted input is read by the branch's own principals only (its ACL), so every read lands in this manifest.
-    return { ...attr, mode: visibleMode(rel, attr.mode), inbox: isInbox(rel) };
+    attr.mode = visibleMode(rel, attr.mode);
+    return attr;
   }
 
   readdir(rel: string): Promise<string[]> {
@@ -333,7 +333,7 @@ export class BranchView implements WritableView {
   async chmod(rel: string, mode: number): Promise<void> {
     await this.overlay.check('chmod', rel);
     // The group bits the kernel sends are the shown ones (a shared inbox's ACL mask), read before the copy-up.
-    const kept = this.leases.share.chmodded(await this.ownAttr(rel), mode);
+    const kept = this.leases.share.chmodded(await this.ownAttr(rel), isInbox(rel), mode);
     await this.copy.materialise(rel, await this.overlay.need(rel));
     await this.overlay.tree.at(rel, (p) => chmodNoFollow(p, kept & 0o7777));
     this.committer.markDirty(rel);
