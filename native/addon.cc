@@ -1,6 +1,7 @@
-// What JS calls: mount, reply, invalidate, restrict, share, unmount, stats, fd, lutimens (src/fuse-ops/native.ts).
+// What JS calls: mount, reply, invalidate, restrict, share, unmount, stats, fd, lutimens, pidNamespaces (src/fuse-ops/native.ts).
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include "handover.h"
 #include "invalidate.h"
 #include "ops.h"
+#include "pidns.h"
 #include "replies.h"
 #include "table.h"
 
@@ -477,6 +479,22 @@ static napi_value js_open_beneath(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// pidNamespaces(pid): the process's PID namespace and those above it, innermost first (pidns.h); [] when gone.
+static napi_value js_pid_namespaces(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  std::vector<std::string> spaces = pid_namespaces(static_cast<pid_t>(number(env, argv[0], -1)));
+  napi_value out;
+  napi_create_array_with_length(env, spaces.size(), &out);
+  for (size_t i = 0; i < spaces.size(); i++) {
+    napi_value s;
+    napi_create_string_utf8(env, spaces[i].c_str(), spaces[i].size(), &s);
+    napi_set_element(env, out, static_cast<uint32_t>(i), s);
+  }
+  return out;
+}
+
 // lutimens(path, atime, mtime): exact times on a file of nasd's own (never a path inside a mount it serves),
 // not following a symlink. Node's utimes keeps microseconds; tar, rsync and touch set nanoseconds.
 static napi_value js_lutimens(napi_env env, napi_callback_info info) {
@@ -523,8 +541,15 @@ static napi_value js_exec(napi_env env, napi_callback_info info) {
   // dup2 leaves descriptor 3 open across exec; one that is 3 already only loses its close-on-exec flag.
   if (fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(fd, 3) < 0) rc = -errno;
   if (rc == 0) {
+    // A SIGHUP from here on stays pending across execve (a blocked signal does), until the preloaded guard of the
+    // next nasd handles it (native/hup-guard.cc): no moment in which SIGHUP's default action could end the process.
+    sigset_t hup, before;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hup, &before);
     execve(file.c_str(), a.data(), e.data());
     rc = -errno;
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
   }
   napi_value out;
   napi_create_int32(env, rc, &out);
@@ -547,6 +572,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"lutimens", nullptr, js_lutimens, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"exec", nullptr, js_exec, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"openBeneath", nullptr, js_open_beneath, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"pidNamespaces", nullptr, js_pid_namespaces, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

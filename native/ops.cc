@@ -9,6 +9,7 @@
 
 #include <memory>
 
+#include "pidns.h"
 #include "table.h"
 
 namespace nas {
@@ -43,16 +44,6 @@ static void changing(Call* c) { c->m->mutations++; }
 // A change begins: the versions of what it changes move (the mutex held); returns the version it leaves.
 static uint64_t begin(Node* n) { return n ? ++n->version : 0; }
 
-// The run a process belongs to, by its pid namespace (empty: none, or no run is restricted).
-static std::string namespace_of(Mount* m, pid_t pid) {
-  if (m->restricted.empty() || pid <= 0) return std::string();
-  char link[64], target[128];
-  snprintf(link, sizeof link, "/proc/%d/ns/pid", pid);
-  ssize_t n = readlink(link, target, sizeof target - 1);
-  if (n <= 0) return std::string();
-  return std::string(target, n);
-}
-
 // The top-level name a node is under (the root's child `name`, for the root itself); empty if unreachable.
 static std::string top_of(Mount* m, Node* n, const std::string& name) {
   for (int depth = 0; n && n->id != FUSE_ROOT_ID && depth < 4096; depth++) {
@@ -64,15 +55,21 @@ static std::string top_of(Mount* m, Node* n, const std::string& name) {
 }
 
 // Whether the cache may answer this caller about node `n` (or its child `name`): runs reach only their views, and
-// JS says why not. Nothing is looked up while no run is confined (the hot path). Called with the mutex held.
+// JS says why not. A process is a run's when its PID namespace is the run's or below it (pidns.h). Nothing is
+// looked up while no run is confined (the hot path). Called with the mutex held.
 static bool may_serve(Mount* m, fuse_req_t req, Node* n, const std::string& name = std::string()) {
   if (m->restricted.empty()) return true;
   std::string top = top_of(m, n, name);
   if (top.empty()) return true;
-  std::string ns = namespace_of(m, fuse_req_ctx(req)->pid);
-  if (ns.empty()) return false;  // not known whose it is: JS decides
-  auto it = m->restricted.find(ns);
-  return it == m->restricted.end() || it->second.count(top) > 0;
+  pid_t pid = fuse_req_ctx(req)->pid;
+  if (pid <= 0) return false;  // not known whose it is: JS decides
+  std::vector<std::string> spaces = pid_namespaces(pid);
+  if (spaces.empty()) return false;
+  for (const std::string& ns : spaces) {
+    auto it = m->restricted.find(ns);
+    if (it != m->restricted.end()) return it->second.count(top) > 0;
+  }
+  return true;
 }
 
 // The path a request names (parent + name), or false when the parent is unknown.

@@ -11,8 +11,8 @@ import type { Attr, Owner } from './attr.js';
  * the owner's and the group's rights together, so the group keeps just its own). Shared is what the owner lets
  * everyone read (the template's 0644 and 0755, what git pushed): what it keeps from others (0600, 0640, 0750) stays
  * its own and its group's; and the kernel consults an ACL only when the mode gives the group something anyway. The
- * inbox, which views show as its owner's alone, is its sharers' too in a branch (they read untrusted input there):
- * its group bits show the mask, as on any disk with ACLs. What a sharer cannot do is what only an owner does:
+ * inbox, which views show as its owner's alone, is its sharers' too in a branch (they read untrusted input there),
+ * by the same rule on each node's own mode: its group bits show the mask, as on any disk with ACLs. What a sharer cannot do is what only an owner does:
  * chmod, chown, or set explicit times on the owner's files.
  */
 export class OwnerShare {
@@ -23,33 +23,47 @@ export class OwnerShare {
     this.sharers = [...new Set(sharers)].filter((uid) => uid !== 0 && uid !== owner.uid).sort((a, b) => a - b);
   }
 
-  /** Whether a node (as a view shows it; `inbox`: in the inbox) carries the sharers' ACL (a symlink has no permissions to share). */
-  covers(node: Owned, inbox: boolean): boolean {
-    return this.sharers.length > 0 && node.uid === this.owner.uid && (node.mode & constants.S_IFMT) !== constants.S_IFLNK &&
-      (inbox || ((node.mode & 0o070) !== 0 && (node.mode & 0o004) !== 0));
+  /**
+   * Whether a node (its own attributes, `inbox`: where it is in the inbox) carries the sharers' ACL: what the owner
+   * lets everyone read, the inbox folder itself, and nothing else (a symlink has no permissions to share). In the
+   * inbox, which views show as the owner's alone, the node's own mode decides as everywhere else: a 0600 file moved
+   * or restored into it stays the owner's.
+   */
+  covers(node: Owned, inbox: InboxPlace): boolean {
+    if (this.sharers.length === 0 || node.uid !== this.owner.uid || (node.mode & constants.S_IFMT) === constants.S_IFLNK) return false;
+    if (inbox === 'folder') return true;
+    return (node.mode & 0o004) !== 0 && (inbox === 'inside' || (node.mode & 0o070) !== 0);
   }
 
-  /** The attributes as the kernel is told them (in place): a shared inbox's group bits are its ACL's mask. */
-  shown(attr: Attr, inbox: boolean): Attr {
-    if (inbox && this.covers(attr, inbox)) attr.mode |= maskOf(attr.mode) << 3;
+  /**
+   * The attributes as the kernel is told them (in place): in the inbox the owner's bits alone (policy.ts
+   * visibleMode), and where it is shared, the ACL's mask as its group bits, as on any disk with ACLs.
+   */
+  shown(attr: Attr, inbox: InboxPlace): Attr {
+    if (!inbox) return attr;
+    const covered = this.covers(attr, inbox);
+    attr.mode &= ~0o077;
+    if (covered) attr.mode |= maskOf(attr.mode) << 3;
     return attr;
   }
 
   /**
-   * The mode to keep when the kernel asks for `asked`: what it asked, but on a shared inbox, whose group bits it
-   * computed from the mask shown, only what it adds to or takes from the mask changes the group's bits.
+   * The mode to keep when the kernel asks for `asked`: what it asked, but on a shared node of the inbox, whose
+   * group bits it computed from the mask shown, only what it adds to or takes from the mask changes the group's bits.
    */
-  chmodded(own: Owned, inbox: boolean, asked: number): number {
+  chmodded(own: Owned, inbox: InboxPlace, asked: number): number {
     if (!inbox || !this.covers(own, inbox)) return asked;
-    const mask = maskOf(own.mode);
+    const mask = maskOf(own.mode & ~0o077);
     const wanted = (asked >> 3) & 7;
     const group = (((own.mode >> 3) & 7) | (wanted & ~mask)) & ~(mask & ~wanted);
     return (asked & ~0o070) | (group << 3);
   }
 
   /** The POSIX access ACL of a node (the kernel's xattr form), or null: none, its mode says it all. */
-  acl(attr: Owned, inbox: boolean): Buffer | null {
-    if (!this.covers(attr, inbox)) return null;
+  acl(own: Owned, inbox: InboxPlace): Buffer | null {
+    if (!this.covers(own, inbox)) return null;
+    // In the inbox the group and others have nothing (visibleMode): the sharers are named, no one else.
+    const attr = inbox ? { ...own, mode: own.mode & ~0o077 } : own;
     const user = (attr.mode >> 6) & 7;
     const entries: [number, number, number][] = [
       [ACL_USER_OBJ, user, UNDEFINED_ID],
@@ -75,8 +89,13 @@ export class OwnerShare {
   }
 }
 
-/** A node as a view shows it: its owner and mode (the inbox's as its owner's alone). */
+/** A node's own owner and mode (as set: in the inbox, what views show is its owner's bits alone). */
 export type Owned = Pick<Attr, 'uid' | 'mode'>;
+
+/** Where a node is in the inbox: the folder itself, something inside it, or not there (false). */
+export type InboxPlace = 'folder' | 'inside' | false;
+
+export const inboxPlace = (rel: string): InboxPlace => (rel === 'inbox' ? 'folder' : rel.startsWith('inbox/') ? 'inside' : false);
 
 /** The extended attribute the kernel reads a node's access ACL from. */
 export const ACL_ACCESS = 'system.posix_acl_access';

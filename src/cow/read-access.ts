@@ -1,7 +1,7 @@
 import { MODE, type Store } from '../store/store.js';
 import { fullMode } from '../store/file-meta.js';
-import { isInbox, permits, visibleMode, type Reader } from '../policy/policy.js';
-import type { OwnerShare } from './owner-share.js';
+import { permits, visibleMode, type Reader } from '../policy/policy.js';
+import { inboxPlace, type OwnerShare } from './owner-share.js';
 
 /**
  * Whether a reader could read a path of a commit's tree through a view, as the kernel would decide it from
@@ -42,9 +42,10 @@ export class ReadAccess {
 
   private async permits(tree: string, rel: string, entry: { oid: string; mode: number }, want: number): Promise<boolean> {
     const meta = await this.store.meta(tree, rel, entry.mode);
-    const st = { mode: visibleMode(rel, fullMode(entry.mode, meta)), uid: meta?.uid ?? this.share.owner.uid, gid: meta?.gid ?? this.share.owner.gid };
+    const own = { mode: fullMode(entry.mode, meta), uid: meta?.uid ?? this.share.owner.uid, gid: meta?.gid ?? this.share.owner.gid };
+    const st = { ...own, mode: visibleMode(rel, own.mode) };
     // A sharer's named ACL entry carries the owner's rights.
-    const sharer = this.share.covers(st, isInbox(rel)) && this.share.sharers.includes(this.reader.uid);
+    const sharer = this.share.covers(own, inboxPlace(rel)) && this.share.sharers.includes(this.reader.uid);
     return permits(this.reader, sharer ? { ...st, uid: this.reader.uid } : st, want);
   }
 }

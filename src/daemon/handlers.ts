@@ -88,7 +88,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
       return { ...result, revokedLeases: await leases.revokeBranch(role, branch) };
     },
     extendBranch: ({ params: { role, branch }, body }) => branches.extendBranch(role, branch, body.ttl),
-    updateBranch: ({ params: { role, branch } }) => branches.updateBranch(role, branch),
+    updateBranch: ({ params: { role, branch }, creds }) => branches.updateBranch(role, branch, creds),
     sync: ({ params, body }) => branches.sync(params.role, body.branch),
 
     listTrash: ({ params }) => trash.trashList(params.role),

@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Connection } from '../util/addon.js';
 import { dropDescriptor, notifySocket, storeDescriptor } from './sd-notify.js';
-import { binding } from '../util/addon.js';
+import { HUP_GUARD, binding } from '../util/addon.js';
 import type { OpenHandle } from '../fuse-ops/ops.js';
 
 /**
@@ -85,6 +85,9 @@ let keepAsked = false;
  */
 export function becomeSuccessor(fd: number): number {
   const env: NodeJS.ProcessEnv = { ...process.env, LISTEN_FDS: '1', LISTEN_FDNAMES: NAME, LISTEN_PID: String(process.pid) };
+  // Another SIGHUP (kill -HUP, a logrotate postrotate) may come before the next nasd listens for it: the guard
+  // keeps it from ending the process meanwhile (main.ts drops the preload again).
+  env.LD_PRELOAD = [HUP_GUARD, process.env.LD_PRELOAD].filter(Boolean).join(' ');
   const socket = notifySocket();
   if (socket) env.NOTIFY_SOCKET = socket;
   if (keepAsked) env.NAS_KEEP_CONNECTION = '1';

@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First of all: a SIGHUP while nasd starts must not end it (held-hup.ts).
+import './held-hup.js';
 // Entry point of nasd. libuv's thread pool carries every git and disk call a FUSE request makes; its size is
 // read when the pool starts, so it is set here, before anything else is loaded.
 process.env.UV_THREADPOOL_SIZE ??= '16';

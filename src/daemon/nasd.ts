@@ -1,3 +1,4 @@
+import { releaseHup } from './held-hup.js';
 import fs, { accessSync, constants } from 'node:fs';
 import os from 'node:os';
 import { pino } from 'pino';
@@ -213,7 +214,10 @@ async function main(): Promise<void> {
     process.exit(reload ? 1 : 0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // SIGHUP was held while nasd started (a reload's successor included): from now on it reloads.
   process.on('SIGHUP', () => void stop('SIGHUP'));
+  const ignored = releaseHup();
+  if (ignored > 0) log.warn({ ignored }, 'SIGHUP while nasd was starting (a reload in progress): ignored');
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   log.info({ mount: config.mount, state: config.state_dir, socket: config.socket }, 'nasd ready');

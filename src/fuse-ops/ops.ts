@@ -182,7 +182,8 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
 
   /** Open a handle counted against the caller's and the view's open-file caps (given back if the open fails). */
   async function counted(view: View, caller: Caller | null, flags: number, open: () => Promise<Handle>): Promise<number> {
-    const close = openFiles?.take(caller?.uid ?? 0, view.name);
+    const uid = caller?.uid ?? 0;
+    const close = openFiles?.take(uid, view.name, uid === 0 || (isWritable(view) && view.mayWrite(uid)));
     try {
       return register(view, await open(), flags, close);
     } catch (err) {

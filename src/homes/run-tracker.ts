@@ -1,10 +1,12 @@
-import { namespaceMembers, namespaceOf } from '../util/pid-namespace.js';
+import { namespaceMembers } from '../util/pid-namespace.js';
+import { binding } from '../util/addon.js';
 
 /**
  * Which run a process belongs to. Each run lives in its own PID namespace (nas run makes it), so a
- * process is the run's exactly when /proc/<pid>/ns/pid names that namespace: children, daemons it starts
- * and re-parented orphans included, with no walk up the process tree. Read once per request that needs
- * it (a few microseconds), only while a run is active.
+ * process is the run's exactly when that namespace is its own or one above it: children, daemons it starts,
+ * re-parented orphans and whatever runs in a namespace made inside the run (unshare -p) included, with no walk
+ * up the process tree. Read once per request that needs it (a few microseconds), only while a run is active;
+ * the binding decides the same way for what it answers itself (native/pidns.cc).
  */
 
 export interface ActiveRun {
@@ -41,8 +43,11 @@ export class RunTracker {
   /** The run a process belongs to, if any. */
   runOf(pid: number): ActiveRun | undefined {
     if (this.byNs.size === 0 || !(pid > 0)) return undefined;
-    const ns = namespaceOf(pid);
-    return ns ? this.byNs.get(ns) : undefined;
+    for (const ns of binding().pidNamespaces(pid)) {
+      const run = this.byNs.get(ns);
+      if (run) return run;
+    }
+    return undefined;
   }
 
   /** The processes of a run (to stop what is left when its launcher died). */

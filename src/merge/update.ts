@@ -4,6 +4,7 @@ import { UserError } from '../util/errors.js';
 import { decodeText } from '../util/text.js';
 import { mergeWithMarkers } from './hunks.js';
 import { mergeContent } from './merge.js';
+import { fullMode, metaPath } from '../store/file-meta.js';
 
 /**
  * Main merged into a branch (`nas branch update`): the three-way merge that lands a PR on main (merge.ts: lines,
@@ -12,7 +13,10 @@ import { mergeContent } from './merge.js';
  * append-only file (the journal) holds main's version and then what the branch appended; anything else that
  * conflicts (not text, a symlink, changed on one side and deleted on the other) keeps the version that changed,
  * the branch's where both did. A read-only path (.nas/) cannot be edited in a branch, so a conflict there refuses
- * the update. This writes the merge commit (parents: the branch's head, main's head) and moves no ref.
+ * the update. Main's side of a conflict goes into the branch only if the caller could read it through main's view
+ * (else the branch's side stays, listed), and a file that holds both sides takes the stricter of their two
+ * metadata records: an update never shows main's content under the branch's looser mode or owner. This writes the
+ * merge commit (parents: the branch's head, main's head) and moves no ref.
  */
 
 export interface UpdateConflict {
@@ -31,9 +35,20 @@ export type BranchUpdate = { kind: 'up-to-date' } | { kind: 'merged'; commit: st
 const opening = (branch: string) => `<<<<<<< ${branch}`;
 const CLOSING = '>>>>>>> main';
 
-export async function mergeMainInto(
-  store: Store, o: { head: string; main: string; branch: string; rules: Rules; author: Identity },
-): Promise<BranchUpdate> {
+/** Whether the caller could read a path of a tree through a view (undefined: it reads everything). */
+export type MayRead = (tree: string, path: string) => Promise<boolean>;
+
+interface UpdateOptions {
+  head: string;
+  main: string;
+  branch: string;
+  rules: Rules;
+  author: Identity;
+  /** Who asks, as main's view would judge them. */
+  mayReadMain?: MayRead;
+}
+
+export async function mergeMainInto(store: Store, o: UpdateOptions): Promise<BranchUpdate> {
   const base = await store.mergeBase(o.head, o.main);
   if (!base) throw new UserError(`${o.branch} shares no history with main: main cannot be merged into it`, 409);
   if (base === o.main) return { kind: 'up-to-date' };
@@ -45,16 +60,18 @@ export async function mergeMainInto(
     const merged = await mergeContent(store, baseTree, sides.main, sides.head);
     if ('tree' in merged) {
       const list = [...conflicts.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+      const both = list.filter((c) => c.resolution === 'markers' || c.resolution === 'appended').map((c) => c.path);
+      const tree = both.length > 0 ? await withStricterRecords(store, merged.tree, { main: mainTree, head: headTree }, both) : merged.tree;
       const message = `Merge main into ${o.branch}\n\n${list.map((c) => `${c.resolution} ${quoted(c.path)}\n`).join('')}${list.length ? '\n' : ''}` +
         `Nas-Branch: ${o.branch}\nNas-Main: ${o.main}\n`;
-      const commit = await store.writeCommit({ tree: merged.tree, parents: [o.head, o.main], message, author: o.author });
+      const commit = await store.writeCommit({ tree, parents: [o.head, o.main], message, author: o.author });
       return { kind: 'merged', commit, conflicts: list };
     }
     const paths = [...merged.structured.map((c) => c.path), ...merged.conflicts.map((c) => c.path)].filter((p) => !conflicts.has(p));
     if (paths.length === 0) break;
-    const edits = new Map<string, Entry>();
+    const edits = new Map<string, Entry | null>();
     for (const path of paths) {
-      const { entry, conflict } = await settle(store, o, sides, path);
+      const { entry, conflict } = await settle(store, o, { ...sides, mainAsIs: mainTree }, path);
       edits.set(path, entry);
       conflicts.set(path, conflict);
     }
@@ -70,13 +87,21 @@ const refusal = (branch: string, path: string, why: string) =>
 const quoted = (p: string) => (/[\x00-\x1f\x7f]/.test(p) ? JSON.stringify(p) : p);
 const regular = (e: Entry | null) => e?.mode === MODE.file || e?.mode === MODE.exec;
 
-/** What one conflicting path holds after the update, on both sides alike (so the next pass merges it cleanly). */
+/**
+ * What one conflicting path holds after the update, on both sides alike (so the next pass merges it cleanly); null:
+ * nothing (the branch deleted it). `mainAsIs`: main's tree as it is, what the caller's right to read is judged on.
+ */
 async function settle(
-  store: Store, o: { branch: string; rules: Rules }, trees: { base: string; main: string; head: string }, path: string,
-): Promise<{ entry: Entry; conflict: UpdateConflict }> {
+  store: Store, o: { branch: string; rules: Rules; mayReadMain?: MayRead }, trees: { base: string; main: string; head: string; mainAsIs: string }, path: string,
+): Promise<{ entry: Entry | null; conflict: UpdateConflict }> {
   const [b, m, h] = await Promise.all([trees.base, trees.main, trees.head].map((t) => store.lookupPath(t, path)));
   const rules = classify(o.rules, path);
   if (rules.readOnly) throw refusal(o.branch, path, 'it is read-only in a branch, where the conflict could not be resolved (propose the branch, or change it with nas home config)');
+  if (m && m.mode !== MODE.tree && o.mayReadMain && !(await o.mayReadMain(trees.mainAsIs, path))) {
+    if (h?.mode === MODE.tree) throw refusal(o.branch, path, 'it is a folder on one side');
+    const why = "main's version is not yours to read through main's view, so it was not written into the branch (its owner can update the branch)";
+    return { entry: h, conflict: { path, resolution: 'kept-branch', why } };
+  }
   if (regular(m) && regular(h) && (!b || regular(b))) {
     const [base, main, branch] = await Promise.all([b, m, h].map(async (e) => (e ? decodeText(await store.readBlob(e.oid)) : '')));
     if (base !== null && main !== null && branch !== null) {
@@ -92,6 +117,27 @@ async function settle(
   if (!kept || m?.mode === MODE.tree || h?.mode === MODE.tree) throw refusal(o.branch, path, 'it is a folder on one side');
   const why = !h ? 'the branch deleted it, main changed it' : !m ? 'main deleted it, the branch changed it' : 'it is not text, so it cannot hold both versions';
   return { entry: kept, conflict: { path, resolution: h ? 'kept-branch' : 'kept-main', why } };
+}
+
+/**
+ * A file that holds main's content and the branch's takes the stricter of their records: the one that leaves the
+ * group and others fewer rights, main's (its owner's) where both leave as many. No record on main's side means
+ * the Home owner's defaults (file-meta.ts fullMode).
+ */
+async function withStricterRecords(store: Store, tree: string, sides: { main: string; head: string }, paths: string[]): Promise<string> {
+  const edits = new Map<string, Entry | null>();
+  const others = (mode: number) => [...(mode & 0o077).toString(2)].filter((b) => b === '1').length;
+  for (const path of paths) {
+    const at = await store.lookupPath(tree, path);
+    if (!at) continue;
+    const [main, head] = await Promise.all([sides.main, sides.head].map(async (t) => ({
+      record: await store.lookupPath(t, metaPath(path)),
+      mode: fullMode(at.mode, await store.meta(t, path, at.mode)),
+    })));
+    const stricter = others(head.mode) < others(main.mode) ? head : main;
+    if ((await store.lookupPath(tree, metaPath(path)))?.oid !== stricter.record?.oid) edits.set(metaPath(path), stricter.record);
+  }
+  return edits.size > 0 ? store.editTree(tree, edits) : tree;
 }
 
 /** The files among a branch's changes that still hold the markers an update left (up to 8 MiB each are read). */

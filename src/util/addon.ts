@@ -8,6 +8,8 @@ export interface NativeBinding {
   mount(options: MountOptions, dispatch: Dispatch, barrierDone: (id: number) => void): NativeMount;
   /** Directory rel below directory root, by one openat2 that follows no link and cannot leave root (throws like fs). */
   openBeneath(root: string, rel: string): number;
+  /** A process's PID namespace (`pid:[…]`) and each one above it up to nasd's own, innermost first; [] when it is gone. */
+  pidNamespaces(pid: number): string[];
   /** This process becomes `file` (argv, env), with descriptor `fd` as 3; returns only on failure: -errno. */
   exec(file: string, argv: string[], env: string[], fd: number): number;
   /** `fd`: an opened file's descriptor on disk, which the binding then reads through itself. */
@@ -55,7 +57,10 @@ export type Dispatch = (op: number, call: number, path: string, a: any, b: any, 
 
 /** native/ at the project's root: three levels up from dist/src/util, two from src/util (tests run the source). */
 const here = path.dirname(fileURLToPath(import.meta.url));
-const ADDON = path.resolve(here, here.split(path.sep).includes('dist') ? '../../..' : '../..', 'native/build/Release/nasfuse.node');
+const BUILT = path.resolve(here, here.split(path.sep).includes('dist') ? '../../..' : '../..', 'native/build/Release');
+const ADDON = `${BUILT}/nasfuse.node`;
+/** Preloaded into the next nasd of a reload: a SIGHUP before its JS listens does not end it (native/hup-guard.cc). */
+export const HUP_GUARD = `${BUILT}/nas-hup-guard.node`;
 let loaded: NativeBinding | undefined;
 
 /** The binding, or an instruction when it was not built or libfuse 3 is missing. */

@@ -40,11 +40,11 @@ export interface Workflows {
 export function openWorkflows(
   homes: HomeSet, o: { stateDir: string; runsDir: string; runSockets: RunSockets; log: Logger; refusals?: Refusals },
 ): Workflows {
-  const branches = new Branches(homes);
-  const trash = new TrashWorkflow(homes);
-  const homeFlows = new Homes(homes, branches);
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
+  const branches = new Branches(homes, readers);
+  const trash = new TrashWorkflow(homes);
+  const homeFlows = new Homes(homes, branches);
   const memory = new MemoryService(homes, readers);
   const prs = new PrService(homes, leases, readers, o.log);
   return {

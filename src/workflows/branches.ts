@@ -4,6 +4,8 @@ import type { BranchRecord } from '../home/home.js';
 import { itemsFromGit } from '../trash/trash.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
 import { mergeMainInto, type BranchUpdate } from '../merge/update.js';
+import type { Readers } from './readers.js';
+import type { Credentials } from '../api/credentials.js';
 import type { BranchCreated, BranchExtended, BranchListing, BranchUpdated, Discarded, SyncResult } from '../api/types.js';
 
 /**
@@ -12,7 +14,7 @@ import type { BranchCreated, BranchExtended, BranchListing, BranchUpdated, Disca
  * at the TTL, removed after the grace period, never both in one pass).
  */
 export class Branches {
-  constructor(private readonly homes: HomeSet) {}
+  constructor(private readonly homes: HomeSet, private readonly readers: Readers) {}
 
   async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
     const m = this.homes.mounted(role);
@@ -74,16 +76,20 @@ export class Branches {
    * Bring main into a branch (`nas branch update`): what is pending is committed, then main is merged into the
    * branch as a commit on it with two parents (the branch's head, main's), and the view shows it at once. Files
    * both changed in the same lines hold both versions between conflict markers and are listed; the branch cannot
-   * be proposed while they do (merge/update.ts). An expired branch takes no update.
+   * be proposed while they do (merge/update.ts). An expired branch takes no update. Main's side of a conflict is
+   * written into the branch only where the caller could read it through main's view: an update is no way around
+   * main's modes.
    */
-  async updateBranch(role: string, branch: string): Promise<BranchUpdated> {
+  async updateBranch(role: string, branch: string, creds: Credentials): Promise<BranchUpdated> {
     const m = this.homes.mounted(role);
     const view = this.homes.branch(role, branch);
     if (view.expired) throw new UserError(`${view.name} expired (its TTL passed): it takes no changes, main included; the owner can extend it (nas branch extend)`, 409);
     const main = await m.home.mainHead();
+    const who = await this.readers.of(role, creds);
+    const mayReadMain = this.readers.mayRead(who, m.home.store, this.homes.viewShare(role));
     let outcome = { kind: 'up-to-date' } as BranchUpdate;
     const commit = await view.advance(async (head) => {
-      outcome = await mergeMainInto(m.home.store, { head, main, branch, rules: view.rules, author: m.home.identity });
+      outcome = await mergeMainInto(m.home.store, { head, main, branch, rules: view.rules, author: m.home.identity, mayReadMain });
       return outcome.kind === 'merged' ? outcome.commit : null;
     });
     const conflicts = outcome.kind === 'merged' ? outcome.conflicts : [];

@@ -127,49 +127,56 @@ describe('limits and policy from .nas/', () => {
  * Files held open through the mount are capped per user and per branch (nasd.yaml): one user holding thousands
  * of files used to leave nasd no descriptors, and then everyone got EIO and nas sync failed.
  */
+/** Processes holding files open for a test; each is stopped by its pid, also on failure. */
+const holders: ChildProcess[] = [];
+
+/**
+ * As `uid`, open `file` again and again (its own RLIMIT_NOFILE raised to the hard one) until an open fails;
+ * say how many it got and why, then hold them all until its stdin closes.
+ */
+const hold = async (uid: number, file: string): Promise<{ opened: number; code: string; child: ChildProcess }> => {
+  const script = 'import errno, os, resource, sys\n' +
+    'hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\nresource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n' +
+    'fds = []\ntry:\n  while True: fds.append(os.open(sys.argv[1], os.O_RDONLY))\n' +
+    'except OSError as e:\n  print(len(fds), errno.errorcode[e.errno], flush=True)\nsys.stdin.read()\n';
+  const child = spawn('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '/usr/bin/python3', '-c', script, file], { stdio: ['pipe', 'pipe', 'pipe'] });
+  holders.push(child);
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (c) => (out += c) && out.includes('\n') && resolve(out.trim()));
+    child.stderr!.on('data', (c) => (err += c));
+    child.once('exit', (code) => reject(new Error(`the holder exited (${code}) before it said anything: ${err}`)));
+  });
+  const [opened, code] = line.split(' ');
+  return { opened: Number(opened), code, child };
+};
+const release = async (child: ChildProcess) => {
+  const gone = new Promise((r) => child.once('exit', r));
+  child.stdin!.end();
+  await gone;
+};
+const stopHolders = () => {
+  for (const child of holders.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+};
+
 describe('open files', () => {
   let d: TestDaemon;
   let config: string;
-  const holders: ChildProcess[] = [];
   const p = (rel: string) => d.path('demo@many', rel);
-
-  /**
-   * As `uid`, open `file` again and again (its own RLIMIT_NOFILE raised to the hard one) until an open fails;
-   * say how many it got and why, then hold them all until its stdin closes.
-   */
-  const hold = async (uid: number, file: string): Promise<{ opened: number; code: string; child: ChildProcess }> => {
-    const script = 'import errno, os, resource, sys\n' +
-      'hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\nresource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n' +
-      'fds = []\ntry:\n  while True: fds.append(os.open(sys.argv[1], os.O_RDONLY))\n' +
-      'except OSError as e:\n  print(len(fds), errno.errorcode[e.errno], flush=True)\nsys.stdin.read()\n';
-    const child = spawn('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '/usr/bin/python3', '-c', script, file], { stdio: ['pipe', 'pipe', 'pipe'] });
-    holders.push(child);
-    const line = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      let err = '';
-      child.stdout!.on('data', (c) => (out += c) && out.includes('\n') && resolve(out.trim()));
-      child.stderr!.on('data', (c) => (err += c));
-      child.once('exit', (code) => reject(new Error(`the holder exited (${code}) before it said anything: ${err}`)));
-    });
-    const [opened, code] = line.split(' ');
-    return { opened: Number(opened), code, child };
-  };
-  const release = async (child: ChildProcess) => {
-    const gone = new Promise((r) => child.once('exit', r));
-    child.stdin!.end();
-    await gone;
-  };
 
   beforeAll(async () => {
     config = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-open-files-'));
     await fs.writeFile(`${config}/nasd.yaml`, 'open_files_per_user: 300\nopen_files_per_branch: 500\n');
     d = await TestDaemon.withBranch('many', { extraArgs: ['--config', `${config}/nasd.yaml`] });
     expect((await d.nas('branch', 'create', 'demo/other')).code).toBe(0);
+    // Both users work in the branch (write leases): each may hold open_files_per_user there.
+    for (const principal of ['nobody', 'daemon']) expect((await d.nas('lease', 'issue', 'demo/many', '--principal', principal, '--ttl', '1h')).code).toBe(0);
     await fs.writeFile(p('outbox/shared.md'), 'read me\n');
     await d.sync('demo/many');
   });
   afterAll(async () => {
-    for (const child of holders) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    stopHolders();
     await d?.cleanup();
     if (config) await fs.rm(config, { recursive: true, force: true });
   });
@@ -207,5 +214,53 @@ describe('open files', () => {
     await release(daemon.child);
     await release(nobody.child);
     await eventually(async () => (await codeOf(fs.readFile(p('outbox/shared.md')))) === 'OK', 'the branch to open files again');
+  });
+});
+
+describe('open files of readers without a lease', () => {
+  let d: TestDaemon;
+  let config: string;
+  const TOTAL = 200;
+
+  beforeAll(async () => {
+    // The total for files open through the mount is (RLIMIT_NOFILE - open_files_reserve) / 2: made 200 here.
+    const limits = await fs.readFile('/proc/self/limits', 'utf8');
+    const hard = Number(/^Max open files\s+\S+\s+(\d+)/m.exec(limits)?.[1]);
+    expect(hard).toBeGreaterThan(2 * TOTAL + 1000);
+    config = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-open-readers-'));
+    await fs.writeFile(`${config}/nasd.yaml`, `open_files_per_user: 300\nopen_files_per_branch: 5000\nopen_files_reserve: ${hard - 2 * TOTAL}\n`);
+    d = await TestDaemon.withBranch('busy', { extraArgs: ['--config', `${config}/nasd.yaml`] });
+    expect((await d.nas('lease', 'issue', 'demo/busy', '--principal', 'daemon', '--ttl', '1h')).code).toBe(0);
+    await fs.writeFile(d.path('demo@busy', 'outbox/read.md'), 'read me\n');
+    await d.sync('demo/busy');
+  });
+  afterAll(async () => {
+    stopHolders();
+    await d?.cleanup();
+    if (config) await fs.rm(config, { recursive: true, force: true });
+  });
+
+  it('caps each reader at a quarter of open_files_per_user and all of them at three quarters of the total, so root and lease holders still open', async () => {
+    const file = d.path('demo@busy', 'outbox/read.md');
+    // Readers (no lease on the branch): 75 files each, until together they hold 150 of the 200.
+    const first = await hold(2, file);
+    expect([first.opened, first.code]).toEqual([75, 'EMFILE']);
+    const second = await hold(3, file);
+    expect([second.opened, second.code]).toEqual([75, 'EMFILE']);
+    const third = await hold(65534, file);
+    expect([third.opened, third.code]).toEqual([0, 'ENFILE']);
+    await eventually(async () => /"reader":true.*too many files open through the mount/.test(d.log), 'the readers\' cap in the log');
+    // What is left is the owner's and the lease holders': root writes and commits, the lease holder opens.
+    await fs.writeFile(d.path('demo@busy', 'outbox/root.md'), 'root still opens\n');
+    expect(await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).toMatch(/\S/);
+    // The rest of the total, less root's files if the kernel has not released them yet.
+    const leased = await hold(1, file);
+    expect(leased.code).toBe('ENFILE');
+    expect(leased.opened).toBeGreaterThan(40);
+    expect(leased.opened).toBeLessThanOrEqual(50);
+    await release(leased.child);
+    await d.sync('demo/busy');
+    expect((await d.gitBlob('busy:outbox/root.md')).toString()).toBe('root still opens\n');
+    for (const h of [first, second, third]) await release(h.child);
   });
 });

@@ -140,4 +140,41 @@ describe('reload: nasd becomes the next nasd in the same process', () => {
     // And it answers its control socket as before.
     expect((await d.nas('status')).code).toBe(0);
   });
+
+  it('survives SIGHUPs that come while a reload is in progress (kill -HUP, a logrotate): one reload, nothing cut off', async () => {
+    const pid = d.child.pid!;
+    const readies = () => d.log.split('"nasd ready"').length - 1;
+    const held = spawn('bash', ['--norc', '-c', `exec 3>${d.path('demo@reloaded', 'outbox/across-hups.txt')}; while read -r line; do echo "$line" >&3; echo "--done-$line--"; done`], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    children.push(held);
+    const write = (line: string) => new Promise<void>((resolve) => {
+      const onData = (c: Buffer) => c.toString().includes(`--done-${line}--`) && (held.stdout!.off('data', onData), resolve());
+      held.stdout!.on('data', onData);
+      held.stdin!.write(`${line}\n`);
+    });
+    await write('before');
+    // A second SIGHUP at several moments of the reload (the next nasd starts up for seconds), then a storm of 8.
+    for (const gap of [150, 600, 1500, 3000]) {
+      const before = readies();
+      process.kill(pid, 'SIGHUP');
+      await new Promise((r) => setTimeout(r, gap));
+      process.kill(pid, 'SIGHUP');
+      await eventually(async () => d.child.exitCode !== null || readies() > before, `nasd serving again after a SIGHUP ${gap} ms into its reload`, 60_000);
+      expect(d.child.exitCode, d.log.slice(-3000)).toBeNull();
+    }
+    process.kill(pid, 'SIGHUP');
+    for (let i = 0; i < 8; i++) {
+      await new Promise((r) => setTimeout(r, 40));
+      process.kill(pid, 'SIGHUP');
+    }
+    await eventually(async () => d.child.exitCode !== null || (await d.nas('status')).code === 0, 'nasd answering after a storm of SIGHUPs', 60_000);
+    expect(d.child.exitCode, d.log.slice(-3000)).toBeNull();
+    expect(d.child.pid).toBe(pid);
+    // The file held open all along takes another line and closes: nothing was cut off, nothing lost.
+    await write('after');
+    held.stdin!.end();
+    await new Promise((r) => held.once('exit', r));
+    expect(await fs.readFile(d.path('demo@reloaded', 'outbox/across-hups.txt'), 'utf8')).toBe('before\nafter\n');
+  });
 });

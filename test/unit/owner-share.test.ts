@@ -37,7 +37,7 @@ describe('OwnerShare', () => {
     expect(share.chmodded(file(0o644), false, constants.S_IFREG | 0o600)).toBe(constants.S_IFREG | 0o600);
   });
 
-  it('leaves alone what the owner keeps from others, what it does not own, and symlinks; shares the inbox', () => {
+  it('leaves alone what the owner keeps from others, what it does not own, and symlinks; shares the inbox by the same rule', () => {
     const share = new OwnerShare(ROOT, [1001]);
     // The kernel consults an ACL only when the group bits are not 0: such a file is the owner's alone.
     expect(share.acl(file(0o600), false)).toBeNull();
@@ -48,8 +48,17 @@ describe('OwnerShare', () => {
     expect(share.acl(dir(0o750), false)).toBeNull();
     expect(share.acl(dir(0o711), false)).toBeNull();
     // The inbox shows 0700 (its owner's alone): its sharers read it in their branch, the mask shown as its group bits.
-    expect(entries(share.acl(dir(0o700), true)!)).toEqual(['user::7', 'user:1001:7', 'group::0', 'mask::7', 'other::0']);
-    expect(share.shown(dir(0o700) as never, true).mode).toBe(constants.S_IFDIR | 0o770);
+    expect(entries(share.acl(dir(0o700), 'folder')!)).toEqual(['user::7', 'user:1001:7', 'group::0', 'mask::7', 'other::0']);
+    expect(share.shown(dir(0o700) as never, 'folder').mode).toBe(constants.S_IFDIR | 0o770);
+    // In it, by each node's own mode as everywhere else: what everyone may read is shared (shown as the owner's)...
+    expect(entries(share.acl(file(0o644), 'inside')!)).toEqual(['user::6', 'user:1001:6', 'group::0', 'mask::6', 'other::0']);
+    expect(share.shown(file(0o644) as never, 'inside').mode).toBe(constants.S_IFREG | 0o660);
+    expect(share.shown(file(0o604) as never, 'inside').mode).toBe(constants.S_IFREG | 0o660);
+    // ...what the owner keeps from others (a 0600 file moved or restored there) is not, and shows as it is.
+    for (const mode of [0o600, 0o640, 0o700]) {
+      expect(share.acl(file(mode), 'inside')).toBeNull();
+      expect(share.shown(file(mode) as never, 'inside').mode).toBe(constants.S_IFREG | (mode & 0o700));
+    }
     expect(share.acl(file(0o644, 1001), false)).toBeNull();
     expect(share.acl(file(0o644, 1003), false)).toBeNull();
     expect(share.acl({ uid: 0, mode: constants.S_IFLNK | 0o777 }, false)).toBeNull();
@@ -58,11 +67,13 @@ describe('OwnerShare', () => {
   it("turns the owner's chmod of a shared inbox's shown mode into the group's own bits", () => {
     const share = new OwnerShare(ROOT, [1001]);
     const own = dir(0o700); // the inbox, shown 0770
-    const kept = (asked: number) => (share.chmodded(own, true, constants.S_IFDIR | asked) & 0o7777).toString(8);
+    const kept = (asked: number) => (share.chmodded(own, 'folder', constants.S_IFDIR | asked) & 0o7777).toString(8);
     expect(kept(0o774)).toBe('704'); // chmod o+r
     expect(kept(0o700)).toBe('700');
     expect(kept(0o770)).toBe('700'); // the shown bits sent back: nothing changes
-    expect(share.chmodded(dir(0o700, 1001), true, 0o770)).toBe(0o770);
+    expect(share.chmodded(dir(0o700, 1001), 'folder', 0o770)).toBe(0o770);
+    // A file inside that only its owner reads: the asked mode as it is.
+    expect(share.chmodded(file(0o600), 'inside', constants.S_IFREG | 0o644)).toBe(constants.S_IFREG | 0o644);
   });
 
   it('tells when another share gives different rights', () => {

@@ -36,14 +36,15 @@ describe('nas run input', () => {
     for (const bad of ['0', '17', 'two', '-1', '1.5']) expect(() => parseAttempts(bad)).toThrow(/from 1 to 16/);
   });
 
-  it('runs as the user sudo was called by, and as root only when named', async () => {
+  it('runs as the user sudo was called by, and never as root', async () => {
     const saved = process.env.SUDO_USER;
     try {
       process.env.SUDO_USER = 'nobody';
       expect((await runAccount(undefined)).uid).toBe(65534);
       process.env.SUDO_USER = '';
-      await expect(runAccount(undefined)).rejects.toThrow(/--user root to run it as root/);
-      expect((await runAccount('root')).uid).toBe(0);
+      await expect(runAccount(undefined)).rejects.toThrow(/name an unprivileged user with --user/);
+      await expect(runAccount('root')).rejects.toThrow(/a run cannot be root/);
+      await expect(runAccount('0')).rejects.toThrow(/a run cannot be root/);
       expect((await runAccount('65534')).name).toBe('nobody');
       await expect(runAccount('no-such-user-here')).rejects.toThrow(/no local user "no-such-user-here"/);
     } finally {

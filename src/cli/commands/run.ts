@@ -18,7 +18,7 @@ export const help = {
     'Runs COMMAND in its own branch of the Home: a new branch forked from main, a lease for the user on it\n' +
     '(write, propose:main, the TTL and budget), and a private mount namespace in which /agents/<role> is that\n' +
     'branch, writable (main stays at /agents/<role>@main, read-only). The command runs as --user (default: the\n' +
-    'user sudo was called by; root only when named), in the Home (or --cwd inside it), with NAS_RUN, NAS_HOME,\n' +
+    'user sudo was called by; never root), unable to make namespaces, in the Home (or --cwd inside it), with NAS_RUN, NAS_HOME,\n' +
     'NAS_BRANCH, NAS_LEASE, NAS_SOCKET and NAS_BRIEFING_FILE set. Of the caller\'s environment only PATH, TERM,\n' +
     'COLORTERM, NO_COLOR, LANG, LANGUAGE, LC_* and TZ reach it, and the variables named with --env (an API key).\n' +
     'nas run itself needs root (sudo nas run ...).\n\n' +

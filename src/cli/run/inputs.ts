@@ -6,14 +6,22 @@ import { Usage } from '../args.js';
 
 /** What nas run checks on the command line before it asks nasd for anything: a refused run creates nothing. */
 
-/** Who the command runs as: --user, else the user sudo was called by; root only when asked by name. */
+/**
+ * Who the command runs as: --user, else the user sudo was called by; never root. A run is confined by what its
+ * user may not do: root, whatever capabilities it is left, owns and may write root's files anywhere on the
+ * host (cron, /etc, the state directory once it lifts the cover), so a run as root would be no run at all.
+ */
 export async function runAccount(user: string | undefined): Promise<Account> {
   const name = user ?? (process.env.SUDO_USER && process.env.SUDO_USER !== 'root' ? process.env.SUDO_USER : undefined);
   if (!name) {
-    throw new Usage('nas run runs the command as the user who called it, but that is root here: name the user with --user NAME (--user root to run it as root)');
+    throw new Usage('nas run runs the command as the user who called it, but that is root here: name an unprivileged user with --user NAME');
   }
   const account = await lookupAccount(name);
   if (!account) throw new Usage(`no local user "${name}" (see /etc/passwd): create it with useradd, or name another with --user`);
+  if (account.uid === 0) {
+    throw new Usage(`a run cannot be root ("${name}" is uid 0): root can write root's files anywhere on the host, so nothing would confine it; ` +
+      'name an unprivileged user with --user (useradd makes one), or work in a branch as root without nas run');
+  }
   return account;
 }
 

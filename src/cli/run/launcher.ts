@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { namespaceMembers } from '../../util/pid-namespace.js';
 import { constants } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Readable, Writable } from 'node:stream';
 import type { Account } from '../../util/accounts.js';
 import type { RunStart } from '../../api/types.js';
@@ -15,7 +17,9 @@ import type { RunStart } from '../../api/types.js';
 /**
  * Runs as root inside the new namespaces, as PID 1 (which ignores signals it has no handler for, so it
  * outlives its command and passes the status on). $1 view, $2 Home path, $3 run socket, $4 nasd's socket,
- * $5 working directory, $6 uid, $7 gid, $8 nasd's state directory, then the command. Other branches'
+ * $5 working directory, $6 uid, $7 gid, $8 nasd's state directory, $9 nas-no-userns, then the command, which
+ * runs as the run's user, with no_new_privs, unable to make or join namespaces (a namespace made inside the run
+ * would be below the run's, which nasd counts as the run's, but a user namespace also brings capabilities). Other branches'
  * workspace/ binds are detached (plain directories: nasd never sees who reads them). The Store is covered by
  * an empty unreadable directory, so the run reaches Homes only through the views (its own workspace/ stays: a
  * bind mount holds its directory, not its path). Says its namespace on fd 3 and waits on fd 4 until nasd
@@ -33,12 +37,15 @@ exec 3>&-
 read -r go <&4 || exit 125
 exec 4<&-
 cd -- "$5"
-uid=$6 gid=$7
-shift 8
+uid=$6 gid=$7 confine=$9
+shift 9
 set +e
-if [ "$uid" = 0 ]; then "$@"; else setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"; fi
+setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$confine" "$@"
 exit $?
 `;
+
+/** Installs the seccomp filter that keeps a run's processes from making or joining namespaces. */
+const NO_USERNS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../libexec/nas-no-userns');
 
 export interface Ended {
   /** The exit status as a shell reports it: the command's, or 128 + N when signal N ended it. */
@@ -62,7 +69,7 @@ export class RunProcess {
       'setpriv',
       ['--pdeathsig', 'KILL', '--', 'unshare', '--mount', '--pid', '--fork', '--mount-proc', '--propagation', 'private', '--kill-child=SIGKILL',
         '--', '/bin/sh', '-c', SETUP, 'nas-run', start.viewPath, start.homePath, start.socket, mainSocket, dir,
-        String(account.uid), String(account.gid), start.store, ...command],
+        String(account.uid), String(account.gid), start.store, NO_USERNS, ...command],
       { stdio: ['inherit', 'inherit', 'inherit', 'pipe', 'pipe'], env },
     );
     // The set-up may end before it reads "go" (a mount failed): a write to it then fails, which is no crash.

@@ -5,9 +5,9 @@ import { fsError } from '../../util/errors.js';
 import { MODE, type Identity, type Store } from '../../store/store.js';
 import { branchRef } from '../../store/refs.js';
 import type { Trash, TrashKind, TrashRecord } from '../../trash/trash.js';
-import { isInbox, visibleMode, type Rules } from '../../policy/policy.js';
+import { type Rules } from '../../policy/policy.js';
 import { attrFromStats, gitIno, type Attr, type Owner } from '../attr.js';
-import type { OwnerShare } from '../owner-share.js';
+import { inboxPlace, type OwnerShare } from '../owner-share.js';
 import { LeaseAccess } from './lease-access.js';
 import type { Caller } from '../../util/owner.js';
 import { GitLayer } from '../git-layer.js';
@@ -236,26 +236,23 @@ export class BranchView implements WritableView {
 
   // ---- reading -----------------------------------------------------------------------------------
 
-  /** The attributes as the kernel is told them (a shared inbox's group bits are its ACL's mask: owner-share.ts). */
+  /** The attributes as the kernel is told them (the inbox its owner's alone, its ACL's mask as the group bits: owner-share.ts). */
   async getattr(rel: string): Promise<Attr> {
-    return this.leases.share.shown(await this.ownAttr(rel), isInbox(rel));
+    return this.leases.share.shown(await this.ownAttr(rel), inboxPlace(rel));
   }
 
   /** rel's access ACL (the writers' entries), or null when its mode says it all. */
   async acl(rel: string): Promise<Buffer | null> {
-    return this.leases.share.acl(await this.ownAttr(rel), isInbox(rel));
+    return this.leases.share.acl(await this.ownAttr(rel), inboxPlace(rel));
   }
 
-  /** rel's own attributes (the inbox's mode its owner's alone). */
+  /** rel's own attributes, as set (what the kernel is shown of the inbox is getattr's). */
   private async ownAttr(rel: string): Promise<Attr> {
     const st = await this.overlay.statNs(rel);
     // Git keeps no owners or times: what the branch has not changed shows the Home's owner and its last change.
     const node = st ? null : await this.overlay.gitNode(rel);
     if (!st && !node) throw fsError('ENOENT');
-    const attr = st ? attrFromStats(st) : await this.overlay.layer.attr(rel, node!.entry!, this.ctx.owner, gitIno(this.name, rel));
-    // Untrusted input is read by the branch's own principals only (its ACL), so every read lands in this manifest.
-    attr.mode = visibleMode(rel, attr.mode);
-    return attr;
+    return st ? attrFromStats(st) : await this.overlay.layer.attr(rel, node!.entry!, this.ctx.owner, gitIno(this.name, rel));
   }
 
   readdir(rel: string): Promise<string[]> {
@@ -333,7 +330,7 @@ export class BranchView implements WritableView {
   async chmod(rel: string, mode: number): Promise<void> {
     await this.overlay.check('chmod', rel);
     // The group bits the kernel sends are the shown ones (a shared inbox's ACL mask), read before the copy-up.
-    const kept = this.leases.share.chmodded(await this.ownAttr(rel), isInbox(rel), mode);
+    const kept = this.leases.share.chmodded(await this.ownAttr(rel), inboxPlace(rel), mode);
     await this.copy.materialise(rel, await this.overlay.need(rel));
     await this.overlay.tree.at(rel, (p) => chmodNoFollow(p, kept & 0o7777));
     this.committer.markDirty(rel);
