@@ -2,7 +2,7 @@ import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
-  BranchCreated, BranchExtended, BranchListing, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
+  BranchCreated, BranchExtended, BranchListing, BranchResolved, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrFileContent, PrSummary, ReviewResult, StatusReport,
   SyncResult, WhyReport, TrashListed, TrashRestored, RunStarted, RunView, PickResult, Checkpoint, Restored, LogEntry, DiffReport, TrashPurged, MaintenanceReport, Exported, Imported, Adopted, Retired, RemoteView, Decision, WebLogin,
 } from './types.js';
@@ -76,6 +76,11 @@ export const ROUTES = {
   discardBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/discard', body: none, who: writer('path', 'discarding {branch}') },
   extendBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/extend', body: { ttl: 'string' }, who: owner('extending a branch') },
   updateBranch: { method: 'POST', path: '/v1/homes/:role/branches/:branch/update', body: none, who: writer('path', 'updating {branch} from main') },
+  resolveBranch: {
+    method: 'POST', path: '/v1/homes/:role/branches/:branch/resolve',
+    body: { path: 'string', take: { kind: 'string', message: 'take must be "branch" or "main"' } },
+    who: writer('path', 'resolving a conflict in {branch}'),
+  },
   sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' }, who: anyone },
 
   listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none, who: anyone, web: true },
@@ -199,6 +204,7 @@ export interface Results {
   discardBranch: Discarded;
   extendBranch: BranchExtended;
   updateBranch: BranchUpdated;
+  resolveBranch: BranchResolved;
   sync: SyncResult;
   listTrash: TrashListed[];
   restoreTrash: TrashRestored;

@@ -80,6 +80,18 @@ export interface BranchUpdated {
   conflicts: UpdateConflict[];
 }
 
+export interface BranchResolved {
+  view: string;
+  path: string;
+  took: 'main' | 'branch';
+  /** The branch's head now (a new commit when main's side was taken). */
+  head: string;
+  /** Whether the side that lost went to the recycle area (false: it held nothing else). */
+  recycled: boolean;
+  /** What is still unresolved in the branch (it can be proposed once this is empty). */
+  unresolved: string[];
+}
+
 /** View name -> its head commit after the sync. */
 export type SyncResult = Record<string, string>;
 

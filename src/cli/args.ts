@@ -47,6 +47,7 @@ const FLAGS = {
   'propose-on-failure': { takes: 'switch' },
   print: { takes: 'switch' },
   'smb-conf': { takes: 'value', needs: 'a file' },
+  take: { takes: 'value', needs: 'a side: branch or main' },
 } as const satisfies Record<string, FlagSpec>;
 
 export type Flag = keyof typeof FLAGS;

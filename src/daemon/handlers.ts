@@ -89,6 +89,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     },
     extendBranch: ({ params: { role, branch }, body }) => branches.extendBranch(role, branch, body.ttl),
     updateBranch: ({ params: { role, branch }, creds }) => branches.updateBranch(role, branch, creds),
+    resolveBranch: ({ params: { role, branch }, body: { path, take }, creds }) => branches.resolveBranch(role, branch, path, take, creds),
     sync: ({ params, body }) => branches.sync(params.role, body.branch),
 
     listTrash: ({ params }) => trash.trashList(params.role),

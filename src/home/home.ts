@@ -27,6 +27,18 @@ export interface BranchRecord {
    * at once. Dropped when the owner extends the branch.
    */
   grace_from?: string;
+  /**
+   * Files an update left for a person to decide (merge/update.ts `unresolved`): the sides are main's version in
+   * commit `main` and the branch's as it is. The branch cannot be proposed while any is listed.
+   */
+  unresolved?: UnresolvedConflict[];
+}
+
+export interface UnresolvedConflict {
+  path: string;
+  /** The main commit the update merged. */
+  main: string;
+  why: string;
 }
 
 

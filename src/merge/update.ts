@@ -12,7 +12,7 @@ import { fullMode, metaPath } from '../store/file-meta.js';
  * both sides changed in the same lines holds both versions between git-style markers, the branch's first; an
  * append-only file (the journal) holds main's version and then what the branch appended; anything else that
  * conflicts (not text, a symlink, changed on one side and deleted on the other) keeps the version that changed,
- * the branch's where both did. A read-only path (.nas/) cannot be edited in a branch, so a conflict there refuses
+ * the branch's where both did, for now: it is `unresolved`, a side a person picks (`nas branch resolve`). A read-only path (.nas/) cannot be edited in a branch, so a conflict there refuses
  * the update. Main's side of a conflict goes into the branch only if the caller could read it through main's view
  * (else the branch's side stays, listed), and a file that holds both sides takes the stricter of their two
  * metadata records: an update never shows main's content under the branch's looser mode or owner. This writes the
@@ -27,6 +27,8 @@ export interface UpdateConflict {
    */
   resolution: 'markers' | 'appended' | 'kept-branch' | 'kept-main';
   why?: string;
+  /** A person picks the side that stays (`nas branch resolve`); until then the branch cannot be proposed. */
+  unresolved?: true;
 }
 
 export type BranchUpdate = { kind: 'up-to-date' } | { kind: 'merged'; commit: string; conflicts: UpdateConflict[] };
@@ -100,7 +102,7 @@ async function settle(
   if (m && m.mode !== MODE.tree && o.mayReadMain && !(await o.mayReadMain(trees.mainAsIs, path))) {
     if (h?.mode === MODE.tree) throw refusal(o.branch, path, 'it is a folder on one side');
     const why = "main's version is not yours to read through main's view, so it was not written into the branch (its owner can update the branch)";
-    return { entry: h, conflict: { path, resolution: 'kept-branch', why } };
+    return { entry: h, conflict: { path, resolution: 'kept-branch', why, unresolved: true } };
   }
   if (regular(m) && regular(h) && (!b || regular(b))) {
     const [base, main, branch] = await Promise.all([b, m, h].map(async (e) => (e ? decodeText(await store.readBlob(e.oid)) : '')));
@@ -116,7 +118,7 @@ async function settle(
   const kept = h ?? m;
   if (!kept || m?.mode === MODE.tree || h?.mode === MODE.tree) throw refusal(o.branch, path, 'it is a folder on one side');
   const why = !h ? 'the branch deleted it, main changed it' : !m ? 'main deleted it, the branch changed it' : 'it is not text, so it cannot hold both versions';
-  return { entry: kept, conflict: { path, resolution: h ? 'kept-branch' : 'kept-main', why } };
+  return { entry: kept, conflict: { path, resolution: h ? 'kept-branch' : 'kept-main', why, unresolved: true } };
 }
 
 /**
@@ -151,4 +153,24 @@ export async function markedFiles(store: Store, changes: Change[], branch: strin
     if (middle >= 0 && lines.indexOf(CLOSING, middle + 1) >= 0) out.push(c.path);
   }
   return out;
+}
+
+/**
+ * A side picked for a file an update left unresolved: main's version (as the update's main commit had it, with
+ * its record) or the branch's as it is now. Returns the commit that puts main's side in place (null when the
+ * branch's stays, or already holds main's), and the version that lost, for the recycle area (null: none).
+ */
+export async function takeSide(
+  store: Store, o: { head: string; main: string; path: string; take: 'main' | 'branch'; branch: string; author: Identity },
+): Promise<{ commit: string | null; lost: Entry | null }> {
+  const [headTree, mainTree] = await Promise.all([o.head, o.main].map(async (c) => (await store.readCommit(c)).tree));
+  const [ours, theirs] = await Promise.all([headTree, mainTree].map((t) => store.lookupPath(t, o.path)));
+  const file = (e: Entry | null) => (e && e.mode !== MODE.tree ? e : null);
+  if (o.take === 'branch') return { commit: null, lost: file(theirs) };
+  if (ours?.mode === MODE.tree || theirs?.mode === MODE.tree) throw new UserError(`${o.path} is a folder on one side: pick main's files one by one`, 409);
+  const record = await store.lookupPath(mainTree, metaPath(o.path));
+  if (ours?.oid === theirs?.oid && ours?.mode === theirs?.mode) return { commit: null, lost: null };
+  const tree = await store.editTree(headTree, new Map([[o.path, theirs], [metaPath(o.path), theirs ? record : null]]));
+  const message = `Resolve ${quoted(o.path)}: main's version taken\n\nNas-Branch: ${o.branch}\nNas-Main: ${o.main}\n`;
+  return { commit: await store.writeCommit({ tree, parents: [o.head], message, author: o.author }), lost: file(ours) };
 }

@@ -1,12 +1,13 @@
 import { UserError } from '../util/errors.js';
 import { parseDuration } from '../util/duration.js';
-import type { BranchRecord } from '../home/home.js';
+import { validateRelPath } from '../util/names.js';
+import type { BranchRecord, UnresolvedConflict } from '../home/home.js';
 import { itemsFromGit } from '../trash/trash.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
-import { mergeMainInto, type BranchUpdate } from '../merge/update.js';
+import { mergeMainInto, takeSide, type BranchUpdate } from '../merge/update.js';
 import type { Readers } from './readers.js';
 import type { Credentials } from '../api/credentials.js';
-import type { BranchCreated, BranchExtended, BranchListing, BranchUpdated, Discarded, SyncResult } from '../api/types.js';
+import type { BranchCreated, BranchExtended, BranchListing, BranchResolved, BranchUpdated, Discarded, SyncResult } from '../api/types.js';
 
 /**
  * Branches through the control API: create (O(1): a ref, a record, an empty directory), list, extend, sync,
@@ -94,9 +95,60 @@ export class Branches {
     });
     const conflicts = outcome.kind === 'merged' ? outcome.conflicts : [];
     if (outcome.kind === 'merged') {
-      this.homes.opts.log.info({ view: view.name, main, commit, conflicts: conflicts.length }, 'main merged into the branch');
+      const open = conflicts.filter((c) => c.unresolved).map((c): UnresolvedConflict => ({ path: c.path, main, why: c.why ?? '' }));
+      if (open.length > 0) await this.setUnresolved(m, branch, (was) => [...was.filter((u) => !open.some((o) => o.path === u.path)), ...open]);
+      this.homes.opts.log.info({ view: view.name, main, commit, conflicts: conflicts.length, unresolved: open.length }, 'main merged into the branch');
     }
     return { view: view.name, head: commit ?? view.head, main, upToDate: outcome.kind === 'up-to-date', conflicts };
+  }
+
+  /**
+   * A person picks the side that stays of a file an update left unresolved (`nas branch resolve`): main's
+   * version (with its record) or the branch's as it is now. The side that loses goes to the recycle area, and
+   * once nothing is left unresolved the branch can be proposed. Taking main's side needs the right to read it
+   * through main's view.
+   */
+  async resolveBranch(role: string, branch: string, file: string, side: string, creds: Credentials): Promise<BranchResolved> {
+    if (side !== 'main' && side !== 'branch') throw new UserError(`--take must be branch or main, not ${JSON.stringify(side)}`, 400);
+    const take: 'main' | 'branch' = side;
+    const path = validateRelPath(file);
+    const m = this.homes.mounted(role);
+    const view = this.homes.branch(role, branch);
+    const open = m.records.get(branch)?.unresolved ?? [];
+    const conflict = open.find((u) => u.path === path);
+    if (!conflict) {
+      const listed = open.length ? `; unresolved: ${open.map((u) => u.path).join(', ')}` : '; nothing is';
+      throw new UserError(`${path} is not unresolved in ${view.name}${listed}`, 404);
+    }
+    if (take === 'main') {
+      const mayReadMain = this.readers.mayRead(await this.readers.of(role, creds), m.home.store, this.homes.viewShare(role));
+      const mainTree = (await m.home.store.readCommit(conflict.main)).tree;
+      if (mayReadMain && !(await mayReadMain(mainTree, path))) {
+        throw new UserError(`main's version of ${path} is not yours to read through main's view, so you cannot take it; the Home's owner can`, 403);
+      }
+    }
+    let lost: Awaited<ReturnType<typeof takeSide>>['lost'] = null;
+    const head = await view.advance(async (at) => {
+      const side = await takeSide(m.home.store, { head: at, main: conflict.main, path, take, branch, author: m.home.identity });
+      lost = side.lost;
+      return side.commit;
+    });
+    if (lost) await m.home.trash.add(await itemsFromGit(m.home.store, [{ path, entry: lost }], branch, view.run));
+    const left = await this.setUnresolved(m, branch, (was) => was.filter((u) => u.path !== path));
+    this.homes.opts.log.info({ view: view.name, path, took: take, recycled: !!lost }, 'conflict resolved');
+    return { view: view.name, path, took: take, head: head ?? view.head, recycled: !!lost, unresolved: left.map((u) => u.path) };
+  }
+
+  /** Change the list of a branch's unresolved files in its record; the list left. */
+  private async setUnresolved(m: Mounted, branch: string, change: (was: UnresolvedConflict[]) => UnresolvedConflict[]): Promise<UnresolvedConflict[]> {
+    const record = m.records.get(branch);
+    if (!record) throw new UserError(`${m.home.role}@${branch} has no branch record; its conflicts cannot be kept`, 409);
+    const { unresolved: was = [], ...rest } = record;
+    const now = change(was);
+    const next: BranchRecord = now.length > 0 ? { ...rest, unresolved: now } : rest;
+    await m.home.writeBranchRecord(next);
+    m.records.set(branch, next);
+    return now;
   }
 
   /**

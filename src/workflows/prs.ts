@@ -51,6 +51,11 @@ export class PrService {
     const intent = cleanIntent(opts.intent);
     const snap = await this.homes.snapshot(role, branch);
     if (snap.view!.expired) throw new UserError(`${snap.name} expired (its TTL passed): it can no longer be proposed`, 409);
+    const unresolved = this.homes.mounted(role).records.get(branch)?.unresolved ?? [];
+    if (unresolved.length > 0) {
+      throw new UserError(`${snap.name} has files an update left for a person to decide (${unresolved.map((u) => u.path).join(', ')}): ` +
+        `pick a side of each with nas branch resolve ${role}/${branch} <path> --take branch|main (the other goes to the recycle area), then propose again (no PR was created)`, 409);
+    }
     const judged = await judgeProposal({
       role, branch, intent, checks: opts.checks ?? [], store: snap.home.store, head: snap.commit, mainHead: snap.mainHead,
       mainConfig: snap.config, principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit, reads: snap.view!.reads,

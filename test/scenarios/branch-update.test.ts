@@ -100,6 +100,50 @@ describe('branch update', () => {
     expect((await d.gitBlob('main:memory/journal/log.md')).toString()).toBe('start\nmain entry\nbranch entry\n');
   });
 
+  it('leaves a binary file both changed for a person: listed, exit 1, no propose until a side is picked; the loser recycled', async () => {
+    const blob = (n: number) => Buffer.from([0, 0xff, 0x10, n, 0, 0xfe]);
+    await d.pushToMain({ 'outbox/blob2.bin': blob(0), 'outbox/blob3.bin': blob(0) }, 'two binary files');
+    for (const b of ['first', 'second']) await branch(b);
+    const token = await lease('demo/second');
+    await fs.writeFile(p('first', 'outbox/blob2.bin'), blob(1));
+    await fs.writeFile(p('second', 'outbox/blob2.bin'), blob(2));
+    await fs.writeFile(p('second', 'outbox/blob3.bin'), blob(2));
+    await fs.rm(p('first', 'outbox/blob3.bin'));
+    const first = await d.nasJson('propose', 'demo/first', '--into', 'main', '--intent', 'the first version');
+    // A binary change waits for the owner by policy.
+    if (first.state === 'waiting') expect((await d.nas('pr', 'approve', 'demo', String(first.id))).code).toBe(0);
+
+    const r = await asLease(token, 'branch', 'update', 'demo/second');
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toContain("  UNRESOLVED, the branch's version kept: outbox/blob2.bin (it is not text, so it cannot hold both versions)\n");
+    expect(r.stdout).toContain("  UNRESOLVED, the branch's version kept: outbox/blob3.bin (main deleted it, the branch changed it)\n");
+    expect(r.stdout).toMatch(/nas branch resolve demo\/second <path> --take branch\|main/);
+    const refused = await asLease(token, 'propose', 'demo/second', '--into', 'main', '--intent', 'the second version');
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/files an update left for a person to decide \(outbox\/blob2\.bin, outbox\/blob3\.bin\)/);
+    expect((await d.gitBlob('main:outbox/blob2.bin')).equals(blob(1))).toBe(true);
+
+    // A side that is not one, or a path that is not unresolved: refused, nothing changed.
+    expect((await asLease(token, 'branch', 'resolve', 'demo/second', 'outbox/blob2.bin', '--take', 'theirs')).stderr).toMatch(/--take branch .* or --take main/);
+    expect((await asLease(token, 'branch', 'resolve', 'demo/second', 'outbox/other.md', '--take', 'main')).stderr).toMatch(/outbox\/other\.md is not unresolved in demo@second; unresolved: outbox\/blob2\.bin, outbox\/blob3\.bin/);
+
+    // Main's version of one taken: it shows at once, and the branch's goes to the recycle area.
+    const took = await asLease(token, '--json', 'branch', 'resolve', 'demo/second', 'outbox/blob2.bin', '--take', 'main');
+    expect(took.code, took.stderr).toBe(0);
+    expect(JSON.parse(took.stdout)).toMatchObject({ took: 'main', recycled: true, unresolved: ['outbox/blob3.bin'] });
+    expect((await fs.readFile(p('second', 'outbox/blob2.bin'))).equals(blob(1))).toBe(true);
+    // The branch's own of the other kept: main's deletion loses, nothing to recycle.
+    const kept = await asLease(token, 'branch', 'resolve', 'demo/second', 'outbox/blob3.bin', '--take', 'branch');
+    expect(kept.stdout).toMatch(/the branch's version stays\nnothing left unresolved: the branch can be proposed\n/);
+    const trash = await d.nasJson<{ path: string; branch: string; size: number }[]>('trash', 'list', 'demo');
+    expect(trash.filter((t) => t.branch === 'second').map((t) => [t.path, t.size])).toEqual([['outbox/blob2.bin', 6]]);
+
+    const pr = await d.nasJson('propose', 'demo/second', '--into', 'main', '--intent', 'the second version, sides picked');
+    if (pr.state === 'waiting') expect((await d.nas('pr', 'approve', 'demo', String(pr.id))).code).toBe(0);
+    expect((await d.gitBlob('main:outbox/blob2.bin')).equals(blob(1))).toBe(true);
+    expect((await d.gitBlob('main:outbox/blob3.bin')).equals(blob(2))).toBe(true);
+  });
+
   it('refuses a caller without a write lease on the branch, and changes nothing', async () => {
     await branch('guarded');
     await d.pushToMain({ 'outbox/later.md': 'later\n' }, 'something to update with');

@@ -59,9 +59,9 @@ describe('merging main into a branch', () => {
     const out = await update(head, main);
     if (out.kind !== 'merged') throw new Error('not merged');
     expect(out.conflicts).toEqual([
-      { path: 'data.bin', resolution: 'kept-branch', why: 'it is not text, so it cannot hold both versions' },
-      { path: 'gone-in-branch.md', resolution: 'kept-main', why: 'the branch deleted it, main changed it' },
-      { path: 'gone-on-main.md', resolution: 'kept-branch', why: 'main deleted it, the branch changed it' },
+      { path: 'data.bin', resolution: 'kept-branch', why: 'it is not text, so it cannot hold both versions', unresolved: true },
+      { path: 'gone-in-branch.md', resolution: 'kept-main', why: 'the branch deleted it, main changed it', unresolved: true },
+      { path: 'gone-on-main.md', resolution: 'kept-branch', why: 'main deleted it, the branch changed it', unresolved: true },
       { path: 'memory/journal/j.md', resolution: 'appended' },
       { path: 'text.md', resolution: 'markers' },
     ]);

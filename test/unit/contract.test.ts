@@ -109,6 +109,7 @@ describe('coverage of the contract', () => {
     'branch discard': ['branch', 'discard', 'demo/draft'],
     'branch extend': ['branch', 'extend', 'demo/draft', '--ttl', '24h'],
     'branch update': ['branch', 'update', 'demo/draft'],
+    'branch resolve': ['branch', 'resolve', 'demo/draft', 'outbox/x.bin', '--take', 'main'],
     'maintenance run': ['maintenance', 'run', 'demo'],
     'export': ['export', 'demo', '/tmp/demo.bundle'],
     'home adopt': ['home', 'adopt', 'demo', 'https://git.example/repo.git', '--owner', 'alice'],

@@ -6,7 +6,8 @@ export const help = {
   branch:
     'usage: nas branch create <role>/<branch> [--from <branch>|main] [--ttl 48h] [--run ID]\n' +
     '       nas branch list <role>\n       nas branch discard <role>/<branch>\n' +
-    '       nas branch extend <role>/<branch> --ttl 24h\n       nas branch update <role>/<branch>\n\n' +
+    '       nas branch extend <role>/<branch> --ttl 24h\n       nas branch update <role>/<branch>\n' +
+    '       nas branch resolve <role>/<branch> <path> --take branch|main\n\n' +
     'When a branch\'s TTL passes, what is pending is committed, its leases end, its view turns read-only\n' +
     '(EROFS) and its waiting PR is marked expired; after the Home\'s branch_grace (7d) its work goes to the\n' +
     'recycle area and it is removed. extend (owner) makes it expire TTL from now, and makes an expired branch\n' +
@@ -14,7 +15,10 @@ export const help = {
     'the branch) moves the branch\'s work since it forked from main to the recycle area, then removes it.\n' +
     'update (owner, or a lease with write on the branch) merges main into the branch as a commit on it: a file both\n' +
     'changed in the same lines holds both versions between <<<<<<< <branch>, ======= and >>>>>>> main (listed; exit 1),\n' +
-    'and the branch cannot be proposed until they are edited away; a file that cannot hold them keeps one side\'s version.\n',
+    'and the branch cannot be proposed until they are edited away. A file that cannot hold them (not text, deleted on\n' +
+    'one side, a symlink) keeps one side\'s version for now and is unresolved (listed; exit 1): the branch cannot be\n' +
+    'proposed until a person picks a side with resolve (by the same rights as update); the other side goes to the\n' +
+    'recycle area.\n',
 };
 
 /** What an update left in a file both sides changed. */
@@ -64,13 +68,31 @@ export const commands = [
     },
     print: (r) => {
       if (r.upToDate) return `${r.view} already has everything on main (${short(r.main)})\n`;
-      const lines = r.conflicts.map((c) => `  ${RESOLVED[c.resolution]}: ${c.path}${c.why ? ` (${c.why})` : ''}\n`);
+      const lines = r.conflicts.map((c) => `  ${c.unresolved ? 'UNRESOLVED, ' : ''}${RESOLVED[c.resolution]}: ${c.path}${c.why ? ` (${c.why})` : ''}\n`);
       const marked = r.conflicts.some((c) => c.resolution === 'markers');
+      const open = r.conflicts.filter((c) => c.unresolved);
+      const spec = r.view.replace('@', '/');
       return `merged main (${short(r.main)}) into ${r.view}: ${short(r.head)}` +
         (lines.length ? `, ${lines.length} file(s) changed on both sides:\n${lines.join('')}` : '\n') +
-        (marked ? 'edit the conflict markers away (keep what each file should say), then propose\n' : '');
+        (marked ? 'edit the conflict markers away (keep what each file should say), then propose\n' : '') +
+        (open.length ? `pick a side of each unresolved file: nas branch resolve ${spec} <path> --take branch|main (the other goes to the recycle area), then propose\n` : '');
     },
-    failed: (r) => r.conflicts.some((c) => c.resolution === 'markers'),
+    failed: (r) => r.conflicts.some((c) => c.resolution === 'markers' || c.unresolved),
+  }),
+  command({
+    name: 'branch resolve',
+    route: 'resolveBranch',
+    flags: ['take'],
+    request: (args) => {
+      const [role, branch] = branchSpec(args, 2);
+      const path = args.need(3, '<path>');
+      const take = args.value('take');
+      if (take !== 'branch' && take !== 'main') throw new Usage('pick a side: --take branch (the branch\'s version stays) or --take main (main\'s version replaces it)');
+      return { params: { role, branch }, body: { path, take } };
+    },
+    print: (r) => `${r.path} in ${r.view}: ${r.took === 'main' ? 'main\'s' : 'the branch\'s'} version stays` +
+      `${r.recycled ? `; the ${r.took === 'main' ? 'branch\'s' : 'main\'s'} went to the recycle area` : ''}\n` +
+      (r.unresolved.length ? `still unresolved: ${r.unresolved.join(', ')}\n` : 'nothing left unresolved: the branch can be proposed\n'),
   }),
   command({
     name: 'branch discard',
