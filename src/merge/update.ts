@@ -4,7 +4,7 @@ import { UserError } from '../util/errors.js';
 import { decodeText } from '../util/text.js';
 import { mergeWithMarkers } from './hunks.js';
 import { mergeContent } from './merge.js';
-import { fullMode, metaPath } from '../store/file-meta.js';
+import { fullMode, metaPath, recordSubject, type FileMeta } from '../store/file-meta.js';
 
 /**
  * Main merged into a branch (`nas branch update`): the three-way merge that lands a PR on main (merge.ts: lines,
@@ -61,6 +61,7 @@ export async function mergeMainInto(store: Store, o: UpdateOptions): Promise<Bra
   for (let pass = 0; pass < 4; pass++) {
     const merged = await mergeContent(store, baseTree, sides.main, sides.head);
     if ('tree' in merged) {
+      for (const c of await modeConflicts(store, { base: baseTree, main: mainTree, head: headTree }, merged.tree)) if (!conflicts.has(c.path)) conflicts.set(c.path, c);
       const list = [...conflicts.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
       const both = list.filter((c) => c.resolution === 'markers' || c.resolution === 'appended').map((c) => c.path);
       const tree = both.length > 0 ? await withStricterRecords(store, merged.tree, { main: mainTree, head: headTree }, both) : merged.tree;
@@ -122,6 +123,31 @@ async function settle(
 }
 
 /**
+ * Files whose mode or owner both sides changed, each its own way (their metadata records: file-meta.ts). The merge
+ * keeps the branch's record, as records never conflict by themselves; here that is a side a person picks. Times
+ * alone differ on every file both wrote, and are not a conflict.
+ */
+async function modeConflicts(store: Store, trees: { base: string; main: string; head: string }, merged: string): Promise<UpdateConflict[]> {
+  const [base, main, head] = await Promise.all([trees.base, trees.main, trees.head].map((t) => store.recordsOf(t)));
+  const access = async (oid?: string) => {
+    const m: FileMeta | null = oid ? await store.readMeta(oid) : null;
+    return m ? `${m.mode & 0o7777} ${m.uid} ${m.gid}` : '';
+  };
+  const onMain = new Map((await store.changes(base, main)).map((c) => [c.path, c]));
+  const out: UpdateConflict[] = [];
+  for (const c of await store.changes(base, head)) {
+    const other = onMain.get(c.path);
+    const subject = recordSubject(c.path);
+    if (!other || subject.dir || !c.after || !other.after || !(await store.lookupPath(merged, subject.path))) continue;
+    const [was, ours, theirs] = await Promise.all([access(c.before?.oid), access(c.after.oid), access(other.after.oid)]);
+    if (ours !== was && theirs !== was && ours !== theirs) {
+      out.push({ path: subject.path, resolution: 'kept-branch', why: 'both changed its mode or owner, each its own way', unresolved: true });
+    }
+  }
+  return out;
+}
+
+/**
  * A file that holds main's content and the branch's takes the stricter of their records: the one that leaves the
  * group and others fewer rights, main's (its owner's) where both leave as many. No record on main's side means
  * the Home owner's defaults (file-meta.ts fullMode).
@@ -166,11 +192,12 @@ export async function takeSide(
   const [headTree, mainTree] = await Promise.all([o.head, o.main].map(async (c) => (await store.readCommit(c)).tree));
   const [ours, theirs] = await Promise.all([headTree, mainTree].map((t) => store.lookupPath(t, o.path)));
   const file = (e: Entry | null) => (e && e.mode !== MODE.tree ? e : null);
-  if (o.take === 'branch') return { commit: null, lost: file(theirs) };
+  const same = ours?.oid === theirs?.oid;
+  if (o.take === 'branch') return { commit: null, lost: same ? null : file(theirs) };
   if (ours?.mode === MODE.tree || theirs?.mode === MODE.tree) throw new UserError(`${o.path} is a folder on one side: pick main's files one by one`, 409);
-  const record = await store.lookupPath(mainTree, metaPath(o.path));
-  if (ours?.oid === theirs?.oid && ours?.mode === theirs?.mode) return { commit: null, lost: null };
+  const [record, ourRecord] = await Promise.all([mainTree, headTree].map((t) => store.lookupPath(t, metaPath(o.path))));
+  if (ours?.oid === theirs?.oid && ours?.mode === theirs?.mode && record?.oid === ourRecord?.oid) return { commit: null, lost: null };
   const tree = await store.editTree(headTree, new Map([[o.path, theirs], [metaPath(o.path), theirs ? record : null]]));
   const message = `Resolve ${quoted(o.path)}: main's version taken\n\nNas-Branch: ${o.branch}\nNas-Main: ${o.main}\n`;
-  return { commit: await store.writeCommit({ tree, parents: [o.head], message, author: o.author }), lost: file(ours) };
+  return { commit: await store.writeCommit({ tree, parents: [o.head], message, author: o.author }), lost: same ? null : file(ours) };
 }

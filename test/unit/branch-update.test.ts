@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { MODE, Store } from '../../src/store/store.js';
 import { DEFAULT_RULES } from '../../src/policy/policy.js';
-import { markedFiles, mergeMainInto } from '../../src/merge/update.js';
+import { markedFiles, mergeMainInto, takeSide } from '../../src/merge/update.js';
+import { formatMeta } from '../../src/store/file-meta.js';
 import { mergeWithMarkers } from '../../src/merge/hunks.js';
 
 /** Main merged into a branch (merge/update.ts) on a real bare repository: what each kind of conflict leaves. */
@@ -75,6 +76,20 @@ describe('merging main into a branch', () => {
     const changes = await store.fileChanges((await store.readCommit(main)).tree, (await store.readCommit(out.commit)).tree);
     expect(await markedFiles(store, changes, 'b')).toEqual(['text.md']);
     expect(await markedFiles(store, changes, 'other')).toEqual([]);
+  });
+
+  it("leaves a mode both changed their own way for a person (times alone are no conflict), and takes main's with its record", async () => {
+    const record = (mode: number, uid: number, mtime: number) => formatMeta({ mode: 0o100000 | mode, uid, gid: uid, atimeNs: 0n, mtimeNs: BigInt(mtime) });
+    const base = await commit(null, { 'a.md': 'a\n', '.nas-meta/a.md': record(0o644, 0, 1), 'b.md': 'b\n', '.nas-meta/b.md': record(0o644, 0, 1) });
+    const main = await commit(base, { '.nas-meta/a.md': record(0o600, 0, 2), 'b.md': 'b main\n', '.nas-meta/b.md': record(0o644, 0, 2) });
+    const head = await commit(base, { '.nas-meta/a.md': record(0o640, 0, 3), '.nas-meta/b.md': record(0o644, 0, 3) });
+    const out = await update(head, main);
+    if (out.kind !== 'merged') throw new Error('not merged');
+    expect(out.conflicts).toEqual([{ path: 'a.md', resolution: 'kept-branch', why: 'both changed its mode or owner, each its own way', unresolved: true }]);
+    const tookMain = await takeSide(store, { head: out.commit, main, path: 'a.md', take: 'main', branch: 'b', author });
+    expect(tookMain.lost).toBeNull();
+    expect(await read(tookMain.commit!, '.nas-meta/a.md')).toBe(record(0o600, 0, 2));
+    expect(await takeSide(store, { head: out.commit, main, path: 'a.md', take: 'branch', branch: 'b', author })).toEqual({ commit: null, lost: null });
   });
 
   it('refuses a conflict in a read-only path (.nas/), and in an append-only file one side rewrote', async () => {
