@@ -79,7 +79,7 @@ export const ROUTES = {
   resolveBranch: {
     method: 'POST', path: '/v1/homes/:role/branches/:branch/resolve',
     body: { path: 'string', take: { kind: 'string', message: 'take must be "branch" or "main"' } },
-    who: writer('path', 'resolving a conflict in {branch}'),
+    who: writer('path', 'resolving a conflict in {branch}'), web: true,
   },
   sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' }, who: anyone },
 

@@ -217,6 +217,7 @@ function renderPr(role, pr) {
       h('span', {}, `${pr.changes.added} added, ${pr.changes.modified} modified, ${pr.changes.deleted} deleted`)),
     decision,
     why,
+    unresolvedBox(role, pr.branch),
     pr.conflicts?.length ? section('Conflicts', h('ul', {}, pr.conflicts.map((c) =>
       h('li', {}, h('code', {}, c.path), ` — ${c.kind}${c.keys ? `: ${c.keys.join(', ')}` : ''}${c.hunks ? ` (${c.hunks.length} place${c.hunks.length === 1 ? '' : 's'})` : ''}`)))) : null,
     section('Checks', pr.checks.length === 0 ? h('p', { class: 'muted' }, 'no checks ran') : h('div', {}, pr.checks.map((c) =>
@@ -231,6 +232,38 @@ function renderPr(role, pr) {
     section('Changes', diffView(pr.diff, pr.files)),
   );
   return { decision, state, why };
+}
+
+/**
+ * Files `nas branch update` left in the PR's branch for a person (not text, deleted on one side, a mode each side
+ * changed): pick the side that stays; the other goes to the recycle area, and the branch can be proposed again.
+ */
+function unresolvedBox(role, branch) {
+  const box = h('div', { class: 'unresolved' });
+  const fill = async () => {
+    const open = (await get(`/v1/homes/${enc(role)}/branches`)).find((b) => b.name === branch)?.unresolved ?? [];
+    const pick = (path, take, label) => {
+      const button = h('button', {
+        class: `take-${take}`,
+        onclick: async () => {
+          button.disabled = true;
+          try {
+            await api('POST', `/v1/homes/${enc(role)}/branches/${enc(branch)}/resolve`, { path, take });
+            notice(`${path}: ${take === 'main' ? "main's" : "the branch's"} version stays; the other is in the recycle area.`, 'ok');
+            await fill();
+          } catch (err) {
+            notice(err.message);
+            button.disabled = false;
+          }
+        },
+      }, label);
+      return button;
+    };
+    box.replaceChildren(...(open.length === 0 ? [] : [section(`Unresolved in ${branch} (${open.length})`, h('ul', {}, open.map((u) =>
+      h('li', { 'data-path': u.path }, h('code', {}, u.path), ` — ${u.why} `, pick(u.path, 'branch', "Keep the branch's"), ' ', pick(u.path, 'main', "Take main's")))))]));
+  };
+  fill().catch((err) => notice(err.message));
+  return box;
 }
 
 /** Why the PR waits for a person, while it waits; once decided (or stopped), why it waited. */

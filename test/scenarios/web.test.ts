@@ -426,6 +426,32 @@ describe('the web page', () => {
     expect(dialogs).toEqual([]);
   });
 
+  it("lets a person pick the side of a binary file an update left unresolved, on the conflict PR's page", async () => {
+    const pic = (n: number) => Buffer.from([0x89, 0x50, 0, n, 0xff, 0]);
+    await d.pushToMain({ 'outbox/pic.bin': pic(0) }, 'a picture');
+    for (const b of ['pic-a', 'pic-b']) expect((await d.nas('branch', 'create', `demo/${b}`)).code).toBe(0);
+    await fs.writeFile(p('pic-a', 'outbox/pic.bin'), pic(1));
+    await fs.writeFile(p('pic-b', 'outbox/pic.bin'), pic(2));
+    const first = await d.nasJson('propose', 'demo/pic-a', '--into', 'main', '--intent', 'the first picture');
+    if (first.state === 'waiting') expect((await d.nas('pr', 'approve', 'demo', String(first.id))).code).toBe(0);
+    // The second conflicts with main (its PR says so, and the command exits 1).
+    const second = JSON.parse((await d.nas('--json', 'propose', 'demo/pic-b', '--into', 'main', '--intent', 'the second picture')).stdout);
+    expect(second.state).toBe('conflict');
+    expect((await d.nas('branch', 'update', 'demo/pic-b')).code).toBe(1);
+
+    await page.goto(`${base}/pr/demo/${second.id}`);
+    const row = page.locator('.unresolved li[data-path="outbox/pic.bin"]');
+    await row.waitFor();
+    expect(await row.textContent()).toMatch(/outbox\/pic\.bin — it is not text/);
+    await row.locator('button.take-main').click();
+    await page.waitForSelector('.notice.ok');
+    await eventually(async () => (await page.locator('.unresolved li').count()) === 0, 'the unresolved list to empty');
+    expect((await fs.readFile(p('pic-b', 'outbox/pic.bin'))).equals(pic(1))).toBe(true);
+    const trash = await d.nasJson<{ path: string; branch: string }[]>('trash', 'list', 'demo');
+    expect(trash.some((t) => t.branch === 'pic-b' && t.path === 'outbox/pic.bin')).toBe(true);
+    expect(cspViolations).toEqual([]);
+  });
+
   it('logs out: the session is gone, and the page asks for a new link', async () => {
     const old = (await page.context().cookies()).find((c) => c.name === 'nas_session')!.value;
     await page.locator('#logout').click();

@@ -298,6 +298,6 @@ describe('the web page', () => {
   it("marks for the web only reads and the owner's decisions", () => {
     const web = ROUTE_NAMES.filter((n) => (ROUTES[n] as RouteSpec).web);
     const decisions = web.filter((n) => ROUTES[n].method === 'POST' && ROUTES[n].who !== 'anyone');
-    expect(decisions.sort()).toEqual(['approvePr', 'rejectPr', 'restoreTrash']);
+    expect(decisions.sort()).toEqual(['approvePr', 'rejectPr', 'resolveBranch', 'restoreTrash']);
   });
 });
