@@ -33,6 +33,12 @@ export class CheckDirs {
    * checks left in it when a nasd stopped during them removed.
    */
   async prepare(log: Logger): Promise<void> {
+    // Whoever may rename in the folder above could swap checks/ itself between nasd's look and its use.
+    const above = await fs.stat(path.dirname(this.dir));
+    if (above.uid !== 0 || ((above.mode & 0o022) !== 0 && (above.mode & 0o1000) === 0)) {
+      throw new Error(`${path.dirname(this.dir)} (where nasd's socket is) is not root's alone: custom checks cannot get a safe ` +
+        `directory there; make it root's alone (chmod go-w), or use a socket path in such a directory (--socket)`);
+    }
     const made = await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const st = await fs.lstat(this.dir);
     if (!st.isDirectory()) throw new Error(`${this.dir} is not a directory; remove it, then start nasd again`);
@@ -66,7 +72,12 @@ export class CheckDirs {
     const own = { uid: this.user.uid, gid: this.user.gid };
     await this.beneath.mkdir(name, { mode: 0o700, ...own });
     const dir = new CheckDir(this.beneath, this.dir, name, this.user);
-    await this.beneath.mkdir(`${name}/tree`, { mode: 0o700, ...own });
+    try {
+      await this.beneath.mkdir(`${name}/tree`, { mode: 0o700, ...own });
+    } catch (err) {
+      await dir.remove();
+      throw err;
+    }
     return dir;
   }
 }
