@@ -1,9 +1,11 @@
-// What JS calls: mount, reply, invalidate, restrict, share, unmount, stats, fd, lutimens, pidNamespaces (src/fuse-ops/native.ts).
+// What JS calls: mount, reply, invalidate, restrict, share, unmount, stats, fd, lutimens, pidNamespaces, becomeSubreaper, reapChild (src/fuse-ops/native.ts).
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <linux/openat2.h>
 #include <sys/syscall.h>
@@ -556,6 +558,31 @@ static napi_value js_exec(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// becomeSubreaper(): this process adopts its orphaned descendants, as init would (PR_SET_CHILD_SUBREAPER): a
+// process that called setsid() or forked twice stays its child. The check runner (merge/check-runner.ts) is one.
+static napi_value js_become_subreaper(napi_env env, napi_callback_info) {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) throw_errno(env, errno, "prctl(PR_SET_CHILD_SUBREAPER)");
+  return nullptr;
+}
+
+// reapChild(block): wait for any child to end (waitpid(-1)): its pid, 0 when none has ended (block false), -1
+// when there is no child left. Only for a process that no longer waits for a child through Node (libuv would
+// miss the status this takes).
+static napi_value js_reap_child(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  bool block = false;
+  if (argc > 0) napi_get_value_bool(env, argv[0], &block);
+  int status = 0;
+  pid_t pid;
+  do pid = waitpid(-1, &status, block ? 0 : WNOHANG); while (pid < 0 && errno == EINTR);
+  if (pid < 0 && errno != ECHILD) return throw_errno(env, errno, "waitpid"), nullptr;
+  napi_value out;
+  napi_create_int32(env, pid < 0 ? -1 : pid, &out);
+  return out;
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"mount", nullptr, js_mount, nullptr, nullptr, nullptr, napi_default, nullptr},
@@ -573,6 +600,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"exec", nullptr, js_exec, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"openBeneath", nullptr, js_open_beneath, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"pidNamespaces", nullptr, js_pid_namespaces, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"becomeSubreaper", nullptr, js_become_subreaper, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"reapChild", nullptr, js_reap_child, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -8,6 +8,7 @@ import { HomeSet } from '../homes/home-set.js';
 import { MountTable } from '../homes/mount-table.js';
 import type { ActiveRun } from '../homes/run-tracker.js';
 import { openWorkflows } from '../workflows/all.js';
+import { CheckDirs } from '../merge/check-sandbox.js';
 import { preflight, mountFuse, fuseMountedAt, type FuseMount } from '../fuse-ops/mount.js';
 import path from 'node:path';
 import { RunSockets, serveControl } from './control.js';
@@ -96,10 +97,13 @@ async function main(): Promise<void> {
   const ownerToken = await loadOwnerToken(config.state_dir);
   const runSockets = new RunSockets();
   const refusals = new Refusals();
-  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), runSockets, log, refusals });
+  // Custom checks' directories, beside runs/ in the runtime directory (check-sandbox.ts says why not the state's).
+  const checkDirs = new CheckDirs(path.join(path.dirname(config.socket), 'checks'));
+  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), checkDirs, runSockets, log, refusals });
   const { leases, runs, maintenance, remotes } = flows;
   await leases.applyAll();
   await runs.recover();
+  await checkDirs.prepare(log);
   const web = new WebLogins();
   // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
   let fuse: FuseMount | undefined;

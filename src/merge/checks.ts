@@ -1,7 +1,3 @@
-import { spawn } from 'node:child_process';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import yaml from 'js-yaml';
 import { BUILTIN_CHECKS, parseLimits, parseMaintenance, parsePolicy, parseRole, type LimitsConfig } from '../config/home-config.js';
 import { MODE, type Change, type Store } from '../store/store.js';
@@ -10,6 +6,7 @@ import { checkMemory } from '../memory/check.js';
 import { relativeLinks } from '../memory/links.js';
 import type { Memory } from '../memory/model.js';
 import { JOURNAL_DIR } from '../memory/layout.js';
+import type { CheckDirs } from './check-sandbox.js';
 
 /**
  * The checks an Agent PR runs. Their definitions come from the target's (main's) `.nas/`, never from the
@@ -35,6 +32,8 @@ export interface Proposal {
   /** The head's memory, read against main's reviewed notes. */
   memory: Memory;
   limits: LimitsConfig;
+  /** Where custom checks get their directories. */
+  checkDirs: CheckDirs;
 }
 
 export interface CustomCheck {
@@ -45,8 +44,6 @@ export interface CustomCheck {
 }
 
 const OUTPUT_MAX = 64 * 1024;
-/** Custom checks run as nobody: main's .nas/ is the owner's, but its scripts need no privilege. */
-const NOBODY = 65534;
 const text = async (store: Store, oid: string) => (await store.readBlob(oid)).toString('utf8');
 const changed = (p: Proposal) => p.changes.filter((c) => c.after);
 
@@ -125,65 +122,27 @@ export function parseCheckDefinitions(source: string | null): { checks: CustomCh
 }
 
 /**
- * Run an executable taken from main's tree, with the proposed content of every changed file under its
- * path in a temporary directory (the working directory), and the list of changes in $NAS_CHANGES.
+ * Run an executable taken from main's tree, with the proposed content of every changed file under its path in
+ * a directory of the check's own (the working directory), and the list of changes in $NAS_CHANGES (check-sandbox.ts).
  */
 async function runCustom(p: Proposal, check: CustomCheck): Promise<{ ok: boolean; output: string }> {
   const script = await p.store.lookupPath(p.main, check.run);
   if (!script || script.mode === MODE.tree) return { ok: false, output: `${check.run} does not exist in main` };
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-check-'));
+  const unreachable = await p.checkDirs.unreachable();
+  if (unreachable) return { ok: false, output: unreachable };
+  const dir = await p.checkDirs.create();
   try {
-    const exe = `${dir}/.check`;
-    await fs.writeFile(exe, await p.store.readBlob(script.oid), { mode: 0o755 });
-    const work = `${dir}/tree`;
-    await fs.mkdir(work);
+    await dir.writeExecutable(await p.store.readBlob(script.oid));
     for (const c of changed(p).filter((c) => c.after!.mode !== MODE.link)) {
-      await fs.mkdir(path.dirname(`${work}/${c.path}`), { recursive: true });
-      await fs.writeFile(`${work}/${c.path}`, await p.store.readBlob(c.after!.oid));
+      await dir.writeFile(c.path, await p.store.readBlob(c.after!.oid), c.after!.mode === MODE.exec);
     }
-    await fs.writeFile(`${dir}/changes`, p.changes.map((c) => `${c.status}\t${c.path}\n`).join(''));
-    await fs.chmod(dir, 0o755);
-    return await new Promise((resolve) => {
-      // As nobody, in its own process group: the time limit, and the end of the check, kill all it started.
-      const child = spawn(exe, [], {
-        cwd: work, env: { PATH: process.env.PATH, HOME: work, NAS_CHANGES: `${dir}/changes` },
-        stdio: ['ignore', 'pipe', 'pipe'], detached: true, uid: NOBODY, gid: NOBODY,
-      });
-      let output = '';
-      let killed = false;
-      let done = false;
-      const killGroup = () => {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      };
-      const finish = (ok: boolean, text: string) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        killGroup();
-        child.stdout.destroy();
-        child.stderr.destroy();
-        resolve({ ok, output: text.slice(0, OUTPUT_MAX) });
-      };
-      const take = (d: Buffer) => (output = (output + d.toString()).slice(0, OUTPUT_MAX));
-      child.stdout.on('data', take);
-      child.stderr.on('data', take);
-      const timer = setTimeout(() => {
-        killed = true;
-        killGroup();
-      }, check.timeoutMs);
-      child.on('error', (err) => finish(false, `cannot run ${check.run}: ${err.message}`));
-      // Resolve at exit (not when the pipes close): a process it left behind must not hold the PR.
-      child.on('exit', (code) => setTimeout(() => {
-        const note = killed ? `\n(killed after its time limit of ${check.timeoutMs} ms)` : '';
-        finish(!killed && code === 0, (output || `exit ${code}`) + note);
-      }, 50));
-    });
+    await dir.writeChanges(p.changes.map((c) => `${c.status}\t${c.path}\n`).join(''));
+    const { code, output, killed, error } = await dir.run(check.timeoutMs, OUTPUT_MAX);
+    if (error) return { ok: false, output: `cannot run ${check.run}: ${error}` };
+    const note = killed ? `\n(killed after its time limit of ${check.timeoutMs} ms)` : '';
+    return { ok: !killed && code === 0, output: ((output || `exit ${code}`) + note).slice(0, OUTPUT_MAX) };
   } finally {
-    await fs.rm(dir, { recursive: true, force: true });
+    await dir.remove();
   }
 }
 

@@ -9,6 +9,7 @@ import { isNote } from '../memory/layout.js';
 import { branchMemory } from '../memory/branch-memory.js';
 import { autoLoadedChanges, linkedFromAgents } from '../memory/start-set.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
+import type { CheckDirs } from './check-sandbox.js';
 import { changedOnBothSides, mergeIntoMain, type MergeOutcome } from './merge.js';
 import { markedFiles } from './update.js';
 import { needsPerson } from './structured.js';
@@ -47,6 +48,8 @@ export interface ProposalInput {
   /** How the run's command ended (`0`, `1`, `SIGTERM`), when the branch is a run's (nas run). */
   exit?: string;
   reads: Reads;
+  /** Where custom checks get their directories (nasd's runtime directory). */
+  checkDirs: CheckDirs;
 }
 
 /** A PR ready to be filed, and whether policy merges it at once. */
@@ -100,7 +103,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
   const writers = await writersSince(store, p.head, base);
   const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);
   const checks = await runChecks(
-    { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits }, names, defs.checks, defs.problems,
+    { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits, checkDirs: p.checkDirs }, names, defs.checks, defs.problems,
   );
   const notes = changes.filter((c) => c.after && isNote(c.path)).map((c) => c.path);
   const textOf = async (oid: string) => (await store.readBlob(oid)).toString();

@@ -28,6 +28,10 @@ export interface NativeBinding {
   /** sd_notify: `state` to systemd's notify socket, with a descriptor for its store when fd >= 0; 0 or -errno. */
   notify(socket: string, state: string, fd: number): number;
   lutimens(path: string, atime: bigint | 'now' | 'omit', mtime: bigint | 'now' | 'omit'): void;
+  /** This process adopts its orphaned descendants (PR_SET_CHILD_SUBREAPER), as init would. */
+  becomeSubreaper(): void;
+  /** waitpid(-1): a child that ended, 0 when none has (block false), -1 when none is left. Not beside Node's own waits. */
+  reapChild(block: boolean): number;
 }
 
 /** What a successor needs to take a kernel connection over: the kernel's INIT as read, and the node table. */

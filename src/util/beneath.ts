@@ -20,6 +20,8 @@ import { binding } from './addon.js';
 const open = promisify(fs.open) as (path: string, flags: number, mode?: number) => Promise<number>;
 const close = promisify(fs.close);
 const fstat = promisify(fs.fstat) as (fd: number) => Promise<fs.Stats>;
+const fchown = promisify(fs.fchown);
+const fchmod = promisify(fs.fchmod);
 
 const DIR = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 
@@ -170,6 +172,23 @@ export class Beneath {
         await fh.chmod(opts.mode);
       } finally {
         await fh.close();
+      }
+    });
+  }
+
+  /**
+   * Make a new directory at rel (never over anything: EEXIST) with this mode and owner, set through a descriptor
+   * of the very directory made (opened without following a link); no one but root can enter it meanwhile.
+   */
+  async mkdir(rel: string, opts: { mode: number; uid?: number; gid?: number }): Promise<void> {
+    await this.at(rel, async (p) => {
+      await fs.promises.mkdir(p, { mode: 0o700 });
+      const fd = await open(p, DIR);
+      try {
+        if (opts.uid !== undefined) await fchown(fd, opts.uid, opts.gid ?? -1);
+        await fchmod(fd, opts.mode);
+      } finally {
+        await close(fd);
       }
     });
   }

@@ -14,6 +14,7 @@ import { RunService, type RunSockets } from './runs.js';
 import { TrashWorkflow } from './trash.js';
 import { WhyService } from './why.js';
 import { Refusals } from '../homes/refusals.js';
+import type { CheckDirs } from '../merge/check-sandbox.js';
 
 /**
  * Every workflow of the control API, one per route family, over the open Homes. Who may call a route is the
@@ -38,7 +39,7 @@ export interface Workflows {
 /** Wire the workflows to each other (each is given what it calls, nothing more). */
 /** `refusals`: what the mount refused, as fuse-ops keeps it (nas why). */
 export function openWorkflows(
-  homes: HomeSet, o: { stateDir: string; runsDir: string; runSockets: RunSockets; log: Logger; refusals?: Refusals },
+  homes: HomeSet, o: { stateDir: string; runsDir: string; checkDirs: CheckDirs; runSockets: RunSockets; log: Logger; refusals?: Refusals },
 ): Workflows {
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
@@ -46,7 +47,7 @@ export function openWorkflows(
   const trash = new TrashWorkflow(homes);
   const homeFlows = new Homes(homes, branches);
   const memory = new MemoryService(homes, readers);
-  const prs = new PrService(homes, leases, readers, o.log);
+  const prs = new PrService(homes, leases, readers, o.log, o.checkDirs);
   return {
     branches, trash, homes: homeFlows, leases, memory, prs,
     runs: new RunService(homes, branches, leases, prs, memory, o.runSockets, o.runsDir, o.stateDir, o.log),

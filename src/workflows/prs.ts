@@ -12,6 +12,7 @@ import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
+import type { CheckDirs } from '../merge/check-sandbox.js';
 import { octal, shownDiff } from '../merge/shown-diff.js';
 import { runFailed } from '../merge/merge-policy.js';
 
@@ -26,6 +27,7 @@ const exitOf = (p: PullRequest): { exit?: string; run_failed?: boolean } =>
 export class PrService {
   constructor(
     private readonly homes: HomeSet, private readonly leases: LeaseService, private readonly readers: Readers, private readonly log: Logger,
+    private readonly checkDirs: CheckDirs,
   ) {}
 
   /** Every decision on a PR is one line of the log (info), with its ids. */
@@ -59,6 +61,7 @@ export class PrService {
     const judged = await judgeProposal({
       role, branch, intent, checks: opts.checks ?? [], store: snap.home.store, head: snap.commit, mainHead: snap.mainHead,
       mainConfig: snap.config, principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit, reads: snap.view!.reads,
+      checkDirs: this.checkDirs,
     });
     await this.leases.authorize(role, branch, 'propose:main', creds, action);
     const home = this.home(role);

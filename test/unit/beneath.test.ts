@@ -29,6 +29,8 @@ describe('Beneath', () => {
     const t = new Beneath(tree);
     await fs.symlink(outside, `${tree}/l`);
     expect(await codeOf(t.createFile('l/new', 'x', { mode: 0o600 }))).toBe('ELOOP');
+    expect(await codeOf(t.mkdir('l/new', { mode: 0o700 }))).toBe('ELOOP');
+    expect(await codeOf(t.mkdir('l', { mode: 0o700 }))).toBe('EEXIST');
     expect(await codeOf(t.readFile('l/victim'))).toBe('ELOOP');
     expect(await codeOf(t.at('l/x/y', (p) => fs.mkdir(p)))).toBe('ELOOP');
     expect(await codeOf(t.readFile('l'))).toBe('EINVAL');
@@ -41,6 +43,17 @@ describe('Beneath', () => {
     expect(await listing(tree)).toEqual(['l']);
     expect(await listing(outside)).toEqual(['keep', 'victim']);
     expect(await fs.readFile(`${outside}/victim`, 'utf8')).toBe('ORIGINAL\n');
+  });
+
+  it('makes a directory with its mode and owner exactly, whatever the umask', async () => {
+    const mask = process.umask(0o077);
+    try {
+      await new Beneath(tree).mkdir('mine', { mode: 0o711, uid: 65534, gid: 65534 });
+    } finally {
+      process.umask(mask);
+    }
+    const st = await fs.lstat(`${tree}/mine`);
+    expect([st.isDirectory(), st.uid, st.gid, st.mode & 0o7777]).toEqual([true, 65534, 65534, 0o711]);
   });
 
   it('removes a tree whose directories are swapped for links meanwhile, and nothing outside it', async () => {
