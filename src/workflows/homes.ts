@@ -66,11 +66,14 @@ export class Homes {
     return { ...this.describeHome(m), file, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
   }
 
-  /** A Home from a git repository elsewhere, its default branch's history as main's; mounted at once. */
-  async adoptHome(role: string, source: string): Promise<{ summary: HomeSummary; branch: string }> {
+  /**
+   * A Home from a git repository elsewhere, its default branch's history as main's (with the built-in template's
+   * `.nas/` on top: see adoptRepository); mounted at once. `upstream` is the repository's head.
+   */
+  async adoptHome(role: string, source: string, owner: string): Promise<{ summary: HomeSummary; branch: string; upstream: string }> {
     const { stateDir, identity } = this.homes.opts;
-    const { home, branch } = await adoptRepository(stateDir, role, source, identity, (r) => this.homes.archived.has(r));
-    return { summary: this.describeHome(await this.openNew(home, 'adopted')), branch };
+    const { home, branch, upstream } = await adoptRepository(stateDir, role, source, owner, identity, (r) => this.homes.archived.has(r));
+    return { summary: this.describeHome(await this.openNew(home, 'adopted')), branch, upstream };
   }
 
   listHomes(): HomeSummary[] {
