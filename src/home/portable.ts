@@ -11,8 +11,6 @@ import { MAIN_REF } from '../store/refs.js';
 import { Home } from './home.js';
 import { parseRole } from '../config/home-config.js';
 import { findUnservable } from './history-audit.js';
-import { holdForReview } from './adopt-review.js';
-import { defaultTemplate } from './template.js';
 
 /**
  * A Home as one file: a git bundle of every ref of its Store. Main, branches (pending work committed first by the
@@ -104,14 +102,15 @@ export async function importHome(
 
 /**
  * Make a Home from a git repository elsewhere (`nas home adopt`): all the history of its default branch becomes
- * main's, nothing else is taken (no other branch, no tag). git's fsck checks what is fetched, and every commit
- * of that history is refused whole if it holds what no Home may (history-audit.ts). The repository's own
- * `.nas/` does not take effect: main gets one more commit, nasd's, with the built-in template's (adopt-review.ts),
- * and the caller proposes the repository's own for review. Built as an import is, so a refusal or a fetch that
- * fails leaves nothing behind. `upstream` is the repository's head.
+ * main's, nothing else is taken (no other branch, no tag). git's fsck checks what is fetched, and the history is
+ * refused whole if any of its commits holds what no Home may (history-audit.ts). `prepare` may then add to main
+ * before the Home exists (the adopt workflow puts the template's `.nas/` on top, so the repository's own is
+ * never in force before review). Built as an import is, so a refusal or a fetch that fails leaves nothing
+ * behind. `upstream` is the repository's head.
  */
 export async function adoptRepository(
-  stateDir: string, role: string, source: string, owner: string, identity: Identity, archived: (role: string) => boolean = () => false,
+  stateDir: string, role: string, source: string, identity: Identity, archived: (role: string) => boolean = () => false,
+  prepare: (store: Store, upstream: string) => Promise<void> = async () => undefined,
 ): Promise<{ home: Home; branch: string; upstream: string }> {
   validateRole(role);
   checkGitUrl(source, 'repository');
@@ -138,7 +137,7 @@ export async function adoptRepository(
       throw new UserError(`${source}'s history holds ${at} (in commit ${found.commit.slice(0, 12)}), which ${found.why}; nothing was adopted. ` +
         rewrite(`git filter-repo --invert-paths --path '${at.replace(/'/g, "'\\''")}'`));
     }
-    await holdForReview(store, MAIN_REF, upstream, defaultTemplate(role, owner, new Date()), identity);
+    await prepare(store, upstream);
     if (await taken()) throw refuseTaken();
     await store.setHead(MAIN_REF);
     await fs.mkdir(`${building}/nas/branches`, { recursive: true });

@@ -7,6 +7,9 @@ import { PrStore } from '../merge/pr-store.js';
 import { Home } from '../home/home.js';
 import { adoptRepository, exportHome, importHome } from '../home/portable.js';
 import { archiveDirFor, moveFromArchive, moveToArchive } from '../home/lifecycle.js';
+import { defaultTemplate } from '../home/template.js';
+import { holdForReview } from '../merge/adopt-review.js';
+import { MAIN_REF } from '../store/refs.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
 import type { Branches } from './branches.js';
 import type { Exported, HomeSummary, Imported, StatusReport } from '../api/types.js';
@@ -67,12 +70,13 @@ export class Homes {
   }
 
   /**
-   * A Home from a git repository elsewhere, its default branch's history as main's (with the built-in template's
-   * `.nas/` on top: see adoptRepository); mounted at once. `upstream` is the repository's head.
+   * A Home from a git repository elsewhere, its default branch's history as main's with one commit on top that
+   * sets `.nas/` to the built-in template's (adopt-review.ts); mounted at once. `upstream` is the repository's head.
    */
   async adoptHome(role: string, source: string, owner: string): Promise<{ summary: HomeSummary; branch: string; upstream: string }> {
     const { stateDir, identity } = this.homes.opts;
-    const { home, branch, upstream } = await adoptRepository(stateDir, role, source, owner, identity, (r) => this.homes.archived.has(r));
+    const { home, branch, upstream } = await adoptRepository(stateDir, role, source, identity, (r) => this.homes.archived.has(r),
+      (store, head) => holdForReview(store, MAIN_REF, head, defaultTemplate(role, owner, new Date()), identity).then(() => undefined));
     return { summary: this.describeHome(await this.openNew(home, 'adopted')), branch, upstream };
   }
 

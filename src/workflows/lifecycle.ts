@@ -4,7 +4,7 @@ import { treeFiles } from '../memory/files.js';
 import { parseNote, setField } from '../memory/note.js';
 import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR, isStartFile } from '../memory/layout.js';
 import { defaultTemplate } from '../home/template.js';
-import { restoredForReview } from '../home/adopt-review.js';
+import { restoredForReview } from '../merge/adopt-review.js';
 import { MODE } from '../store/store.js';
 import type { Adopted, HomeSummary, Retired } from '../api/types.js';
 import type { Credentials } from '../api/credentials.js';
@@ -40,7 +40,7 @@ export class LifecycleService {
 
   /**
    * A Home from an existing git repository (`nas home adopt`): its default branch's history is main's, with one
-   * commit by nasd on top that sets `.nas/` to the built-in template's (adoptRepository), so nothing of the
+   * commit by nasd on top that sets `.nas/` to the built-in template's (adopt-review.ts), so nothing of the
    * repository's own configuration is in force before review. The repository's own `.nas/` files and the
    * executables its `.nas/checks.yaml` names, with the start set's files it lacks (AGENTS.md, memory/MEMORY.md:
    * every PR's memory check needs them), are proposed as one commit on a branch off main; that PR waits for the

@@ -51,7 +51,7 @@ export const commands = [
       return { params: {}, body: { role: args.need(2, '<role>'), source: url, owner: args.value('owner') } };
     },
     print: (r) => `adopted ${r.source} (its ${r.branch} branch) as Home ${r.role}, main at ${short(r.main)}\n` +
-      (r.pr !== undefined ? `PR ${r.pr} (${r.prState}) proposes ${r.proposed.join(', ')}; approve with: nas pr approve ${r.role} ${r.pr}\n` : 'nothing to review: it has no .nas/ of its own and has the start set\n'),
+      (r.pr !== undefined ? `PR ${r.pr} (${r.prState}) proposes ${r.proposed.join(', ')}; approve with: nas pr approve ${r.role} ${r.pr}\n` : 'nothing to review: it has the start set, and no .nas/ of its own other than the template\'s\n'),
   }),
   command({
     name: 'home config',

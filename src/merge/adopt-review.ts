@@ -1,6 +1,6 @@
 import { MODE, type Entry, type Identity, type Store } from '../store/store.js';
-import { parseCheckDefinitions } from '../merge/checks.js';
-import type { TemplateFile } from './template.js';
+import { parseCheckDefinitions } from './checks.js';
+import type { TemplateFile } from '../home/template.js';
 
 /**
  * What an adopted repository brings that would take effect without review: its own `.nas/` (the Home's policy,
