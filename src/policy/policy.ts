@@ -131,6 +131,8 @@ export function isAppendOnly(rules: Rules, path: string): boolean {
  * every commit, and a view never shows one from history (git-layer.ts): root's git would take it for a repository.
  */
 export function gitRefusesName(name: string): boolean {
+  // Most names have no g at all: views ask for every name they list.
+  if (!name.includes('g') && !name.includes('G')) return false;
   const n = name.replace(/[\u200b-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/g, '').toLowerCase();
   return /^(\.git|git~\d+)[. ]*($|[:\\])/.test(n);
 }
