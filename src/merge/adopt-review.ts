@@ -39,8 +39,9 @@ export async function holdForReview(store: Store, ref: string, head: string, tem
   const next = await store.editTree(tree, changes);
   if (next === tree) return head;
   const executables = [...held.keys()].filter((p) => p !== '.nas');
-  const message = 'nas: adopt: main runs with the built-in template\'s .nas/ until the owner approves the adopt PR\n\n' +
-    `The repository's own .nas/${executables.length > 0 ? ` and the executables its checks name (${executables.join(', ')})` : ''} wait in that PR.\n`;
+  const message = held.size === 0 ? 'nas: adopt: the Home\'s .nas/ from the built-in template (the repository has none of its own)\n'
+    : 'nas: adopt: main runs with the built-in template\'s .nas/ until the owner approves the adopt PR\n\n' +
+      `The repository's own .nas/${executables.length > 0 ? ` and the executables its checks name (${executables.join(', ')})` : ''} wait in that PR.\n`;
   return store.commitTree(ref, { head, tree: next, message, author });
 }
 

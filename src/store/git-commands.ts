@@ -109,7 +109,7 @@ export class GitCommands {
     try {
       await this.run([...REMOTE_GIT, ...fsck, 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', url, `+${named}:${ref}`], 'ignore', timeoutMs);
     } catch (err) {
-      const found = /^error: (object [0-9a-f]+: .*)$/m.exec((err as Error).message)?.[1];
+      const found = /\berror: (object [0-9a-f]{40,64}: [^\n]*)/.exec((err as Error).message)?.[1];
       if (found && /fsck error/.test((err as Error).message)) throw new FsckRefusal(found);
       throw err;
     }
