@@ -427,7 +427,10 @@ export interface Adopted extends HomeSummary {
   source: string;
   /** The source's default branch, whose history main now has. */
   branch: string;
-  /** The `.nas/` files the PR adds (none when the repository had them all: then there is no PR). */
+  /**
+   * What the PR proposes: the repository's own `.nas/` files and the executables its checks name (held from main
+   * until approved), and the start set's files it lacks; none (then there is no PR) when there is nothing of these.
+   */
   proposed: string[];
   pr?: number;
   prState?: string;

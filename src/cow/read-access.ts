@@ -1,6 +1,6 @@
 import { MODE, type Store } from '../store/store.js';
 import { fullMode } from '../store/file-meta.js';
-import { permits, visibleMode, type Reader } from '../policy/policy.js';
+import { gitRefusesName, permits, visibleMode, type Reader } from '../policy/policy.js';
 import { inboxPlace, type OwnerShare } from './owner-share.js';
 
 /**
@@ -18,6 +18,8 @@ export class ReadAccess {
   constructor(private readonly store: Store, private readonly share: OwnerShare, private readonly reader: Reader) {}
 
   async mayRead(tree: string, rel: string): Promise<boolean> {
+    // A `.git` in history is not in any view (git-layer.ts).
+    if (rel.split('/').some(gitRefusesName)) return false;
     const entry = await this.store.lookupPath(tree, rel);
     if (!entry) return false;
     const slash = rel.lastIndexOf('/');

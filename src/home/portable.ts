@@ -6,10 +6,11 @@ import { Beneath } from '../util/beneath.js';
 import { hasCode, UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
 import { checkGitUrl } from '../util/git-url.js';
-import { Store, type Identity } from '../store/store.js';
+import { FsckRefusal, Store, type Identity } from '../store/store.js';
 import { MAIN_REF } from '../store/refs.js';
 import { Home } from './home.js';
 import { parseRole } from '../config/home-config.js';
+import { findUnservable } from './history-audit.js';
 
 /**
  * A Home as one file: a git bundle of every ref of its Store. Main, branches (pending work committed first by the
@@ -101,12 +102,16 @@ export async function importHome(
 
 /**
  * Make a Home from a git repository elsewhere (`nas home adopt`): all the history of its default branch becomes
- * main's, nothing else is taken (no other branch, no tag). Built as an import is, so a fetch that fails leaves
- * nothing behind. The `.nas/` files it lacks are the caller's to propose; until merged the defaults apply.
+ * main's, nothing else is taken (no other branch, no tag). git's fsck checks what is fetched, and the history is
+ * refused whole if any of its commits holds what no Home may (history-audit.ts). `prepare` may then add to main
+ * before the Home exists (the adopt workflow puts the template's `.nas/` on top, so the repository's own is
+ * never in force before review). Built as an import is, so a refusal or a fetch that fails leaves nothing
+ * behind. `upstream` is the repository's head.
  */
 export async function adoptRepository(
   stateDir: string, role: string, source: string, identity: Identity, archived: (role: string) => boolean = () => false,
-): Promise<{ home: Home; branch: string }> {
+  prepare: (store: Store, upstream: string) => Promise<void> = async () => undefined,
+): Promise<{ home: Home; branch: string; upstream: string }> {
   validateRole(role);
   checkGitUrl(source, 'repository');
   const taken = async () => archived(role) || (await exists(Home.dirFor(stateDir, role)));
@@ -120,18 +125,37 @@ export async function adoptRepository(
     try {
       branch = await store.fetchDefaultBranch(source, MAIN_REF);
     } catch (err) {
+      if (err instanceof FsckRefusal) {
+        throw new UserError(`${source}'s history holds an object git's fsck refuses (${err.finding}), so nothing was adopted. ${rewrite()}`);
+      }
       throw new UserError(`cannot take the history of ${source}, so nothing was adopted: ${(err as Error).message}`, 502);
     }
+    const upstream = (await store.readRef(MAIN_REF))!;
+    const found = await findUnservable(store, upstream);
+    if (found) {
+      const at = shownPath(found.path);
+      throw new UserError(`${source}'s history holds ${at} (in commit ${found.commit.slice(0, 12)}), which ${found.why}; nothing was adopted. ` +
+        rewrite(`git filter-repo --invert-paths --path '${at.replace(/'/g, "'\\''")}'`));
+    }
+    await prepare(store, upstream);
     if (await taken()) throw refuseTaken();
     await store.setHead(MAIN_REF);
     await fs.mkdir(`${building}/nas/branches`, { recursive: true });
     await fs.rename(building, Home.dirFor(stateDir, role));
-    return { home: await Home.open(stateDir, role, identity), branch };
+    return { home: await Home.open(stateDir, role, identity), branch, upstream };
   } catch (err) {
     await fs.rm(building, { recursive: true, force: true });
     throw err;
   }
 }
+
+/** What to do when a repository's history holds what a Home cannot take: every commit counts, the old ones too. */
+const rewrite = (how?: string): string => `Rewrite the history without it${how ? ` (e.g. ${how})` : ''} and adopt again: ` +
+  'a new commit that removes it is not enough, as a Home serves every commit of its history';
+
+/** A path as a message shows it: characters a terminal would act on or not show are escaped (\u200c), so `.g\u200cit` reads as it is. */
+const shownPath = (p: string): string =>
+  p.replace(/[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 /** Where an import is built: a name Home.list skips; what a crash leaves there is removed at the next start. */
 export const IMPORTING = '.import-';

@@ -128,9 +128,11 @@ export function isAppendOnly(rules: Rules, path: string): boolean {
  * A name git refuses in a tree (core.protectNTFS and core.protectHFS are on by default, and libgit2 agrees):
  * `.git` or its NTFS short name `git~1`, in any case, with trailing dots or spaces, or followed by `:` (an NTFS
  * stream, `.git::$INDEX_ALLOCATION`) or a backslash, or with characters HFS+ ignores. One such name would stop
- * every commit.
+ * every commit, and a view never shows one from history (git-layer.ts): root's git would take it for a repository.
  */
-function gitRefusesName(name: string): boolean {
+export function gitRefusesName(name: string): boolean {
+  // Most names have no g at all: views ask for every name they list.
+  if (!name.includes('g') && !name.includes('G')) return false;
   const n = name.replace(/[\u200b-\u200f\u202a-\u202e\u206a-\u206f\ufeff]/g, '').toLowerCase();
   return /^(\.git|git~\d+)[. ]*($|[:\\])/.test(n);
 }

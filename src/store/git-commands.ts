@@ -15,6 +15,14 @@ import type { ObjectCounts } from './types.js';
 const REMOTE_GIT = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never',
   ...['https', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
 
+/** git's fsck refused an object a fetch received: `finding` is its words (`object <id>: <msgId>: <what>`). */
+export class FsckRefusal extends Error {
+  constructor(readonly finding: string) {
+    super(`git's fsck refuses ${finding}`);
+    this.name = 'FsckRefusal';
+  }
+}
+
 /** git on one bare repository (a Home's Store), at `gitDir`. */
 export class GitCommands {
   /** git refuses a second gc on a repository while one runs: nasd's own (hourly, maintenance) take turns. */
@@ -88,13 +96,23 @@ export class GitCommands {
 
   /**
    * The branch a repository elsewhere names as its default (its HEAD) with all its history, fetched into `ref`
-   * (no tags, no other branch): its name there. Only the transports `nas remote add` accepts are used.
+   * (no tags, no other branch): its name there. Only the transports `nas remote add` accepts are used. git's
+   * fsck checks every object it receives, strictly (its warnings refuse too); a fetch it refuses writes no ref
+   * and fails with an FsckRefusal. Names git takes for `.git` it lets through: the caller refuses those with
+   * the commit and path that hold them, which git's fsck cannot name (it knows only the tree).
    */
   async fetchDefaultBranch(url: string, ref: string, timeoutMs: number): Promise<string> {
     const head = await this.run([...REMOTE_GIT, 'ls-remote', '--symref', '--', url, 'HEAD'], 'ignore', timeoutMs);
     const named = /^ref: (refs\/heads\/[^\t\n]+)\tHEAD$/m.exec(head)?.[1];
     if (!named) throw new Error(`${url} names no default branch (its HEAD is not a branch with commits)`);
-    await this.run([...REMOTE_GIT, 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', url, `+${named}:${ref}`], 'ignore', timeoutMs);
+    const fsck = ['-c', 'fetch.fsckObjects=true', '-c', 'fetch.fsck.hasDotgit=ignore'];
+    try {
+      await this.run([...REMOTE_GIT, ...fsck, 'fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', url, `+${named}:${ref}`], 'ignore', timeoutMs);
+    } catch (err) {
+      const found = /\berror: (object [0-9a-f]{40,64}: [^\n]*)/.exec((err as Error).message)?.[1];
+      if (found && /fsck error/.test((err as Error).message)) throw new FsckRefusal(found);
+      throw err;
+    }
     return named.slice('refs/heads/'.length);
   }
 

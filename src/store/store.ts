@@ -17,6 +17,7 @@ import { MODE, type Change, type FolderChange, type ObjectCounts, type CommitInf
  */
 
 export * from './types.js';
+export { FsckRefusal } from './git-commands.js';
 
 /** A ref did not hold the value a writer expected: someone else moved it first. */
 export class RefConflict extends Error {

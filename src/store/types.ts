@@ -2,6 +2,12 @@
 
 export const MODE = { tree: 0o040000, file: 0o100644, exec: 0o100755, link: 0o120000 } as const;
 
+/** A gitlink: a submodule's commit named in a tree (the commit itself lives in another repository). */
+export const GITLINK = 0o160000;
+
+/** The id of git's empty tree (git and libgit2 know it without storing it). */
+export const EMPTY_TREE = '4b825dc642cb6eb9a060e54bf8d69288fbee4904';
+
 export interface Entry {
   oid: string;
   mode: number;

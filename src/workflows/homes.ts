@@ -7,6 +7,9 @@ import { PrStore } from '../merge/pr-store.js';
 import { Home } from '../home/home.js';
 import { adoptRepository, exportHome, importHome } from '../home/portable.js';
 import { archiveDirFor, moveFromArchive, moveToArchive } from '../home/lifecycle.js';
+import { defaultTemplate } from '../home/template.js';
+import { holdForReview } from '../merge/adopt-review.js';
+import { MAIN_REF } from '../store/refs.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
 import type { Branches } from './branches.js';
 import type { Exported, HomeSummary, Imported, StatusReport } from '../api/types.js';
@@ -66,11 +69,15 @@ export class Homes {
     return { ...this.describeHome(m), file, refs, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6) };
   }
 
-  /** A Home from a git repository elsewhere, its default branch's history as main's; mounted at once. */
-  async adoptHome(role: string, source: string): Promise<{ summary: HomeSummary; branch: string }> {
+  /**
+   * A Home from a git repository elsewhere, its default branch's history as main's with one commit on top that
+   * sets `.nas/` to the built-in template's (adopt-review.ts); mounted at once. `upstream` is the repository's head.
+   */
+  async adoptHome(role: string, source: string, owner: string): Promise<{ summary: HomeSummary; branch: string; upstream: string }> {
     const { stateDir, identity } = this.homes.opts;
-    const { home, branch } = await adoptRepository(stateDir, role, source, identity, (r) => this.homes.archived.has(r));
-    return { summary: this.describeHome(await this.openNew(home, 'adopted')), branch };
+    const { home, branch, upstream } = await adoptRepository(stateDir, role, source, identity, (r) => this.homes.archived.has(r),
+      (store, head) => holdForReview(store, MAIN_REF, head, defaultTemplate(role, owner, new Date()), identity).then(() => undefined));
+    return { summary: this.describeHome(await this.openNew(home, 'adopted')), branch, upstream };
   }
 
   listHomes(): HomeSummary[] {

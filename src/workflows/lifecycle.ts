@@ -4,7 +4,8 @@ import { treeFiles } from '../memory/files.js';
 import { parseNote, setField } from '../memory/note.js';
 import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR, isStartFile } from '../memory/layout.js';
 import { defaultTemplate } from '../home/template.js';
-import { MODE, type Entry } from '../store/store.js';
+import { restoredForReview } from '../merge/adopt-review.js';
+import { MODE } from '../store/store.js';
 import type { Adopted, HomeSummary, Retired } from '../api/types.js';
 import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
@@ -38,30 +39,38 @@ export class LifecycleService {
   }
 
   /**
-   * A Home from an existing git repository (`nas home adopt`): its default branch's history is main's, and the
-   * `.nas/` files it lacks, from the built-in template, are proposed as one commit on a branch off main, with the
-   * start set's files it lacks (AGENTS.md, memory/MEMORY.md: every PR's memory check needs them); that PR waits
-   * for the owner (as every metadata change does). Until it is merged the defaults apply.
+   * A Home from an existing git repository (`nas home adopt`): its default branch's history is main's, with one
+   * commit by nasd on top that sets `.nas/` to the built-in template's (adopt-review.ts), so nothing of the
+   * repository's own configuration is in force before review. The repository's own `.nas/` files and the
+   * executables its `.nas/checks.yaml` names, with the start set's files it lacks (AGENTS.md, memory/MEMORY.md:
+   * every PR's memory check needs them), are proposed as one commit on a branch off main; that PR waits for the
+   * owner (as every metadata change does).
    */
   async adopt(role: string, source: string, owner: string, creds: Credentials): Promise<Adopted> {
-    const { summary, branch } = await this.homeFlows.adoptHome(role, source);
+    const { summary, branch, upstream } = await this.homeFlows.adoptHome(role, source, owner);
     const snap = await this.homes.snapshot(role);
     const store = snap.home.store;
     const mainTree = (await store.readCommit(snap.commit)).tree;
-    const changes = new Map<string, Entry>();
+    const changes = await restoredForReview(store, (await store.readCommit(upstream)).tree);
     for (const f of defaultTemplate(role, owner, new Date())) {
-      if (!(f.path.startsWith('.nas/') || isStartFile(f.path)) || (await store.lookupPath(mainTree, f.path))) continue;
+      if (!isStartFile(f.path) || (await store.lookupPath(mainTree, f.path))) continue;
       changes.set(f.path, { oid: await store.writeBlob(f.content), mode: MODE.file });
+    }
+    // What main holds as it is (a repository's .nas/ file equal to the template's) is no change.
+    for (const [path, entry] of changes) {
+      const now = await store.lookupPath(mainTree, path);
+      if (now?.oid === entry.oid && now.mode === entry.mode) changes.delete(path);
     }
     const adopted = { ...summary, source, branch, proposed: [...changes.keys()] };
     if (changes.size === 0) return adopted;
     const commit = await store.writeCommit({
       tree: await store.editTree(mainTree, changes), parents: [snap.commit],
-      message: `Add the Home's .nas/ files and start set (nas home adopt)\n\nNas-Principal: ${owner}\n`, author: { name: owner, email: `${owner}@agent-nas` },
+      message: `The repository's own .nas/ files and the start set it lacks, for review (nas home adopt)\n\nNas-Principal: ${owner}\n`,
+      author: { name: owner, email: `${owner}@agent-nas` },
     });
     const prBranch = `nas-adopt-${commit.slice(0, 12)}`;
     await this.branches.createBranch(role, prBranch, { at: commit, ttl: '7d' });
-    const pr = await this.prs.propose(role, prBranch, { intent: `adopt ${source}: the Home's .nas/ files and start set, from the built-in template` }, creds);
+    const pr = await this.prs.propose(role, prBranch, { intent: `adopt ${source}: the repository's own .nas/ files (and what its checks run) and the start set it lacks, for review` }, creds);
     return { ...adopted, pr: pr.id, prState: pr.state };
   }
 

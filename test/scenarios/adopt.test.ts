@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { TestDaemon, run } from '../helpers.js';
 
-/** nas home adopt: an existing git repository becomes a Home with its history; its .nas/ files wait as a PR. */
+/** nas home adopt: an existing git repository becomes a Home with its history and the template's .nas/; its start set waits as a PR. */
 describe('home adopt', () => {
   let d: TestDaemon;
   let repo: string;
@@ -43,26 +43,26 @@ describe('home adopt', () => {
     expect((await d.nasJson('home', 'list')).map((h: { role: string }) => h.role)).not.toContain('bad');
   });
 
-  it('takes the default branch\'s whole history as main, shows its files in the mount, and proposes .nas/ as a PR', async () => {
+  it('takes the default branch\'s whole history as main with the template\'s .nas/ on top, shows its files in the mount, and proposes the start set as a PR', async () => {
     const r = await d.nasJson('home', 'adopt', 'proj', repo, '--owner', 'alice');
     expect(r, JSON.stringify(await d.nasJson('pr', 'show', 'proj', String(r.pr)))).toMatchObject({ role: 'proj', source: repo, branch: 'trunk', prState: 'waiting' });
-    expect(r.proposed).toEqual(expect.arrayContaining(['.nas/role.yaml', '.nas/limits.yaml', '.nas/policy.yaml', '.nas/maintenance.yaml']));
-    // With the start set it lacks (every PR's memory check needs AGENTS.md and memory/MEMORY.md), nothing else.
-    expect(r.proposed.filter((p: string) => !p.startsWith('.nas/')).sort()).toEqual(['AGENTS.md', 'memory/MEMORY.md']);
-    // main is the repository's history, commit for commit.
+    // The start set it lacks (every PR's memory check needs AGENTS.md and memory/MEMORY.md), nothing else: it has no .nas/ of its own.
+    expect([...r.proposed].sort()).toEqual(['AGENTS.md', 'memory/MEMORY.md']);
+    // main is the repository's history, commit for commit, and nasd's one commit on top.
     const theirs = (await git('rev-list', 'trunk')).stdout;
-    expect((await store('rev-list', 'main')).stdout).toBe(theirs);
-    expect((await store('log', '--format=%s', 'main')).stdout).toBe('step 3\nstep 2\nstep 1\n');
+    expect((await store('rev-list', 'main^')).stdout).toBe(theirs);
+    expect((await store('log', '--format=%s', 'main')).stdout).toMatch(/^nas: adopt: .*\nstep 3\nstep 2\nstep 1\n$/);
     expect((await store('rev-parse', '--verify', '-q', 'refs/heads/side')).code).not.toBe(0);
     expect(await fs.readFile(d.path('proj', 'README.md'), 'utf8')).toBe('a project\n');
     expect(await fs.readFile(d.path('proj', 'src/app.txt'), 'utf8')).toBe('version 2\n');
-    // Until the PR is merged main has no .nas/ (the defaults apply), and the PR waits for the owner.
-    expect((await d.nasJson('home', 'list')).find((h: { role: string }) => h.role === 'proj').problems.join('\n')).toMatch(/missing; using the defaults/);
-    await expect(fs.stat(d.path('proj', '.nas'))).rejects.toThrow(/ENOENT/);
+    // main has the built-in template's .nas/ from the start; the PR waits for the owner.
+    expect((await d.nasJson('home', 'list')).find((h: { role: string }) => h.role === 'proj').problems).toEqual([]);
+    expect(await fs.readFile(d.path('proj', '.nas/role.yaml'), 'utf8')).toMatch(/^owner: alice$/m);
+    await expect(fs.stat(d.path('proj', 'AGENTS.md'))).rejects.toThrow(/ENOENT/);
     const pr = await d.nasJson('pr', 'show', 'proj', String(r.pr));
     expect(pr.state).toBe('waiting');
     expect(pr.files.map((f: { path: string }) => f.path).sort()).toEqual([...r.proposed].sort());
-    // The PR is one commit off main, adding .nas/ only.
+    // The PR is one commit off main, adding the start set only.
     expect((await store('rev-parse', `${pr.head}^`)).stdout.trim()).toBe(r.main);
     // A branch works as in any Home while it waits.
     expect((await d.nas('branch', 'create', 'proj/work')).code).toBe(0);
@@ -83,7 +83,7 @@ describe('home adopt', () => {
   it('takes a file:// URL as it takes a path', async () => {
     const r = await d.nasJson('home', 'adopt', 'proj2', `file://${repo}`);
     expect(r).toMatchObject({ role: 'proj2', branch: 'trunk', prState: 'waiting' });
-    expect(r.main).toBe((await git('rev-parse', 'trunk')).stdout.trim());
+    expect((await run('git', [`--git-dir=${d.state}/homes/proj2.git`, 'rev-parse', 'main^'])).stdout).toBe((await git('rev-parse', 'trunk')).stdout);
     expect(await fs.readFile(d.path('proj2', 'src/app.txt'), 'utf8')).toBe('version 2\n');
   });
 

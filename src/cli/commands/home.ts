@@ -13,8 +13,9 @@ export const help = {
     'create starts the Home from the built-in template, a named one (/etc/agent-nas/templates/NAME/, nasd\'s\n' +
     'templates_dir) or a directory: it must hold AGENTS.md; .nas/ files it lacks come from the built-in one.\n' +
     'adopt (owner) makes a Home of an existing git repository: main gets all the history of its default branch\n' +
-    '(https://, ssh://, git:// or file:// URLs, or a path; no other kind), and the .nas/ files it lacks, from the\n' +
-    'built-in template, wait as a PR for nas pr approve; until then the defaults apply.\n' +
+    '(https://, ssh://, git:// or file:// URLs, or a path; no other kind) and one commit on top that sets .nas/ to\n' +
+    'the built-in template\'s; its own .nas/ files (and what its checks run) wait as a PR for nas pr approve.\n' +
+    'A history that holds .git (any spelling), a submodule or .nas-meta in any commit is refused.\n' +
     'archive (owner) unmounts a Home and keeps its Store as it is (<state>/archive/); unarchive brings it back.\n' +
     'retire (owner) hands the Home\'s reviewed notes and skills to its successor as a PR, quarantined\n' +
     '(memory/quarantine/from-<role>/, unreviewed), ends its leases and stops new branches; it stays readable.\n' +
@@ -50,7 +51,7 @@ export const commands = [
       return { params: {}, body: { role: args.need(2, '<role>'), source: url, owner: args.value('owner') } };
     },
     print: (r) => `adopted ${r.source} (its ${r.branch} branch) as Home ${r.role}, main at ${short(r.main)}\n` +
-      (r.pr !== undefined ? `PR ${r.pr} (${r.prState}) adds ${r.proposed.join(', ')}; approve with: nas pr approve ${r.role} ${r.pr}\n` : 'it has every .nas/ file already\n'),
+      (r.pr !== undefined ? `PR ${r.pr} (${r.prState}) proposes ${r.proposed.join(', ')}; approve with: nas pr approve ${r.role} ${r.pr}\n` : 'nothing to review: it has the start set, and no .nas/ of its own other than the template\'s\n'),
   }),
   command({
     name: 'home config',
