@@ -5,7 +5,6 @@ import type { Lease } from '../lease/lease.js';
 import type { Owner } from '../util/owner.js';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { MetaChange, ShownFolder } from '../merge/shown-diff.js';
-import type { UpdateConflict } from '../merge/update.js';
 import type { CheckReport, Finding } from '../memory/check.js';
 import type { Briefing, ContextLists, measure } from '../memory/context.js';
 import type { RunRecord } from '../run/run-store.js';
@@ -69,28 +68,7 @@ export interface BranchListing extends BranchRecord {
   bytes?: { scratch: number; versioned: number };
 }
 
-export interface BranchUpdated {
-  view: string;
-  /** The branch's head now (the merge commit, or as it was when up to date) and main's head that was merged. */
-  head: string;
-  main: string;
-  /** The branch held everything on main already: nothing was done. */
-  upToDate: boolean;
-  /** Paths both sides changed, and what each holds now (`markers`: edit it before proposing). */
-  conflicts: UpdateConflict[];
-}
-
-export interface BranchResolved {
-  view: string;
-  path: string;
-  took: 'main' | 'branch';
-  /** The branch's head now (a new commit when main's side was taken). */
-  head: string;
-  /** Whether the side that lost went to the recycle area (false: it held nothing else). */
-  recycled: boolean;
-  /** What is still unresolved in the branch (it can be proposed once this is empty). */
-  unresolved: string[];
-}
+export type { BranchResolved, BranchUpdated } from './branch-update.js';
 
 /** View name -> its head commit after the sync. */
 export type SyncResult = Record<string, string>;
