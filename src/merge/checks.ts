@@ -10,6 +10,7 @@ import { checkMemory } from '../memory/check.js';
 import { relativeLinks } from '../memory/links.js';
 import type { Memory } from '../memory/model.js';
 import { JOURNAL_DIR } from '../memory/layout.js';
+import { mkdirExact, writeFileExact } from '../util/exact-mode.js';
 
 /**
  * The checks an Agent PR runs. Their definitions come from the target's (main's) `.nas/`, never from the
@@ -134,14 +135,15 @@ async function runCustom(p: Proposal, check: CustomCheck): Promise<{ ok: boolean
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-check-'));
   try {
     const exe = `${dir}/.check`;
-    await fs.writeFile(exe, await p.store.readBlob(script.oid), { mode: 0o755 });
+    // The check runs as nobody: what it reads gets explicit modes (nasd's umask would keep it root's alone).
+    await writeFileExact(exe, await p.store.readBlob(script.oid), 0o755);
     const work = `${dir}/tree`;
-    await fs.mkdir(work);
+    await mkdirExact(work, 0o755);
     for (const c of changed(p).filter((c) => c.after!.mode !== MODE.link)) {
-      await fs.mkdir(path.dirname(`${work}/${c.path}`), { recursive: true });
-      await fs.writeFile(`${work}/${c.path}`, await p.store.readBlob(c.after!.oid));
+      await mkdirExact(path.dirname(`${work}/${c.path}`), 0o755);
+      await writeFileExact(`${work}/${c.path}`, await p.store.readBlob(c.after!.oid), 0o644);
     }
-    await fs.writeFile(`${dir}/changes`, p.changes.map((c) => `${c.status}\t${c.path}\n`).join(''));
+    await writeFileExact(`${dir}/changes`, p.changes.map((c) => `${c.status}\t${c.path}\n`).join(''), 0o644);
     await fs.chmod(dir, 0o755);
     return await new Promise((resolve) => {
       // As nobody, in its own process group: the time limit, and the end of the check, kill all it started.

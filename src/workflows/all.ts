@@ -18,7 +18,8 @@ import { Refusals } from '../homes/refusals.js';
 /**
  * Every workflow of the control API, one per route family, over the open Homes. Who may call a route is the
  * contract's (`who` in api/contract.ts), checked before the handler runs; a workflow checks the caller itself only
- * where the contract says `{ workflow }` (issuing a lease, proposing, a checkpoint, a restore from history).
+ * where the contract says `{ workflow }` (issuing a lease, proposing, a checkpoint, a restore from history or the
+ * recycle area).
  */
 export interface Workflows {
   branches: Branches;
@@ -41,10 +42,10 @@ export function openWorkflows(
   homes: HomeSet, o: { stateDir: string; runsDir: string; runSockets: RunSockets; log: Logger; refusals?: Refusals },
 ): Workflows {
   const branches = new Branches(homes);
-  const trash = new TrashWorkflow(homes);
   const homeFlows = new Homes(homes, branches);
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
+  const trash = new TrashWorkflow(homes, leases, readers);
   const memory = new MemoryService(homes, readers);
   const prs = new PrService(homes, leases, readers, o.log);
   return {

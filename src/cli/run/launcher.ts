@@ -33,6 +33,9 @@ exec 3>&-
 read -r go <&4 || exit 125
 exec 4<&-
 cd -- "$5"
+# cd set OLDPWD to where nas run was called (root's directory, not the run's business); PWD is the run's own.
+unset OLDPWD
+PWD=$5; export PWD
 uid=$6 gid=$7
 shift 8
 set +e

@@ -27,6 +27,7 @@ import { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
 import { BranchState } from './state.js';
 import { chmodNoFollow, fdPath } from '../../util/beneath.js';
+import { mkdirExact } from '../../util/exact-mode.js';
 
 export interface BranchContext {
   role: string;
@@ -105,7 +106,10 @@ export class BranchView implements WritableView {
   /** Open a branch view, recovering what a crash left: uncommitted upper files and pending deletions. */
   static async open(ctx: BranchContext, scratchRoots: string[]): Promise<BranchView> {
     const upper = `${ctx.dir}/upper`;
-    for (const d of [upper, `${ctx.dir}/deleted`, `${ctx.dir}/tmp`]) await fs.mkdir(d, { recursive: true });
+    // The upper directory is the view's root (0755, as main's); what else is here is nasd's own.
+    await fs.mkdir(ctx.dir, { recursive: true });
+    await mkdirExact(upper, 0o755);
+    for (const d of [`${ctx.dir}/deleted`, `${ctx.dir}/tmp`]) await fs.mkdir(d, { recursive: true });
     for (const s of scratchRoots) await realDirectory(`${upper}/${s}`);
     await fs.rm(`${ctx.dir}/tmp`, { recursive: true, force: true });
     await fs.mkdir(`${ctx.dir}/tmp`);
@@ -326,6 +330,18 @@ export class BranchView implements WritableView {
 
   get expired(): boolean {
     return this.state.expired;
+  }
+
+  /**
+   * The branch is being discarded (it is out of the mount already): a descriptor still open in it writes and
+   * fsyncs nothing more (EIO), as nothing more of it will be kept. `kept`: the discard failed, the branch stays.
+   */
+  discarding(why: string): void {
+    this.state.discard(why);
+  }
+
+  kept(): void {
+    this.state.undiscard();
   }
 
   // ---- metadata ----------------------------------------------------------------------------------
