@@ -197,8 +197,7 @@ export class Home {
     // What an earlier branch of this name left (a removal that failed) is not taken over: it goes first.
     await new Beneath(`${this.dir}/nas/branches`).removeTree(name);
     // The view's root is upper/: 0755 as main's shows (nasd's umask would leave it its own); the rest stays nasd's.
-    await fs.mkdir(this.branchDir(name), { recursive: true });
-    await mkdirExact(`${this.branchDir(name)}/upper`, 0o755);
+    await mkdirExact(`${this.branchDir(name)}/upper`, 0o755, 0o700);
     await this.writeBranchRecord(record);
     return record;
   }

@@ -112,7 +112,7 @@ export class Branches {
       await view.close();
     } catch (err) {
       // The branch stays as it was: its view, its record (expiry and extend read it) and its scratch bind.
-      view.kept();
+      view.discarding(null);
       m.branches.set(branch, view);
       if (record) m.records.set(branch, record);
       await this.homes.bindScratch(view);

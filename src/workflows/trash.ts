@@ -6,7 +6,7 @@ import { parseMeta } from '../store/file-meta.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { TrashListed, TrashPurged, TrashRestored } from '../api/types.js';
 import type { Credentials } from '../api/credentials.js';
-import { DeletedAccess } from '../trash/deleted-access.js';
+import { DeletedAccess } from '../cow/deleted-access.js';
 import type { LeaseService } from './leases.js';
 import type { Readers } from './readers.js';
 

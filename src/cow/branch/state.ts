@@ -133,14 +133,9 @@ export class BranchState {
 
   // ---- discard -----------------------------------------------------------------------------------
 
-  /** The branch is being discarded: from now on a write or fsync through a descriptor still open in it is EIO. */
-  discard(why: string): void {
-    this.goneBecause = why;
-  }
-
-  /** A discard that failed: the branch stays, and so do its descriptors. */
-  undiscard(): void {
-    this.goneBecause = undefined;
+  /** The branch is being discarded: from now on a write or fsync through a descriptor still open in it is EIO (null: it stays). */
+  discard(why: string | null): void {
+    this.goneBecause = why ?? undefined;
   }
 
   /** EIO once the branch is discarded: the bytes would go nowhere, and a success would say they were kept. */

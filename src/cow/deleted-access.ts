@@ -2,9 +2,9 @@ import { constants } from 'node:fs';
 import { MODE, type Store } from '../store/store.js';
 import { fullMode, parseMeta } from '../store/file-meta.js';
 import { isInbox, permits, visibleMode, type Reader } from '../policy/policy.js';
-import { OwnerShare } from '../cow/owner-share.js';
-import type { Attr, Owner } from '../cow/attr.js';
-import type { TrashKind, TrashRecord } from './trash.js';
+import { OwnerShare } from './owner-share.js';
+import type { Attr, Owner } from './attr.js';
+import type { TrashKind, TrashRecord } from '../trash/trash.js';
 
 /**
  * Whether a reader could have read a deleted path through the view it was deleted from: search on every folder
