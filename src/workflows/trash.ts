@@ -96,17 +96,18 @@ export class TrashWorkflow {
     if (!record) throw notFound();
     // A filed deletion newer than the pending one, from another branch: that branch is the one written into.
     if (!opts.branch && record.branch !== branch) await this.authorize(role, record.branch, creds);
+    // Shallow first, so each directory is there before what goes in it.
+    const all = [record, ...contentsOf(record, listed!)].sort((a, b) => depth(a.path) - depth(b.path));
     const mayRead = await this.mayRead(role, creds, listed!);
-    if (mayRead && !(await mayRead(record))) {
-      throw new UserError(`you could not read ${record.path} through ${role}@${record.branch} when it was deleted, so it is not restored; the owner can restore it`, 403);
+    for (const r of mayRead ? all : []) {
+      if (await mayRead!(r)) continue;
+      throw new UserError(`you could not read ${r.path} through ${role}@${r.branch} when it was deleted, so it is not restored; the owner can restore it`, 403);
     }
     const view = this.homes.branch(role, opts.branch ?? record.branch);
     const to = target ?? record.path;
     if (await view.exists(to)) {
       throw new UserError(`${to} exists in ${view.name}; nothing was changed. Pass --to <path> to restore it elsewhere`, 409);
     }
-    // Shallow first, so each directory is there before what goes in it.
-    const all = [record, ...contentsOf(record, listed!)].sort((a, b) => depth(a.path) - depth(b.path));
     const moved = (r: TrashRecord) => to + r.path.slice(record.path.length);
     for (const r of all) {
       const meta = r.meta ? parseMeta(r.meta) : null;
