@@ -70,38 +70,16 @@ export class TrashWorkflow {
    * overwrite anything that exists unless told where to put it.
    */
   async trashRestore(role: string, opts: { path?: string; id?: string; branch?: string; to?: string }, creds: Credentials): Promise<TrashRestored> {
-    const m = this.homes.mounted(role);
-    const trash = m.home.trash;
-    const path = opts.path ? validateRelPath(opts.path) : undefined;
-    if (!path && !opts.id) throw new UserError('name the path to restore (or --id from nas trash list)');
+    const trash = this.homes.mounted(role).home.trash;
     const target = opts.to ? validateRelPath(opts.to) : undefined;
-    const matches = (r: TrashRecord) => (opts.id ? r.id === opts.id : r.path === path && (!opts.branch || r.branch === opts.branch));
-    const notFound = () => {
-      const what = opts.id ? `id ${opts.id}` : `${path}${opts.branch ? ` deleted from ${opts.branch}` : ''}`;
-      return new UserError(`nothing in the recycle area of ${role} matches ${what}; see nas trash list ${role}`, 404);
-    };
-    // Named, the branch written into is authorized before anything is looked at.
-    if (opts.branch) await this.authorize(role, opts.branch, creds);
-    // Deletions not filed yet: their branches commit only once the caller may restore.
-    const pendingIn = this.homes.branchViews(role).filter((v) => v.pendingDeletions().some(matches));
-    let listed = pendingIn.length > 0 ? undefined : await trash.list();
-    const found = listed ? listed.find(matches) : pendingIn.flatMap((v) => v.pendingDeletions().filter(matches)).sort(newestFirst)[0];
-    if (!found) throw notFound();
-    const branch = opts.branch ?? (await this.authorize(role, found.branch, creds));
-    if (pendingIn.length > 0) {
-      for (const view of pendingIn) await view.sync();
-      listed = await trash.list();
-    }
-    const record = listed!.find(matches);
-    if (!record) throw notFound();
-    // A filed deletion newer than the pending one, from another branch: that branch is the one written into.
-    if (!opts.branch && record.branch !== branch) await this.authorize(role, record.branch, creds);
+    const { record, listed } = await this.toRestore(role, opts, creds);
     // Shallow first, so each directory is there before what goes in it.
-    const all = [record, ...contentsOf(record, listed!)].sort((a, b) => depth(a.path) - depth(b.path));
-    const mayRead = await this.mayRead(role, creds, listed!);
-    for (const r of mayRead ? all : []) {
-      if (await mayRead!(r)) continue;
-      throw new UserError(`you could not read ${r.path} through ${role}@${r.branch} when it was deleted, so it is not restored; the owner can restore it`, 403);
+    const all = [record, ...contentsOf(record, listed)].sort((a, b) => depth(a.path) - depth(b.path));
+    const mayRead = await this.mayRead(role, creds, listed);
+    for (const r of all) {
+      if (mayRead && !(await mayRead(r))) {
+        throw new UserError(`you could not read ${r.path} through ${role}@${r.branch} when it was deleted, so it is not restored; the owner can restore it`, 403);
+      }
     }
     const view = this.homes.branch(role, opts.branch ?? record.branch);
     const to = target ?? record.path;
@@ -120,6 +98,37 @@ export class TrashWorkflow {
     }
     await view.sync();
     return { restored: record, to, view: view.name, head: view.head, contents: all.slice(1).map(moved).sort() };
+  }
+
+  /**
+   * The record a restore takes, and the recycle area as read once for it, the caller authorized on the way: the
+   * branch it names at once, else the record's, found among the pending deletions or the area without committing.
+   */
+  private async toRestore(role: string, opts: { path?: string; id?: string; branch?: string }, creds: Credentials): Promise<{ record: TrashRecord; listed: TrashRecord[] }> {
+    const trash = this.homes.mounted(role).home.trash;
+    const path = opts.path ? validateRelPath(opts.path) : undefined;
+    if (!path && !opts.id) throw new UserError('name the path to restore (or --id from nas trash list)');
+    const matches = (r: TrashRecord) => (opts.id ? r.id === opts.id : r.path === path && (!opts.branch || r.branch === opts.branch));
+    const notFound = () => {
+      const what = opts.id ? `id ${opts.id}` : `${path}${opts.branch ? ` deleted from ${opts.branch}` : ''}`;
+      return new UserError(`nothing in the recycle area of ${role} matches ${what}; see nas trash list ${role}`, 404);
+    };
+    if (opts.branch) await this.authorize(role, opts.branch, creds);
+    // Deletions not filed yet: their branches commit only once the caller may restore.
+    const pendingIn = this.homes.branchViews(role).filter((v) => v.pendingDeletions().some(matches));
+    let listed = pendingIn.length > 0 ? undefined : await trash.list();
+    const found = listed ? listed.find(matches) : pendingIn.flatMap((v) => v.pendingDeletions().filter(matches)).sort(newestFirst)[0];
+    if (!found) throw notFound();
+    const branch = opts.branch ?? (await this.authorize(role, found.branch, creds));
+    if (!listed) {
+      for (const view of pendingIn) await view.sync();
+      listed = await trash.list();
+    }
+    const record = listed.find(matches);
+    if (!record) throw notFound();
+    // A filed deletion newer than the pending one, from another branch: that branch is the one written into.
+    if (!opts.branch && record.branch !== branch) await this.authorize(role, record.branch, creds);
+    return { record, listed };
   }
 
   /** A write lease on the branch a restore goes into, or the owner; main takes no restore (it changes by merge). */
