@@ -38,11 +38,9 @@ export type Access =
  * Where a lease rule finds its branch:
  * - `path`: the route's `:branch`, always checked (main too);
  * - `body`: `body.branch`, the branch the request writes into; none named, or main, needs no lease (the route
- *   then works on main, which takes no writes but merges, and refuses on its own);
- * - `trash`: the branch a recycle-area restore writes into (`body.branch`, else the branch the entry was deleted
- *   from, as the trash workflow finds it); main as for `body`.
+ *   then works on main, which takes no writes but merges, and refuses on its own).
  */
-export type BranchOf = 'path' | 'body' | 'trash';
+export type BranchOf = 'path' | 'body';
 
 export interface RouteSpec {
   method: Method;
@@ -83,13 +81,21 @@ export const ROUTES = {
   },
   sync: { method: 'POST', path: '/v1/homes/:role/sync', body: { branch: 'string?' }, who: anyone },
 
+  // Anyone asks; each is shown what it could read where it was deleted (workflows/trash.ts).
   listTrash: { method: 'GET', path: '/v1/homes/:role/trash', body: none, who: anyone, web: true },
   restoreTrash: {
     method: 'POST', path: '/v1/homes/:role/trash/restore', body: { path: 'string?', id: 'string?', branch: 'string?', to: 'string?' },
-    who: writer('trash', 'restoring from the recycle area in {branch}'), web: true,
+    // The branch is --branch, else the one the entry was deleted from, which only its record says: decided from the
+    // request and the record before anything is committed, with the read rule of the list (trash.trashRestore).
+    who: {
+      workflow: 'a lease that grants write on the branch the restore goes into (body.branch, else where the entry was deleted), ' +
+        'or the owner; who is not the owner, only what it could read where it was deleted',
+    },
+    web: true,
   },
   purgeTrash: { method: 'POST', path: '/v1/homes/:role/trash/purge', body: { olderThan: 'string?' }, who: owner('purging the recycle area') },
 
+  // Anyone asks; the owner sees every lease, a lease holder or a run its own, anyone else none (workflows/shown-to.ts).
   listLeases: { method: 'GET', path: '/v1/homes/:role/leases', body: none, who: anyone, web: true },
   issueLease: {
     method: 'POST',
@@ -152,6 +158,7 @@ export const ROUTES = {
     body: { started: 'boolean?', exit: 'number?', signal: 'string?', propose: 'boolean?' },
     who: owner('finishing a run'),
   },
+  // Anyone asks; as for leases: the owner every run, a run or a lease holder those of its branch (workflows/shown-to.ts).
   listRuns: { method: 'GET', path: '/v1/homes/:role/runs', body: none, who: anyone, web: true },
   pickRun: { method: 'POST', path: '/v1/homes/:role/tasks/:task/pick', body: { run: 'string' }, who: owner('picking an attempt') },
 

@@ -10,6 +10,7 @@ import { validateBody } from '../api/validate.js';
 import { credentialsOf } from './auth.js';
 import type { Credentials, RunCaller } from '../api/credentials.js';
 import type { Handlers } from './handlers.js';
+import { mkdirExact } from '../util/exact-mode.js';
 
 /**
  * The control API's transport: JSON over HTTP on a unix socket (the nas CLI is its only client). A request
@@ -45,7 +46,8 @@ async function answer<K extends RouteName>(table: Handlers, route: K, params: Pa
 
 /** Remove a socket file left by a dead daemon; refuse if a live one answers there. */
 async function claimSocket(socket: string): Promise<void> {
-  await fs.mkdir(path.dirname(socket), { recursive: true });
+  // The socket's group reaches it through its directory: 0755 for what nasd makes (its umask would keep it its own).
+  await mkdirExact(path.dirname(socket), 0o755);
   const alive = await new Promise<boolean>((resolve) => {
     const c = net.connect(socket);
     c.once('connect', () => (c.end(), resolve(true)));

@@ -62,10 +62,7 @@ function gate(flows: Workflows, stateDir: string) {
     const fields: Readonly<Record<string, unknown>> = body;
     if (who.readOnlyIf && fields[who.readOnlyIf] === true) return;
     const { role, branch: named } = params as { role: string; branch?: string };
-    let branch: string | undefined;
-    if (who.branch === 'path') branch = named;
-    else if (who.branch === 'body') branch = fields.branch as string | undefined;
-    else branch = await flows.trash.trashTarget(role, body as Body<'restoreTrash'>);
+    const branch = who.branch === 'path' ? named : (fields.branch as string | undefined);
     // What a request writes into main needs no lease: main takes no writes but merges, and refuses on its own.
     if (who.branch !== 'path' && (!branch || branch === 'main')) return;
     await flows.leases.authorize(role, branch ?? '', who.lease, creds, who.action.replace('{branch}', `${role}/${branch}`));
@@ -92,11 +89,11 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     resolveBranch: ({ params: { role, branch }, body: { path, take }, creds }) => branches.resolveBranch(role, branch, path, take, creds),
     sync: ({ params, body }) => branches.sync(params.role, body.branch),
 
-    listTrash: ({ params }) => trash.trashList(params.role),
-    restoreTrash: ({ params, body }) => trash.trashRestore(params.role, body),
+    listTrash: ({ params, creds }) => trash.trashList(params.role, creds),
+    restoreTrash: ({ params, body, creds }) => trash.trashRestore(params.role, body, creds),
     purgeTrash: ({ params, body }) => maintenance.purgeTrash(params.role, body.olderThan),
 
-    listLeases: ({ params }) => leases.list(params.role),
+    listLeases: ({ params, creds }) => leases.list(params.role, creds),
     issueLease: ({ params, body: { branch, ...opts }, creds }) => leases.issue(params.role, branch, opts, creds),
     revokeLease: ({ params }) => leases.revoke(params.role, params.id),
 
@@ -122,7 +119,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     startRun: ({ params, body }) => runs.start(params.role, body),
     attachRun: ({ params, body }) => runs.attach(params.role, params.id, body),
     finishRun: ({ params, body, creds }) => runs.finish(params.role, params.id, body, creds),
-    listRuns: ({ params }) => runs.list(params.role),
+    listRuns: ({ params, creds }) => runs.list(params.role, creds),
     pickRun: ({ params, body, creds }) => runs.pick(params.role, params.task, body.run, creds),
 
     createCheckpoint: ({ params, body, creds }) => history.create(params.role, body, creds),

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { UserError } from '../util/errors.js';
+import { mkdirExact } from '../util/exact-mode.js';
 
 /**
  * nasd as a mount helper: `mount -t fuse.nasd nasd /agents -o state_dir=/var/lib/agent-nas,demo` (or the same
@@ -54,7 +55,7 @@ export function mountCall(argv: string[]): MountCall | null {
 
 /** Start nasd in the background with these flags; resolve once it serves, or throw what it said when it could not. */
 export async function startInBackground(entry: string, call: MountCall): Promise<number> {
-  await fs.mkdir(call.log.slice(0, call.log.lastIndexOf('/')) || '/', { recursive: true, mode: 0o750 });
+  await mkdirExact(call.log.slice(0, call.log.lastIndexOf('/')) || '/', 0o750);
   // The log names Homes, branches, principals and paths: root's and its group's (adm reads logs), no one else's.
   const out = await fs.open(call.log, 'a', LOG_MODE);
   await out.chmod(LOG_MODE);

@@ -8,6 +8,7 @@ import type { Caller } from '../util/owner.js';
 import { binding, type Connection, type NativeMount } from './native.js';
 import { dispatcher } from './requests.js';
 import type { fuseOps } from './ops.js';
+import { mkdirExact } from '../util/exact-mode.js';
 
 const run = promisify(execFile);
 
@@ -67,7 +68,8 @@ export async function preflight(mountpoint: string, log: Logger): Promise<void> 
       );
     }
   }
-  await fs.mkdir(mountpoint, { recursive: true });
+  // Everyone passes through a mount point: 0755 for what nasd makes of it (its umask would keep it its own).
+  await mkdirExact(mountpoint, 0o755);
   const entries = await fs.readdir(mountpoint);
   if (entries.length > 0) {
     throw new UserError(`mount point ${mountpoint} is not empty (${entries.slice(0, 3).join(', ')}...): nasd will not hide files; move them or choose another --mount`);

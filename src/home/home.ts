@@ -1,4 +1,5 @@
 import fs from 'node:fs/promises';
+import { mkdirExact } from '../util/exact-mode.js';
 import { exists } from '../util/exists.js';
 import { Beneath } from '../util/beneath.js';
 import yaml from 'js-yaml';
@@ -207,7 +208,8 @@ export class Home {
     }
     // What an earlier branch of this name left (a removal that failed) is not taken over: it goes first.
     await new Beneath(`${this.dir}/nas/branches`).removeTree(name);
-    await fs.mkdir(`${this.branchDir(name)}/upper`, { recursive: true });
+    // The view's root is upper/: 0755 as main's shows (nasd's umask would leave it its own); the rest stays nasd's.
+    await mkdirExact(`${this.branchDir(name)}/upper`, 0o755, 0o700);
     await this.writeBranchRecord(record);
     return record;
   }

@@ -55,7 +55,7 @@ export async function mergeIntoMain(
       if (err instanceof RefConflict && !opts.onto) continue;
       throw err;
     }
-    if (opts.recycle !== false) await trash.add(await itemsFromGit(store, deleted.map((c) => ({ path: c.path, entry: c.before! })), 'main', opts.run));
+    if (opts.recycle !== false) await trash.add(await itemsFromGit(store, deleted.map((c) => ({ path: c.path, entry: c.before! })), 'main', opts.run, mainTree!));
     return { kind: 'merged', commit, deleted: deleted.map((c) => c.path) };
   }
   throw new Error(`main kept moving: ${ATTEMPTS} merge attempts lost the race; try again`);

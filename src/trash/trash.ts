@@ -3,6 +3,7 @@ import yaml from 'js-yaml';
 import { MODE, RefConflict, type Entry, type Identity, type Store } from '../store/store.js';
 import { mapLimit } from '../util/concurrency.js';
 import { TRASH_REF } from '../store/refs.js';
+import { formatMeta } from '../store/file-meta.js';
 
 /**
  * The recycle area of a Home: what unlink and rmdir removed from a branch view, kept in the Store under
@@ -62,12 +63,19 @@ export function trashRecord(
   };
 }
 
-/** Items for files whose content is already in git: what a merge removed from main, a discarded branch's work. */
-export async function itemsFromGit(store: Store, files: { path: string; entry: Entry }[], branch: string, run?: string): Promise<TrashItem[]> {
+/**
+ * Items for files whose content is already in git: what a merge removed from main, a discarded branch's work.
+ * `tree`: the tree they are taken from, whose metadata records (mode, owner, times) they keep, as an unlink's do:
+ * a restore gives them back, and the recycle area shows them only to who could read them (deleted-access.ts).
+ */
+export async function itemsFromGit(store: Store, files: { path: string; entry: Entry }[], branch: string, run?: string, tree?: string): Promise<TrashItem[]> {
   const now = new Date();
-  return Promise.all(files.map(async ({ path, entry }) => ({
-    record: trashRecord(path, branch, kindOfMode(entry.mode), { size: await store.blobSize(entry.oid), oid: entry.oid, run, now }),
-  })));
+  return Promise.all(files.map(async ({ path, entry }) => {
+    const record = trashRecord(path, branch, kindOfMode(entry.mode), { size: await store.blobSize(entry.oid), oid: entry.oid, run, now });
+    const meta = tree ? await store.meta(tree, path, entry.mode) : null;
+    if (meta) record.meta = formatMeta(meta).trim();
+    return { record };
+  }));
 }
 
 /** The recycle area's order: newest deletion first. */

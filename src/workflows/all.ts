@@ -19,7 +19,8 @@ import type { CheckDirs } from '../merge/check-sandbox.js';
 /**
  * Every workflow of the control API, one per route family, over the open Homes. Who may call a route is the
  * contract's (`who` in api/contract.ts), checked before the handler runs; a workflow checks the caller itself only
- * where the contract says `{ workflow }` (issuing a lease, proposing, a checkpoint, a restore from history).
+ * where the contract says `{ workflow }` (issuing a lease, proposing, a checkpoint, a restore from history or the
+ * recycle area).
  */
 export interface Workflows {
   branches: Branches;
@@ -44,7 +45,7 @@ export function openWorkflows(
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
   const branches = new Branches(homes, readers);
-  const trash = new TrashWorkflow(homes);
+  const trash = new TrashWorkflow(homes, leases, readers);
   const homeFlows = new Homes(homes, branches);
   const memory = new MemoryService(homes, readers);
   const prs = new PrService(homes, leases, readers, o.log, o.checkDirs);

@@ -163,10 +163,14 @@ export class Branches {
     const record = m.records.get(branch);
     m.branches.delete(branch);
     m.records.delete(branch);
+    // What is still open in it is dead from here on (EIO), as a revoked lease's descriptors are refused:
+    // a write now would land after its work was counted, and be dropped with a success.
+    view.discarding(`${view.name} was discarded: its work is in the recycle area (nas trash list ${role})`);
     try {
       await view.close();
     } catch (err) {
       // The branch stays as it was: its view, its record (expiry and extend read it) and its scratch bind.
+      view.discarding(null);
       m.branches.set(branch, view);
       if (record) m.records.set(branch, record);
       await this.homes.bindScratch(view);
@@ -176,8 +180,9 @@ export class Branches {
     const head = view.head;
     const fork = await store.mergeBase(head, await m.home.mainHead());
     const tree = async (c: string | null) => (c ? (await store.readCommit(c)).tree : null);
-    const work = (await store.fileChanges(await tree(fork), await tree(head))).filter((c) => c.after);
-    await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run));
+    const headTree = (await tree(head))!;
+    const work = (await store.fileChanges(await tree(fork), headTree)).filter((c) => c.after);
+    await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run, headTree));
     await m.home.removeBranch(branch);
     return { discarded: view.name, head, recycled: work.map((c) => c.path) };
   }

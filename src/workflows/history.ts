@@ -221,7 +221,7 @@ export class HistoryService {
     }
     for (const list of [out.restored, out.removed]) list.sort();
     const home = this.homes.homeOf(role);
-    if (replaced.length > 0) await home.trash.add(await itemsFromGit(store, replaced, branch, view.run));
+    if (replaced.length > 0) await home.trash.add(await itemsFromGit(store, replaced, branch, view.run, now));
     await view.sync();
     out.head = view.head;
     return out;

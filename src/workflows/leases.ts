@@ -9,6 +9,7 @@ import { LeaseStore } from '../lease/lease-store.js';
 import { requireOwner, type Credentials } from '../api/credentials.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { BranchAccess, LeaseIssued, LeaseView } from '../api/types.js';
+import { shownTo } from './shown-to.js';
 
 /** Leases through the control API, and their effect on branch views: owner and quota follow the write lease in force. */
 
@@ -75,8 +76,13 @@ export class LeaseService {
     return new LeaseStore(home.store, home.identity);
   }
 
-  async list(role: string): Promise<LeaseView[]> {
-    return (await this.leasesOf(role).list()).map((l) => publicView(l));
+  /** The leases the caller may see (shown-to.ts): the owner every one, a lease holder or a run its own. */
+  async list(role: string, creds: Credentials): Promise<LeaseView[]> {
+    const shown = await shownTo(role, creds, this);
+    if (shown === 'none') return [];
+    const all = await this.leasesOf(role).list();
+    const mine = shown === 'all' ? all : all.filter((l) => l.branch === shown.branch && l.principal === shown.principal);
+    return mine.map((l) => publicView(l));
   }
 
   async revoke(role: string, id: string): Promise<LeaseView> {

@@ -6,6 +6,7 @@ import type { PrStats } from '../merge/propose.js';
 import type { Logger } from 'pino';
 import type { Decision, PrDetail, PrFile, PrFileContent, PrSummary } from '../api/types.js';
 import { MODE } from '../store/store.js';
+import { isMetaPath, META_ROOT } from '../store/file-meta.js';
 import { MAIN_REF } from '../store/refs.js';
 import { mapLimit } from '../util/concurrency.js';
 import type { Credentials } from '../api/credentials.js';
@@ -132,6 +133,8 @@ export class PrService {
   async file(role: string, id: number, side: string, path: string): Promise<PrFileContent> {
     if (side !== 'branch' && side !== 'main') throw new UserError(`"${side}": a PR's file is read from its branch or from main`);
     const rel = validateRelPath(path);
+    // The files' metadata records are the Store's bookkeeping: no view shows them, so no PR serves them either.
+    if (isMetaPath(rel)) throw new UserError(`${rel} is a metadata record (${META_ROOT}/), not a file of the Home; a PR shows a record's change as a change of its file: ask for that file's path`, 404);
     const home = this.home(role);
     const pr = await findPr(home, id);
     const commit = side === 'branch' ? pr.head : (await home.store.readRef(MAIN_REF))!;

@@ -20,6 +20,8 @@ export interface RunSockets {
 }
 import { startTimeOf } from '../util/pid-namespace.js';
 import { Beneath } from '../util/beneath.js';
+import { mkdirExact } from '../util/exact-mode.js';
+import { shownTo } from './shown-to.js';
 
 /**
  * Runs through the control API (`nas run` is the launcher; the daemon keeps the books): a run is a branch
@@ -142,8 +144,9 @@ export class RunService {
         (async () => {
           // Everyone may pass through the runs directory and a run's own, which stay root's: the user gets its
           // socket and its briefing (0600 each), nothing it could rename or swap under root's feet.
-          await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+          await mkdirExact(this.runsDir, 0o755);
           await fs.mkdir(dir, { mode: 0o755 });
+          await fs.chmod(dir, 0o755);
           this.sockets.set(id, await this.runSockets.open(socket, { id, role, branch, user: account.name, uid: account.uid, gid: account.gid }));
           const text = (await this.memory.briefing(role, branch, 2000)).text;
           await this.runsTree.createFile(`${id}/briefing.md`, text, { mode: 0o600, uid: account.uid, gid: account.gid });
@@ -284,9 +287,14 @@ export class RunService {
     return run;
   }
 
-  /** The runs, each with its PR's state now (the record keeps the state it had when the run ended). */
-  async list(role: string): Promise<RunView[]> {
-    const runs = await this.store(role).list();
+  /**
+   * The runs the caller may see (shown-to.ts: the owner every one, a run or a lease holder those of its branch),
+   * each with its PR's state now (the record keeps the state it had when the run ended).
+   */
+  async list(role: string, creds: Credentials): Promise<RunView[]> {
+    const shown = await shownTo(role, creds, this.leases);
+    if (shown === 'none') return [];
+    const runs = (await this.store(role).list()).filter((r) => shown === 'all' || r.branch === shown.branch);
     if (!runs.some((r) => r.pr !== undefined)) return runs;
     const states = new Map((await this.prs.list(role)).map((p) => [p.id, p.state]));
     return runs.map((r) => (r.pr !== undefined && states.has(r.pr) ? { ...r, pr_state: states.get(r.pr) } : r));
@@ -326,7 +334,7 @@ export class RunService {
    * leases revoked; their committed work stays on their branches. Stale sockets go.
    */
   async recover(): Promise<void> {
-    await fs.mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+    await mkdirExact(this.runsDir, 0o755);
     // Root's alone to change (runs' directories are made and removed in it as root): repaired when found otherwise.
     const st = await fs.lstat(this.runsDir);
     if (!st.isDirectory()) throw new Error(`${this.runsDir} is not a directory; remove it, then start nasd again`);

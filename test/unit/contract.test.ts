@@ -214,7 +214,7 @@ describe('who may call', () => {
     const record = (what: string, answer: unknown = what) => async (...args: unknown[]) => (asked.push([what, ...args]), answer);
     const flows = {
       leases: { authorize: record('authorize', { principal: 'p' }), revokeBranch: record('revokeBranch', []) },
-      trash: { trashTarget: async (_role: string, b: { branch?: string }) => b.branch ?? 'deleted-in', trashRestore: record('trashRestore') },
+      trash: { trashRestore: record('trashRestore') },
       homes: { createHome: record('createHome'), viewsChanged: async () => undefined },
       branches: { discardBranch: record('discardBranch', {}), updateBranch: record('updateBranch') },
       memory: { import: record('import'), index: record('index') },
@@ -240,13 +240,11 @@ describe('who may call', () => {
     await call.updateBranch({ params: { role: 'demo', branch: 'b' }, body: {}, creds: lease });
     await call.memoryImport({ params: { role: 'demo' }, body: { branch: 'b', files: [] }, creds: lease });
     await call.memoryIndex({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
-    await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x' }, creds: lease });
     expect(asked.map(([what, ...args]) => (what === 'authorize' ? [what, ...args] : what))).toEqual([
       ['authorize', 'demo', 'b', 'write', lease, 'discarding demo/b'], 'discardBranch', 'revokeBranch',
       ['authorize', 'demo', 'b', 'write', lease, 'updating demo/b from main'], 'updateBranch',
       ['authorize', 'demo', 'b', 'write', lease, 'importing notes in demo/b'], 'import',
       ['authorize', 'demo', 'b', 'write', lease, 'regenerating indexes in demo/b'], 'index',
-      ['authorize', 'demo', 'deleted-in', 'write', lease, 'restoring from the recycle area in demo/deleted-in'], 'trashRestore',
     ]);
   });
 
@@ -256,8 +254,10 @@ describe('who may call', () => {
     await call.memoryImport({ params: { role: 'demo' }, body: { branch: 'main', files: [] }, creds: lease });
     await call.memoryIndex({ params: { role: 'demo' }, body: { branch: 'b', check: true }, creds: lease });
     await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x', branch: 'main' }, creds: lease });
+    // A restore's branch may be its record's: the trash workflow decides from the request and the record first.
+    await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x' }, creds: lease });
     await call.propose({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
-    expect(asked.map(([what]) => what)).toEqual(['import', 'import', 'index', 'trashRestore', 'propose']);
+    expect(asked.map(([what]) => what)).toEqual(['import', 'import', 'index', 'trashRestore', 'trashRestore', 'propose']);
   });
 });
 

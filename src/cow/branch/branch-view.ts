@@ -27,6 +27,7 @@ import { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
 import { BranchState } from './state.js';
 import { chmodNoFollow, fdPath } from '../../util/beneath.js';
+import { mkdirExact, realDirectory } from '../../util/exact-mode.js';
 
 export interface BranchContext {
   role: string;
@@ -105,7 +106,9 @@ export class BranchView implements WritableView {
   /** Open a branch view, recovering what a crash left: uncommitted upper files and pending deletions. */
   static async open(ctx: BranchContext, scratchRoots: string[]): Promise<BranchView> {
     const upper = `${ctx.dir}/upper`;
-    for (const d of [upper, `${ctx.dir}/deleted`, `${ctx.dir}/tmp`]) await fs.mkdir(d, { recursive: true });
+    await mkdirExact(upper, 0o755, 0o700); // the view's root: 0755 as main's (nasd's umask keeps the rest its own)
+    await fs.mkdir(`${ctx.dir}/deleted`, { recursive: true });
+    // A scratch root must be a real directory.
     for (const s of scratchRoots) await realDirectory(`${upper}/${s}`);
     await fs.rm(`${ctx.dir}/tmp`, { recursive: true, force: true });
     await fs.mkdir(`${ctx.dir}/tmp`);
@@ -325,6 +328,11 @@ export class BranchView implements WritableView {
     return this.state.expired;
   }
 
+  /** Being discarded, out of the mount: what is open in it writes and fsyncs nothing more (EIO). null: it stays after all. */
+  discarding(why: string | null): void {
+    this.state.discard(why);
+  }
+
   // ---- metadata ----------------------------------------------------------------------------------
 
   async chmod(rel: string, mode: number): Promise<void> {
@@ -436,11 +444,4 @@ export class BranchView implements WritableView {
     await this.upperRoot.close();
     this.state.space.release();
   }
-}
-
-/** A scratch root must be a real directory: whatever else stands there (a symlink swapped in) is replaced. */
-async function realDirectory(dir: string): Promise<void> {
-  const st = await fs.lstat(dir).catch(() => null);
-  if (st && !st.isDirectory()) await fs.rm(dir, { force: true });
-  await fs.mkdir(dir, { recursive: true });
 }

@@ -10,6 +10,7 @@ import type { ReadManifest } from './read-manifest.js';
 import type { BranchState } from './state.js';
 import { giveToOwner } from './ownership.js';
 import { chmodNoFollow } from '../../util/beneath.js';
+import { writeFileExact } from '../../util/exact-mode.js';
 import { setTimes } from '../fsx.js';
 import { permsOf, type FileMeta } from '../../store/file-meta.js';
 import type { Owner } from '../../util/owner.js';
@@ -86,6 +87,8 @@ export class CopyUp {
     const meta = gitMode === null ? null : await this.overlay.layer.meta(rel, gitMode);
     if (!meta || gitMode === null) {
       await giveToOwner(file, this.owner());
+      // The mode git shows (nasd's own umask took some of it at creation).
+      if (gitMode !== MODE.link) await chmodNoFollow(file, gitMode === MODE.file ? 0o644 : 0o755);
       // What git has without a record shows the time it last changed (git-layer.ts): the copy keeps showing it.
       if (gitMode !== null) {
         const shown = BigInt((await this.overlay.layer.timeOf(rel)).getTime()) * 1_000_000n;
@@ -99,7 +102,17 @@ export class CopyUp {
   /** An empty upper file where git has one (a truncation to nothing needs no copy). */
   async createEmpty(rel: string): Promise<void> {
     await this.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
-      await (await fs.open(p, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644)).close();
+      const made = await fs.open(p, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644).catch((e) => {
+        if (!hasCode(e, 'EEXIST')) throw e;
+        return null;
+      });
+      // Made here: 0644 exactly, whatever nasd's umask took. One a writer made meanwhile is only emptied.
+      const fh = made ?? (await fs.open(p, constants.O_WRONLY | constants.O_TRUNC | constants.O_NOFOLLOW));
+      try {
+        if (made) await fh.chmod(0o644);
+      } finally {
+        await fh.close();
+      }
       await giveToOwner(p, this.owner());
     }));
   }
@@ -131,7 +144,7 @@ export class CopyUp {
     const tmp = this.tmpName();
     try {
       if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
-      else await fs.writeFile(tmp, data, { mode: entry.mode === MODE.exec ? 0o755 : 0o644 });
+      else await writeFileExact(tmp, data, entry.mode === MODE.exec ? 0o755 : 0o644);
       // The copy is the file as the view showed it: its recorded mode, owner and times.
       await this.applyRecord(rel, tmp, entry.mode);
       const dir = parentOf(rel);
@@ -179,7 +192,7 @@ export class CopyUp {
   async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true, meta?: FileMeta | null): Promise<void> {
     const tmp = this.tmpName();
     if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
-    else await fs.writeFile(tmp, content, { mode: kind === 'exec' ? 0o755 : 0o644 });
+    else await writeFileExact(tmp, content, kind === 'exec' ? 0o755 : 0o644);
     try {
       // A restored file gets back its recorded mode, owner and times; what has no record is the Home owner's.
       if (meta) await applyMeta(tmp, meta, gitModeOfKind(kind));

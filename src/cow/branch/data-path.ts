@@ -35,7 +35,7 @@ export class DataPath {
     private readonly overlay: Overlay,
     private readonly copy: CopyUp,
     private readonly committer: Committer,
-    private readonly state: Pick<BranchState, 'space' | 'refuseIfExpired' | 'opened' | 'closed' | 'openWriters' | 'writersAt'>,
+    private readonly state: Pick<BranchState, 'space' | 'refuseIfExpired' | 'refuseIfGone' | 'opened' | 'closed' | 'openWriters' | 'writersAt'>,
     /** What the run read from git through the view. */
     private readonly reads: () => ReadManifest,
   ) {}
@@ -112,9 +112,10 @@ export class DataPath {
 
   /**
    * A descriptor that may write now: one opened for writing (else EBADF), under a lease that has not been
-   * revoked or expired (else EACCES), in a branch that has not expired (else EROFS).
+   * revoked or expired (else EACCES), in a branch that has not expired (else EROFS) or been discarded (else EIO).
    */
   private writing(h: Handle): WriteHandle {
+    this.state.refuseIfGone();
     if (h.mode !== 'write') throw fsError('EBADF');
     this.state.refuseIfExpired();
     if (h.lease && !this.leasesInForce.has(h.lease)) throw fsError('EACCES', `${h.rel} was opened under lease ${h.lease}, which has ended`);
@@ -154,6 +155,8 @@ export class DataPath {
 
   /** Returns once the file's content is on disk and every pending change of the branch is a commit. */
   async fsync(h: Handle | null): Promise<void> {
+    // A discarded branch commits nothing more: an fsync's success would be a lie.
+    this.state.refuseIfGone();
     if (h?.mode === 'write') {
       await fsx.fsync(h.fd);
       this.queue(h);

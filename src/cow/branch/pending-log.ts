@@ -18,7 +18,7 @@ export class PendingLog {
   constructor(readonly file: string) {}
 
   async append(entries: PendingEntry[]): Promise<void> {
-    this.fd ??= await fs.open(this.file, 'a');
+    this.fd ??= await fs.open(this.file, 'a', 0o600);
     await this.fd.write(entries.map((e) => JSON.stringify(e) + '\n').join(''));
   }
 
@@ -45,7 +45,7 @@ export class PendingLog {
   /** Replace the log atomically with the entries still pending. */
   async rewrite(entries: PendingEntry[]): Promise<void> {
     const tmp = `${this.file}.tmp`;
-    await fs.writeFile(tmp, entries.map((e) => JSON.stringify(e) + '\n').join(''));
+    await fs.writeFile(tmp, entries.map((e) => JSON.stringify(e) + '\n').join(''), { mode: 0o600 });
     await fs.rename(tmp, this.file);
     await this.close();
   }

@@ -42,7 +42,7 @@ export class ReadManifest {
 
   async record(path: string, oid: string): Promise<void> {
     if (!this.remember(path, oid)) return;
-    this.out ??= fs.open(this.file, 'a');
+    this.out ??= fs.open(this.file, 'a', 0o600);
     await (await this.out).write(`${JSON.stringify({ p: path, o: oid })}\n`);
   }
 

@@ -24,6 +24,8 @@ export class BranchState {
   private readonly writers = new Set<WriteHandle>();
   /** Why the branch takes no more changes (its TTL passed), once it does not. */
   private closedBecause?: string;
+  /** Why the branch is gone (discarded): what is still open in it is dead, so no write is taken and then dropped. */
+  private goneBecause?: string;
 
   constructor(quotaBytes: number, homeSpace?: Space) {
     this.space = new Space(quotaBytes, homeSpace);
@@ -127,6 +129,18 @@ export class BranchState {
 
   get expired(): boolean {
     return this.closedBecause !== undefined;
+  }
+
+  // ---- discard -----------------------------------------------------------------------------------
+
+  /** The branch is being discarded: from now on a write or fsync through a descriptor still open in it is EIO (null: it stays). */
+  discard(why: string | null): void {
+    this.goneBecause = why ?? undefined;
+  }
+
+  /** EIO once the branch is discarded: the bytes would go nowhere, and a success would say they were kept. */
+  refuseIfGone(): void {
+    if (this.goneBecause) throw fsError('EIO', this.goneBecause);
   }
 
   /** EROFS once the branch has expired. */
