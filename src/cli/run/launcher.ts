@@ -37,16 +37,11 @@ exec 3>&-
 read -r go <&4 || exit 125
 exec 4<&-
 cd -- "$5"
-<<<<<<< HEAD
-uid=$6 gid=$7 confine=$9
-shift 9
-=======
 # cd set OLDPWD to where nas run was called (root's directory, not the run's business); PWD is the run's own.
 unset OLDPWD
 PWD=$5; export PWD
-uid=$6 gid=$7
-shift 8
->>>>>>> sec-info
+uid=$6 gid=$7 confine=$9
+shift 9
 set +e
 setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$confine" "$@"
 exit $?
