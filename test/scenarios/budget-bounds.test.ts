@@ -18,10 +18,11 @@ const writeAs = (uid: number, file: string, n: number) =>
 describe('quota and lease budget as bounds', () => {
   let d: TestDaemon;
   const p = (branch: string, rel: string) => d.path(`demo@${branch}`, rel);
+  /** What `nas branch list --json` says the branch holds: never below 0. */
   const used = async (branch: string): Promise<number> => {
-    const listed = await d.nasJson<any[]>('branch', 'list', 'demo');
-    for (const b of listed) expect(b.quota.used, `${b.name} counts ${b.quota.used} bytes`).toBeGreaterThanOrEqual(0);
-    return listed.find((b) => b.name === branch).quota.used;
+    const n = (await d.nasJson<any[]>('branch', 'list', 'demo')).find((b) => b.name === branch).quota.used;
+    expect(n, `${branch} counts ${n} bytes`).toBeGreaterThanOrEqual(0);
+    return n;
   };
 
   beforeAll(async () => {
@@ -98,6 +99,16 @@ describe('quota and lease budget as bounds', () => {
     expect(fits.code, fits.stderr).toBe(0);
     expect(await budget()).toBe(4096);
     expect(await codeOf(fs.appendFile(big, 'y'))).toBe('EDQUOT');
+    expect(await budget()).toBe(4096);
+    // A trash restore is held to the budget too: the room big.bin left is taken, so it does not come back.
+    await fs.rm(big);
+    await d.sync('demo/leased');
+    const other = await writeAs(AGENT, p('leased', 'outbox/other.bin'), room);
+    expect(other.code, other.stderr).toBe(0);
+    const restore = await d.nas('trash', 'restore', 'demo', 'outbox/big.bin', '--branch', 'leased');
+    expect(restore.code).not.toBe(0);
+    expect(restore.stderr).toMatch(/outbox\/big\.bin: its \d+ bytes would take the branch past its quota.*EDQUOT/);
+    expect(await sizeOf(big)).toBe(0);
     expect(await budget()).toBe(4096);
   });
 });
