@@ -52,9 +52,11 @@ describe('quota and lease budget as bounds', () => {
     expect(await used('over')).toBe(before + 5000);
     expect((await run('truncate', ['-s', '10', blob])).code).toBe(0);
     expect(await used('over')).toBe(before + 10);
+    expect((await run('sh', ['-c', `printf 12345 >> ${blob}`])).code).toBe(0);
+    expect(await used('over')).toBe(before + 15);
     // A file renamed over it replaces its bytes; an unlink gives them back; a trash restore brings them again.
     await fs.writeFile(p('over', 'outbox/new.txt'), Buffer.alloc(100, 2));
-    expect(await used('over')).toBe(before + 110);
+    expect(await used('over')).toBe(before + 115);
     expect((await run('mv', [p('over', 'outbox/new.txt'), blob])).code).toBe(0);
     expect(await used('over')).toBe(before + 100);
     await fs.unlink(blob);

@@ -135,7 +135,7 @@ export class DataPath {
     const h = this.writing(handle);
     const usage = this.state.usage;
     // On an O_APPEND descriptor every write lands at the file's end, wherever the kernel thought that was.
-    const end = (h.append ? Math.max(pos, usage.sizeOf(h.rel)) : pos) + len;
+    const end = (h.append ? usage.sizeOf(h.rel) : pos) + len;
     // Counted before it is written (checkAppend first: a refused write counts nothing).
     const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? usage.grow(h.rel, end);
     if (refusal) throw fsError(refusal, refusal === 'EDQUOT' ? `write to ${h.rel} ${overQuota(usage)}` : `write to ${h.rel} refused`);
