@@ -102,7 +102,8 @@ export class Names {
   async link(from: string, to: string): Promise<void> {
     await this.overlay.check('link', to);
     if (!(await this.overlay.scratchAt(from))) throw fsError('EPERM', 'hard links are only possible within scratch paths');
-    // Each name counts as a file of its own (what it becomes if it moves into a versioned area: a copy).
+    // Each name counts as a file of its own (what it becomes if it moves into a versioned area: a copy), as a
+    // restart counts it. A write through one name later counts at that name only, until a restart counts both.
     const node = await this.overlay.need(from);
     const refusal = this.state.usage.resize(to, node.stat?.size ?? 0);
     if (refusal) throw fsError(refusal, `link ${to} ${overQuota(this.state.usage)}`);
