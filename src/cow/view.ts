@@ -35,8 +35,10 @@ export interface WriteHandle {
   readonly mode: 'write';
   rel: string;
   fd: number;
-  /** Largest size this handle has seen, for quota accounting. */
+  /** The file's size as this handle last left it (an append-only file's floor once it is renamed). */
   size: number;
+  /** Opened with O_APPEND: every write lands at the file's end. */
+  append: boolean;
   /** Written since it was last queued for a commit. */
   dirty: boolean;
   /** Whether the file is append-only (asked once per open and rename, not per write). */

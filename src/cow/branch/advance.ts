@@ -65,5 +65,5 @@ async function dropCopy(p: AdvanceParts, path: string): Promise<void> {
   const st = await p.overlay.statNs(path);
   if (!st || st.isDirectory() || p.state.isDirty(path) || isOpen(p, path)) return;
   await p.overlay.tree.at(path, (file) => fs.unlink(file));
-  p.state.space.remove(Number(st.size));
+  p.state.usage.removed(path);
 }

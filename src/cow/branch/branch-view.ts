@@ -144,7 +144,7 @@ export class BranchView implements WritableView {
   ): Promise<boolean> {
     this.files.setLeases(inForce.map((l) => l.id));
     const changed = this.leases.apply(inForce.map((l) => l.owner));
-    this.state.space.limit = Math.min(this.quotaBytes, lease?.budgetBytes ?? Infinity);
+    this.state.usage.limit = Math.min(this.quotaBytes, lease?.budgetBytes ?? Infinity);
     await this.giveRootsToOwner();
     return changed;
   }
@@ -194,8 +194,9 @@ export class BranchView implements WritableView {
     return this.ctx.runId;
   }
 
+  /** The bytes the branch holds (usage.ts says what counts) against its quota, or its write lease's budget when lower. */
   get quota(): { used: number; limit: number } {
-    const { used, limit } = this.state.space;
+    const { used, limit } = this.state.usage;
     return { used, limit };
   }
 
@@ -225,7 +226,7 @@ export class BranchView implements WritableView {
       // Files unlinked while open are gone once the mount that kept them open is gone.
       if (isFuseHidden(rel)) leftovers.push(rel);
       else {
-        if (!st.isDirectory()) this.state.space.add(st.size);
+        if (!st.isDirectory()) this.state.usage.set(rel, st.size);
         if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.state.markDirty(rel);
       }
     }, (rel) => !this.scratchRoots.includes(rel));
@@ -442,6 +443,6 @@ export class BranchView implements WritableView {
     await this.deletions.close();
     await this.reads.close();
     await this.upperRoot.close();
-    this.state.space.release();
+    this.state.usage.release();
   }
 }

@@ -8,6 +8,7 @@ import { isDir, type Node, type Overlay } from './overlay.js';
 import { join, parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { BranchState } from './state.js';
+import { overQuota } from './usage.js';
 import { giveToOwner } from './ownership.js';
 import { chmodNoFollow } from '../../util/beneath.js';
 import { writeFileExact } from '../../util/exact-mode.js';
@@ -28,7 +29,7 @@ export class CopyUp {
     private readonly tmp: string,
     private readonly reads: () => ReadManifest,
     /** Bytes brought up count against the quota; an unlink racing a copy-up hides git's copy. */
-    private readonly state: Pick<BranchState, 'space' | 'hidden'>,
+    private readonly state: Pick<BranchState, 'usage' | 'hidden'>,
     /** Who owns what the daemon brings up: the Home's owner (git keeps no owners). */
     private readonly owner: () => Owner,
   ) {}
@@ -113,6 +114,7 @@ export class CopyUp {
       } finally {
         await fh.close();
       }
+      this.state.usage.set(rel, 0);
       await giveToOwner(p, this.owner());
     }));
   }
@@ -139,8 +141,9 @@ export class CopyUp {
     // A copy in the upper directory is read from there, unrecorded: count the copy as the read.
     await this.reads().record(rel, entry.oid);
     const data = await this.overlay.layer.content(entry);
-    const refusal = this.state.space.refusal(data.length);
-    if (refusal) throw fsError(refusal);
+    // Counted before it is made (so no other change takes the same room), and counted again if it fails.
+    const refusal = this.state.usage.resize(rel, data.length);
+    if (refusal) throw fsError(refusal, `${rel}: copying its ${data.length} bytes from git into the branch ${overQuota(this.state.usage)}`);
     const tmp = this.tmpName();
     try {
       if (entry.mode === MODE.link) await fs.symlink(data.toString(), tmp);
@@ -156,10 +159,14 @@ export class CopyUp {
       try {
         await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => fs.link(tmp, p)));
         await this.atOrRoot(dir, async (p) => setTimes(p, 'omit', mtimeNs));
-        this.state.space.add(data.length);
       } catch (e) {
         if (!hasCode(e, 'EEXIST')) throw e;
+        // The writer's file stays: it is what counts at rel.
+        await this.countAgain(rel);
       }
+    } catch (e) {
+      await this.countAgain(rel).catch(() => undefined);
+      throw e;
     } finally {
       await fs.unlink(tmp).catch((e) => {
         if (!hasCode(e, 'ENOENT')) throw e;
@@ -168,7 +175,7 @@ export class CopyUp {
     // An unlink of rel that ran while this copy was made has hidden git's copy: the copy must not bring it back.
     if (this.state.hidden(rel)) {
       await this.overlay.tree.at(rel, (p) => fs.unlink(p)).catch(() => undefined);
-      this.state.space.remove(data.length);
+      await this.countAgain(rel);
       throw fsError('ENOENT', `${rel} was deleted while it was being copied up`);
     }
   }
@@ -190,18 +197,42 @@ export class CopyUp {
    * `replace`: over whatever file is there (rename); else only where nothing is (link: EEXIST otherwise).
    */
   async place(rel: string, kind: Exclude<TrashKind, 'dir'>, content: Buffer, replace = true, meta?: FileMeta | null): Promise<void> {
+    // Counted before it is placed, as what replaces whatever is counted at rel now; counted again if it fails.
+    const refusal = this.state.usage.resize(rel, content.length);
+    if (refusal) throw fsError(refusal, `${rel}: its ${content.length} bytes ${overQuota(this.state.usage)}`);
     const tmp = this.tmpName();
-    if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
-    else await writeFileExact(tmp, content, kind === 'exec' ? 0o755 : 0o644);
     try {
-      // A restored file gets back its recorded mode, owner and times; what has no record is the Home owner's.
-      if (meta) await applyMeta(tmp, meta, gitModeOfKind(kind));
-      else await giveToOwner(tmp, this.owner());
-      await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => (replace ? fs.rename(tmp, p) : fs.link(tmp, p))));
-    } finally {
-      if (!replace) await fs.unlink(tmp).catch(() => undefined);
+      if (kind === 'symlink') await fs.symlink(content.toString(), tmp);
+      else await writeFileExact(tmp, content, kind === 'exec' ? 0o755 : 0o644);
+      try {
+        // A restored file gets back its recorded mode, owner and times; what has no record is the Home owner's.
+        if (meta) await applyMeta(tmp, meta, gitModeOfKind(kind));
+        else await giveToOwner(tmp, this.owner());
+        await this.withParent(rel, () => this.overlay.tree.at(rel, (p) => (replace ? fs.rename(tmp, p) : fs.link(tmp, p))));
+      } finally {
+        if (!replace) await fs.unlink(tmp).catch(() => undefined);
+      }
+    } catch (e) {
+      if (replace) await fs.unlink(tmp).catch(() => undefined);
+      await this.countAgain(rel).catch(() => undefined);
+      throw e;
     }
-    this.state.space.add(content.length);
+  }
+
+  /** A change of rel counted before it was made: if it fails, rel is counted again as the disk has it. */
+  async counting<T>(rel: string, change: () => Promise<T>): Promise<T> {
+    try {
+      return await change();
+    } catch (e) {
+      await this.countAgain(rel).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Count rel as the upper directory holds it now (after a change that did not happen as counted). */
+  async countAgain(rel: string): Promise<void> {
+    const st = await this.overlay.statNs(rel);
+    this.state.usage.set(rel, st && !st.isDirectory() ? Number(st.size) : null);
   }
 
   /** Give directory rel of the upper directory a record's mode, owner and times (by name in its parent held open). */

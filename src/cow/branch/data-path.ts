@@ -11,6 +11,7 @@ import { ownNewFile } from './ownership.js';
 import { parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { BranchState } from './state.js';
+import { overQuota } from './usage.js';
 
 const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
 /**
@@ -22,7 +23,8 @@ const NEVER_WAIT = constants.O_NONBLOCK;
 /**
  * The per-descriptor data path of a branch view: open and create give a handle of the open's mode (content
  * from git, a read-only or a writing descriptor on the upper directory), and read, write, ftruncate, release
- * and fsync work on it; truncate by name counts its bytes the same way. A writing descriptor writes while the
+ * and fsync work on it. Bytes are counted per path (usage.ts), never per descriptor: two descriptors on one
+ * file, or a truncate by name beside an open one, see the same size. A writing descriptor writes while the
  * lease it was opened under lasts and the branch has not expired; what it wrote is queued for the next commit
  * at its release, fsync, or a sync.
  */
@@ -35,7 +37,7 @@ export class DataPath {
     private readonly overlay: Overlay,
     private readonly copy: CopyUp,
     private readonly committer: Committer,
-    private readonly state: Pick<BranchState, 'space' | 'refuseIfExpired' | 'refuseIfGone' | 'opened' | 'closed' | 'openWriters' | 'writersAt'>,
+    private readonly state: Pick<BranchState, 'usage' | 'refuseIfExpired' | 'refuseIfGone' | 'opened' | 'closed' | 'openWriters' | 'writersAt'>,
     /** What the run read from git through the view. */
     private readonly reads: () => ReadManifest,
   ) {}
@@ -73,10 +75,10 @@ export class DataPath {
     }
     const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW | NEVER_WAIT));
     if (truncating) {
-      this.state.space.remove(size);
+      this.state.usage.set(rel, 0);
       size = 0;
     }
-    return this.writer(rel, fd, size, truncating);
+    return this.writer(rel, fd, size, truncating, (flags & constants.O_APPEND) !== 0);
   }
 
   async create(rel: string, mode: number, caller?: Caller | null): Promise<Handle> {
@@ -100,12 +102,15 @@ export class DataPath {
       }
       return made;
     }));
-    return this.writer(rel, fd, 0, true);
+    this.state.usage.set(rel, 0);
+    return this.writer(rel, fd, 0, true, false);
   }
 
   /** A descriptor open for writing, under the newest lease in force and the rules of its path. */
-  private writer(rel: string, fd: number, size: number, dirty: boolean): WriteHandle {
-    const h: WriteHandle = { mode: 'write', rel, fd, size, dirty, floor: size, appendOnly: isAppendOnly(this.overlay.rules, rel), lease: this.newestLease };
+  private writer(rel: string, fd: number, size: number, dirty: boolean, append: boolean): WriteHandle {
+    const h: WriteHandle = {
+      mode: 'write', rel, fd, size, dirty, append, floor: size, appendOnly: isAppendOnly(this.overlay.rules, rel), lease: this.newestLease,
+    };
     this.state.opened(h);
     return h;
   }
@@ -129,17 +134,18 @@ export class DataPath {
 
   async write(handle: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
     const h = this.writing(handle);
-    const end = pos + len;
-    const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? this.state.space.refusal(end - h.size);
-    if (refusal) throw fsError(refusal, `write to ${h.rel} refused`);
-    const n = await fsx.write(h.fd, buf, len, pos);
+    const usage = this.state.usage;
+    // On an O_APPEND descriptor every write lands at the file's end, wherever the kernel thought that was.
+    const end = (h.append ? usage.sizeOf(h.rel) : pos) + len;
+    // Counted before it is written (checkAppend first: a refused write counts nothing).
+    const refusal = (h.appendOnly ? checkAppend(this.overlay.rules, h.rel, pos, h.floor) : null) ?? usage.grow(h.rel, end);
+    if (refusal) throw fsError(refusal, refusal === 'EDQUOT' ? `write to ${h.rel} ${overQuota(usage)}` : `write to ${h.rel} refused`);
+    const n = await this.counting(h.rel, () => fsx.write(h.fd, buf, len, pos), h.fd);
+    if (n < len) await this.countAgain(h.rel, h.fd);
     // Append-only means every write appends (as with chattr +a), also in a file made without O_APPEND:
     // what was written, and maybe committed, is not written over.
     if (h.appendOnly) h.floor = Math.max(h.floor, pos + n);
-    if (end > h.size) {
-      this.state.space.add(end - h.size);
-      h.size = end;
-    }
+    h.size = usage.sizeOf(h.rel);
     h.dirty = true;
     return n;
   }
@@ -180,34 +186,47 @@ export class DataPath {
     await this.overlay.check('truncate', rel);
     const node = await this.overlay.need(rel);
     if (isDir(node)) throw fsError('EISDIR');
-    let old = node.stat?.size ?? 0;
     if (node.entry) {
       if (size === 0) await this.copy.createEmpty(rel);
-      else old = await this.copy.file(rel, node.entry);
+      else await this.copy.file(rel, node.entry);
     }
-    const refusal = this.state.space.refusal(size - old);
-    if (refusal) throw fsError(refusal);
-    await this.overlay.tree.at(rel, async (p) => {
+    const refusal = this.state.usage.resize(rel, size);
+    if (refusal) throw fsError(refusal, `truncate of ${rel} to ${size} bytes ${overQuota(this.state.usage)}`);
+    await this.counting(rel, () => this.overlay.tree.at(rel, async (p) => {
       const fd = await fsx.open(p, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
       try {
         await fsx.ftruncate(fd, size);
       } finally {
         await fsx.close(fd);
       }
-    });
-    this.state.space.add(size - old);
+    }));
     this.committer.markDirty(rel);
   }
 
   async ftruncate(handle: Handle, size: number): Promise<void> {
     await this.overlay.check('truncate', handle.rel);
     const h = this.writing(handle);
-    const refusal = this.state.space.refusal(size - h.size);
-    if (refusal) throw fsError(refusal);
-    await fsx.ftruncate(h.fd, size);
-    this.state.space.add(size - h.size);
+    const refusal = this.state.usage.resize(h.rel, size);
+    if (refusal) throw fsError(refusal, `truncate of ${h.rel} to ${size} bytes ${overQuota(this.state.usage)}`);
+    await this.counting(h.rel, () => fsx.ftruncate(h.fd, size), h.fd);
     h.size = size;
     h.dirty = true;
+  }
+
+  /** A change counted before it was made: if it fails, rel is counted again as the disk has it. */
+  private async counting<T>(rel: string, change: () => Promise<T>, fd?: number): Promise<T> {
+    try {
+      return await change();
+    } catch (e) {
+      await this.countAgain(rel, fd).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Count rel as it is on disk now: through its descriptor when there is one (an unlinked file has no name). */
+  private async countAgain(rel: string, fd?: number): Promise<void> {
+    if (fd === undefined) return this.copy.countAgain(rel);
+    this.state.usage.set(rel, Number((await fsx.fstat(fd)).size));
   }
 
   /** A rename moved what descriptors write to: they follow it, and answer to the new path's rules from their current end. */
@@ -215,7 +234,7 @@ export class DataPath {
     for (const h of this.state.writersAt(from, true)) {
       h.rel = to + h.rel.slice(from.length);
       h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
-      if (h.appendOnly) h.floor = h.size;
+      if (h.appendOnly) h.floor = this.state.usage.sizeOf(h.rel);
     }
   }
 

@@ -10,6 +10,7 @@ import type { Deletions } from './deletions.js';
 import { isDir, type Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import type { BranchState } from './state.js';
+import { overQuota } from './usage.js';
 import type { DataPath } from './data-path.js';
 import { makeSpecial } from './special-files.js';
 import { exactMode, giveToCaller } from './ownership.js';
@@ -27,7 +28,7 @@ export class Names {
     private readonly copy: CopyUp,
     private readonly deletions: Deletions,
     private readonly committer: Committer,
-    private readonly state: Pick<BranchState, 'space' | 'forget' | 'isDirty'>,
+    private readonly state: Pick<BranchState, 'usage' | 'forget' | 'isDirty'>,
     /** Descriptors open for writing follow the names they write to. */
     private readonly files: Pick<DataPath, 'moved' | 'hiddenAway'>,
   ) {}
@@ -87,10 +88,13 @@ export class Names {
   async symlink(target: string, rel: string, caller?: Caller | null): Promise<void> {
     await this.overlay.check('symlink', rel);
     if (await this.overlay.resolve(rel)) throw fsError('EEXIST');
-    await this.copy.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
+    // A link holds its target's bytes (what lstat says its size is, and what a commit stores).
+    const refusal = this.state.usage.resize(rel, Buffer.byteLength(target));
+    if (refusal) throw fsError(refusal, `symlink ${rel} ${overQuota(this.state.usage)}`);
+    await this.copy.counting(rel, () => this.copy.withParent(rel, () => this.overlay.tree.at(rel, async (p) => {
       await fs.symlink(target, p);
       await giveToCaller(p, caller);
-    }));
+    })));
     this.committer.markDirty(rel);
   }
 
@@ -98,7 +102,12 @@ export class Names {
   async link(from: string, to: string): Promise<void> {
     await this.overlay.check('link', to);
     if (!(await this.overlay.scratchAt(from))) throw fsError('EPERM', 'hard links are only possible within scratch paths');
-    await this.copy.withParent(to, () => this.overlay.tree.at2(from, to, (a, b) => fs.link(a, b)));
+    // Each name counts as a file of its own (what it becomes if it moves into a versioned area: a copy), as a
+    // restart counts it. A write through one name later counts at that name only, until a restart counts both.
+    const node = await this.overlay.need(from);
+    const refusal = this.state.usage.resize(to, node.stat?.size ?? 0);
+    if (refusal) throw fsError(refusal, `link ${to} ${overQuota(this.state.usage)}`);
+    await this.copy.counting(to, () => this.copy.withParent(to, () => this.overlay.tree.at2(from, to, (a, b) => fs.link(a, b))));
   }
 
   async unlink(rel: string): Promise<void> {
@@ -107,7 +116,7 @@ export class Names {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       await this.overlay.tree.at(rel, (p) => fs.unlink(p));
-      this.state.space.remove(node.stat?.size ?? 0);
+      this.state.usage.removed(rel);
       this.overlay.ignore.changed(rel);
       return;
     }
@@ -130,10 +139,12 @@ export class Names {
             // A copy-up that raced this unlink may have put the file in the upper directory since it was
             // looked up: the name goes (the copy-up itself checks again once it is in place).
             await this.overlay.tree.at(rel, (p) => fs.unlink(p)).catch(() => undefined);
+            await this.copy.countAgain(rel);
             return;
           }
+          // Parked for the recycle area, out of the upper directory: the branch no longer holds it.
           await this.overlay.tree.at(rel, (p) => fs.rename(p, this.deletions.parkedAt(record.id)));
-          this.state.space.remove(node.stat.size);
+          this.state.usage.removed(rel);
         },
       };
     });
@@ -163,6 +174,8 @@ export class Names {
             await fs.link(p, this.deletions.parkedAt(record.id));
             await fs.rename(p, h);
           });
+          // Still in the upper directory, under its hidden name, until the last descriptor closes.
+          this.state.usage.renamed(rel, hidden);
         },
       };
     });
@@ -268,6 +281,8 @@ export class Names {
       await this.markMoved(from, srcDir, recorded);
       throw e;
     }
+    // What was counted at `to` (a file written over) is gone; what was at `from` is counted there now.
+    this.state.usage.renamed(from, to, srcDir);
     this.files.moved(from, to);
     this.state.forget(from, true);
     this.overlay.ignore.changed(from, srcDir);

@@ -1,7 +1,8 @@
 import { fsError } from '../../util/errors.js';
 import type { WriteHandle } from '../view.js';
 import { parentOf } from './paths.js';
-import { Space } from './space.js';
+import type { Space } from './space.js';
+import { BranchUsage } from './usage.js';
 
 /** Changes as a commit takes them: each path with the generation that marked it. */
 export type Marked = [path: string, generation: number][];
@@ -10,11 +11,11 @@ export type Marked = [path: string, generation: number][];
  * What a branch view knows of itself between two calls, owned by the view and asked through these methods
  * by its parts (overlay, copy-up, deletions, names, committer, open files), none of which holds another's
  * fields: the files open for writing, the dirty paths and the whiteouts not committed yet, whether the
- * branch has expired, and the bytes its upper directory holds.
+ * branch has expired, and the bytes the branch holds (usage.ts).
  */
 export class BranchState {
-  /** Bytes in the upper directory, against the quota and the Home's pool. */
-  readonly space: Space;
+  /** The bytes the branch holds, per path, against the quota (or the lease's budget) and the Home's pool. */
+  readonly usage: BranchUsage;
   /** Versioned paths whose upper content is not committed yet, with the generation that marked them. */
   private readonly dirty = new Map<string, number>();
   /** Paths hidden from git, with the generation that hid them (a commit forgets only what it saw). */
@@ -28,7 +29,7 @@ export class BranchState {
   private goneBecause?: string;
 
   constructor(quotaBytes: number, homeSpace?: Space) {
-    this.space = new Space(quotaBytes, homeSpace);
+    this.usage = new BranchUsage(quotaBytes, homeSpace);
   }
 
   // ---- dirty paths and whiteouts -----------------------------------------------------------------

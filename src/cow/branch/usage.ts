@@ -1,0 +1,105 @@
+import { checkQuota } from '../../policy/policy.js';
+import type { ErrnoCode } from '../../util/errors.js';
+import type { Space } from './space.js';
+
+/**
+ * The bytes a branch adds: every file it holds in its own layer (the upper directory: what it created, wrote,
+ * copied up from main, restored, renamed into place), each at its size now; what it only shows from main counts
+ * nothing, and so does what it deleted. Kept as one size per path, so an operation sets the sizes of the paths
+ * it touches (never adds or subtracts a difference it worked out itself): the total is the sum of sizes, which
+ * cannot go below 0 or drift, whatever order operations and open descriptors come in.
+ *
+ * Held to `limit` (the branch's quota, or a write lease's budget when lower) and to the Home's pool: a change
+ * that grows a path is checked against what it would leave, and refused (EDQUOT) with nothing changed; a
+ * change that shrinks one is always taken.
+ */
+export class BranchUsage {
+  private readonly sizes = new Map<string, number>();
+  private total = 0;
+
+  constructor(public limit: number, private readonly pool?: Space) {}
+
+  /** Bytes the branch holds. */
+  get used(): number {
+    return this.total;
+  }
+
+  /** The size counted for rel (0: the branch holds no file there). */
+  sizeOf(rel: string): number {
+    return this.sizes.get(rel) ?? 0;
+  }
+
+  /** EDQUOT when rel at `size` bytes would take the branch past its limit or the Home past its pool, else null. */
+  refusal(rel: string, size: number): ErrnoCode | null {
+    const growth = size - this.sizeOf(rel);
+    return checkQuota(this.total, growth, this.limit) ?? this.pool?.refusal(growth) ?? null;
+  }
+
+  /**
+   * The file at rel is to be `size` bytes (made, copied up, truncated, written over whole): refused with
+   * nothing changed when that growth does not fit, else counted at once, before the bytes are written, so that
+   * two changes under way together cannot both take the same room.
+   */
+  resize(rel: string, size: number): ErrnoCode | null {
+    const refusal = this.refusal(rel, size);
+    if (!refusal) this.set(rel, size);
+    return refusal;
+  }
+
+  /** A write that reaches `end`: the file becomes that long if it was shorter (checked as resize is). */
+  grow(rel: string, end: number): ErrnoCode | null {
+    return this.resize(rel, Math.max(this.sizeOf(rel), end));
+  }
+
+  /**
+   * rel is `size` bytes on disk, whatever the limit (recovery counting what is there; a change that failed half
+   * way counted again as it left the file; null: no file there).
+   */
+  set(rel: string, size: number | null): void {
+    const before = this.sizeOf(rel);
+    if (size === null) this.sizes.delete(rel);
+    else this.sizes.set(rel, size);
+    this.moved((size ?? 0) - before);
+  }
+
+  /** rel is gone (unlinked, parked for the recycle area, dropped for main's copy); `dir`: with all below it. */
+  removed(rel: string, dir = false): void {
+    this.set(rel, null);
+    if (dir) for (const p of this.below(rel)) this.set(p, null);
+  }
+
+  /** rel was renamed to `to` (a directory with all below it): what was counted at `to` is replaced. */
+  renamed(from: string, to: string, dir = false): void {
+    if (from === to) return;
+    const moving: [string, number][] = [];
+    const own = this.sizes.get(from);
+    if (own !== undefined) moving.push([to, own]);
+    if (dir) for (const p of this.below(from)) moving.push([to + p.slice(from.length), this.sizeOf(p)]);
+    this.removed(from, dir);
+    this.removed(to, dir);
+    for (const [p, size] of moving) this.set(p, size);
+  }
+
+  /** The branch goes away (closed, discarded): its bytes go back to the Home's pool. */
+  release(): void {
+    this.moved(-this.total);
+    this.sizes.clear();
+  }
+
+  private below(rel: string): string[] {
+    const prefix = `${rel}/`;
+    return [...this.sizes.keys()].filter((p) => p.startsWith(prefix));
+  }
+
+  private moved(delta: number): void {
+    if (delta === 0) return;
+    this.total += delta;
+    this.pool?.add(delta);
+  }
+}
+
+/** The rest of an EDQUOT message: what the branch holds against its limit, and what to do. */
+export function overQuota(usage: BranchUsage): string {
+  return `would take the branch past its quota: it holds ${usage.used} of ${usage.limit} bytes (branch_quota_bytes in .nas/limits.yaml, ` +
+    `or the write lease's --budget when lower; all the Home's branches together are held to home_quota_bytes): delete or shorten files in the branch, or raise the limit`;
+}
