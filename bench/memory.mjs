@@ -9,7 +9,7 @@ import { treeFiles, mapFiles } from '../dist/src/memory/files.js';
 import { loadMemory, regenerate } from '../dist/src/memory/model.js';
 import { checkMemory } from '../dist/src/memory/check.js';
 import { measure } from '../dist/src/memory/context.js';
-import { DEFAULT_LIMITS } from '../dist/src/home/config.js';
+import { DEFAULT_LIMITS } from '../dist/src/config/home-config.js';
 import { countTokens } from '../dist/src/memory/tokens.js';
 
 const args = process.argv.slice(2);

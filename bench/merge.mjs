@@ -1,7 +1,7 @@
 // The Agent PR benchmark: propose + merge of a branch that changed 1, 100 and 1,000 files in a Home of
 // 10,000 files, next to `git merge --no-ff` of the same branches in a native clone and in a clone served
 // through bindfs (a C FUSE peer); then 8 branches proposed at once (none may be lost).
-// Run as root after `npm run build`: node bench/merge.mjs [--files 10000] [--json FILE]
+// Run as root after `npm run build`: node bench/merge.mjs [--files 10000] [--sizes 1,100,1000] [--json FILE]
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -12,7 +12,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const opt = (name, fallback) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback);
 const FILES = Number(opt('--files', 10000));
-const SIZES = [1, 100, 1000];
+// Branch sizes (a quick run: --sizes 1,5); each branch is named size<n> (b100 would read as a commit id).
+const SIZES = String(opt('--sizes', '1,100,1000')).split(',').map(Number);
 const PARALLEL = 8;
 
 const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-bench-merge-'));
@@ -63,12 +64,12 @@ try {
   // order, so the first merges onto the main it forked from and the later ones make real three-way merges.
   let offset = 0;
   for (const n of SIZES) {
-    await nas('branch', 'create', `demo/b${n}`);
+    await nas('branch', 'create', `demo/size${n}`);
     for (let i = offset; i < offset + n; i++) {
       const rel = `outbox/d${String(i % 100).padStart(2, '0')}/f${i}.md`;
-      await fs.writeFile(`${mnt}/demo@b${n}/${rel}`, `# File ${i}\n\nLine one of file ${i}.\nLine two, changed by b${n}.\n`);
+      await fs.writeFile(`${mnt}/demo@size${n}/${rel}`, `# File ${i}\n\nLine one of file ${i}.\nLine two, changed by size${n}.\n`);
     }
-    await nas('sync', `demo/b${n}`);
+    await nas('sync', `demo/size${n}`);
     offset += n;
   }
   const native = `${dir}/native`;
@@ -87,10 +88,10 @@ try {
 
   const rows = [];
   for (const n of SIZES) {
-    const [nasMs, pr] = await timed(() => nas('propose', `demo/b${n}`, '--into', 'main', '--intent', `change ${n} files`));
-    if (pr.state !== 'merged') throw new Error(`PR for b${n} is ${pr.state}: ${JSON.stringify(pr.reasons)}`);
-    const [nativeMs] = await timed(async () => git(native, 'merge', '--no-ff', '-q', '-m', `b${n}`, `origin/b${n}`));
-    const [fuseMs] = bindfs ? await timed(async () => git(fuseDir, 'merge', '--no-ff', '-q', '-m', `b${n}`, `origin/b${n}`)) : [NaN];
+    const [nasMs, pr] = await timed(() => nas('propose', `demo/size${n}`, '--into', 'main', '--intent', `change ${n} files`));
+    if (pr.state !== 'merged') throw new Error(`PR for size${n} is ${pr.state}: ${JSON.stringify(pr.reasons)}`);
+    const [nativeMs] = await timed(async () => git(native, 'merge', '--no-ff', '-q', '-m', `size${n}`, `origin/size${n}`));
+    const [fuseMs] = bindfs ? await timed(async () => git(fuseDir, 'merge', '--no-ff', '-q', '-m', `size${n}`, `origin/size${n}`)) : [NaN];
     rows.push({ n, nasMs, nativeMs, fuseMs, checksMs: pr.checks.reduce((s, c) => s + c.ms, 0) });
   }
 

@@ -19,6 +19,8 @@ const PARALLEL = 8;
 const FILES_EACH = 100;
 
 const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-bench-run-'));
+// The run's user (nobody: a run is never root) reads the workload and its tarball from here.
+await fs.chmod(dir, 0o755);
 await fs.chmod(dir, 0o755);
 const state = `${dir}/state`;
 const mnt = `${dir}/mnt`;
@@ -103,7 +105,7 @@ try {
   execFileSync('bindfs', [bindSrc, bindMount]);
   const nativeT = await workload('native', () => exec('sh', [script, tarball], { cwd: native }));
   const bindT = await workload('bindfs', () => exec('sh', [script, tarball], { cwd: bindMount }));
-  const runT = await workload('a run', () => nas('run', 'demo', '--user', 'root', '--no-propose', '--cwd', 'workspace', '--', 'sh', script, tarball));
+  const runT = await workload('a run', () => nas('run', 'demo', '--user', 'nobody', '--no-propose', '--cwd', 'workspace', '--', 'sh', script, tarball));
   results.workload = { native: nativeT, bindfs: bindT, run: runT };
   console.log('\nagent workload, 6,000 files (time relative to native; lower is better)');
   console.log('  step        native      bindfs   run workspace/   run/native  run/bindfs');

@@ -16,7 +16,8 @@ packages=(fuse3 libfuse3-dev git ca-certificates python3 make g++ pkg-config lib
 # SMB share through a private smbd on loopback with smbclient (samba, smbclient); and runs the systemd units in a
 # Debian container booted with systemd-nspawn (test/systemd/; debootstrap builds its root once, from Debian's
 # archive, under /var/cache/agent-nas-test); getfacl (acl) reads the ACLs a branch shows.
-if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium samba smbclient debootstrap systemd-container acl); fi
+# The test suite runs every benchmark once at its smallest sizes (test/bench/): their peers bindfs, fuse-overlayfs, fio.
+if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium samba smbclient debootstrap systemd-container acl bindfs fuse-overlayfs fio); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
