@@ -23,6 +23,9 @@ export interface BranchPrs {
  * or a run's branch that held none: finished-work.ts). A branch that goes takes its undecided PRs with it.
  */
 export class Branches {
+  /** Branches being removed as finished (`<role>/<branch>`): the periodic pass and a run's end may meet on one. */
+  private readonly finishing = new Set<string>();
+
   constructor(private readonly homes: HomeSet, private readonly readers: Readers, private readonly prs: BranchPrs) {}
 
   async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
@@ -168,6 +171,7 @@ export class Branches {
   async discardBranch(role: string, branch: string, why = `its branch ${branch} was discarded`): Promise<Omit<Discarded, 'revokedLeases'>> {
     const m = this.homes.mounted(role);
     const view = this.homes.branch(role, branch);
+    if (this.finishing.has(`${role}/${branch}`)) throw new UserError(`${view.name} is being removed already (its work merged, or it never held any)`, 409);
     await this.close(m, branch, view);
     const store = m.home.store;
     const head = view.head;
@@ -235,8 +239,8 @@ export class Branches {
     if (!view || !record) return null;
     if (record.merged) return (await this.removeMerged(m, branch, view)) ? `its branch ${branch} was removed: its work is on main (PR ${record.merged.pr})` : null;
     const unchanged = (v: BranchView) => neverWritten(v, record);
-    if (!(await this.removeFinished(m, branch, view, unchanged, 'changed nothing', `its branch ${branch} was removed: the run that made it changed nothing`))) return null;
-    return `it changed nothing: its branch ${branch} was removed`;
+    const outcome = await this.removeFinished(m, branch, view, unchanged, 'changed nothing', `its branch ${branch} was removed: the run that made it changed nothing`);
+    return outcome === 'removed' ? `it changed nothing: its branch ${branch} was removed` : null;
   }
 
   /** A merged branch goes when it still holds only what merged; written since, its mark is dropped. True when removed. */
@@ -244,34 +248,43 @@ export class Branches {
     const mark = m.records.get(branch)?.merged;
     if (!mark) return false;
     const merged = (v: BranchView) => stillMerged(v, mark);
-    if (await this.removeFinished(m, branch, view, merged, `merged (PR ${mark.pr})`, `its branch ${branch} was removed after it merged as PR ${mark.pr}`)) return true;
-    await this.clearMerged(m, branch);
-    return false;
+    const outcome = await this.removeFinished(m, branch, view, merged, `merged (PR ${mark.pr})`, `its branch ${branch} was removed after it merged as PR ${mark.pr}`);
+    if (outcome === 'written') await this.clearMerged(m, branch);
+    return outcome === 'removed';
   }
 
   /**
    * Remove a branch whose work is all on main, or that never held any: nothing goes to the recycle area (its
    * scratch goes with it, as with discard). It turns read-only first, what is pending committed, and is looked
-   * at again: a write that landed meanwhile keeps it (writable again). True when removed.
+   * at again: a write that landed meanwhile keeps it (writable again). `busy`: another removal has it.
    */
-  private async removeFinished(m: Mounted, branch: string, view: BranchView, finished: (v: BranchView) => boolean, what: string, why: string): Promise<boolean> {
-    if (!finished(view)) return false;
-    const wasExpired = view.expired;
-    if (!wasExpired) {
-      await this.homes.unbindScratch(view);
-      await view.expire(`${view.name} ${what}: it is being removed`);
-    }
-    if (!finished(view)) {
+  private async removeFinished(
+    m: Mounted, branch: string, view: BranchView, finished: (v: BranchView) => boolean, what: string, why: string,
+  ): Promise<'removed' | 'written' | 'busy'> {
+    const key = `${m.home.role}/${branch}`;
+    if (this.finishing.has(key) || m.branches.get(branch) !== view) return 'busy';
+    if (!finished(view)) return 'written';
+    this.finishing.add(key);
+    try {
+      const wasExpired = view.expired;
       if (!wasExpired) {
-        view.reopen();
-        await this.homes.bindScratch(view);
+        await this.homes.unbindScratch(view);
+        await view.expire(`${view.name} ${what}: it is being removed`);
       }
-      return false;
+      if (!finished(view)) {
+        if (!wasExpired) {
+          view.reopen();
+          await this.homes.bindScratch(view);
+        }
+        return 'written';
+      }
+      await this.close(m, branch, view);
+      await this.remove(m, branch, why);
+    } finally {
+      this.finishing.delete(key);
     }
-    await this.close(m, branch, view);
-    await this.remove(m, branch, why);
     this.homes.opts.log.info({ view: view.name, head: view.head, why: what }, 'finished branch removed (nothing to recycle)');
-    return true;
+    return 'removed';
   }
 
   /** A merged branch took writes after its merge: live again, its mark dropped. */
