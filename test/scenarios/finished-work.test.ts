@@ -2,9 +2,31 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { chromium, type Page } from 'playwright-core';
 import { TestDaemon, eventually, run } from '../helpers.js';
 
 const CLI = path.resolve(import.meta.dirname, '../../dist/src/cli/main.js');
+
+/** A page of Debian's chromium (driven by playwright-core, as in web.test.ts), closed and killed whatever happens. */
+async function withPage(use: (page: Page) => Promise<void>): Promise<void> {
+  const server = await chromium.launchServer({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+  try {
+    const browser = await chromium.connect(server.wsEndpoint());
+    try {
+      await use(await (await browser.newContext()).newPage());
+    } finally {
+      await browser.close().catch(() => undefined);
+    }
+  } finally {
+    const pid = server.process().pid;
+    await server.close().catch(() => undefined);
+    try {
+      if (pid) process.kill(pid, 'SIGKILL');
+    } catch {
+      // closed already
+    }
+  }
+}
 
 /**
  * Finished work leaves (issue 31, item 4): a merged branch is listed as merged and removed after the Home's
@@ -75,6 +97,16 @@ describe('finished work leaves', () => {
     await d.sync('demo/more');
     expect(await listed('done')).toMatchObject({ merged: { pr: merged.id } });
     expect((await listed('more')).merged).toBeUndefined();
+    // The web page's Home page marks the merged branch, not the one written since.
+    const link = await d.nasJson('web', 'open');
+    await withPage(async (page) => {
+      await page.goto(link.url);
+      await page.goto(`${new URL(link.url).origin}/home/demo`);
+      const row = (name: string) => page.locator('tr', { has: page.locator('td code', { hasText: new RegExp(`^${name}$`) }) });
+      await row('done').waitFor();
+      expect(await row('done').locator('.flag.merged').textContent()).toBe(`merged · PR ${merged.id}`);
+      expect(await row('more').locator('.flag.merged').count()).toBe(0);
+    });
 
     // Past the grace period (the clock stepped 2 h; a maintenance run makes a whole pass).
     await stepClock(2 * HOUR);
