@@ -190,7 +190,8 @@ export class PrService {
   private async merged(role: string, merging: Promise<PullRequest>): Promise<PullRequest> {
     const pr = await merging;
     await this.homes.refreshMains();
-    if (pr.state === 'merged') await markMerged(this.homes.mounted(role), pr);
+    // The merge stands whatever becomes of the mark: a branch left unmarked stays until its TTL.
+    if (pr.state === 'merged') await markMerged(this.homes.mounted(role), pr).catch((err) => this.log.error({ err, role, pr: pr.id, branch: pr.branch }, 'cannot mark the branch merged'));
     return pr;
   }
 }
