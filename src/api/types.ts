@@ -1,5 +1,5 @@
 import type { ObjectCounts } from '../store/types.js';
-import type { BranchRecord } from '../home/home.js';
+import type { BranchRecord, MergedMark } from '../home/home.js';
 import type { TrashRecord } from '../trash/trash.js';
 import type { Lease } from '../lease/lease.js';
 import type { Owner } from '../util/owner.js';
@@ -24,6 +24,8 @@ export interface HomeSummary {
   /** Main's head commit. */
   main: string;
   branches: string[];
+  /** Those of its branches whose work merged into main, removed after the Home's merged_branch_grace (absent: none). */
+  merged?: string[];
   /** What could not be read in its `.nas/` files (defaults stand in). */
   problems: string[];
   /** active: served; retired: served read-mostly (no new branches), see successor; archived: kept, not mounted. */
@@ -61,6 +63,8 @@ export interface BranchListing extends BranchRecord {
   head?: string;
   /** Its TTL passed: read-only until its grace period ends and it is removed. */
   expired: boolean;
+  /** Its PR merged and it holds nothing more: removed after the Home's merged_branch_grace (absent once written again). */
+  merged?: MergedMark;
   /** Changes written but not committed yet. */
   pending: number;
   quota?: { used: number; limit: number };
@@ -137,6 +141,8 @@ export interface PrSummary {
   /** Who merged it (`policy` or the owner), or who turned it down. */
   merged_by?: string;
   rejected_by?: string;
+  /** The later PR of its branch that replaced it (state superseded). */
+  superseded_by?: number;
   /** How the run whose work it is ended (`0`, `3`, `SIGTERM`), when it is a run's; `run_failed` when not 0. */
   exit?: string;
   run_failed?: boolean;

@@ -27,6 +27,11 @@ export interface LimitsConfig {
   branch_ttl_default: string;
   /** How long an expired branch stays (read-only, for inspection) before its work goes to the recycle area. */
   branch_grace: string;
+  /**
+   * How long a branch whose work merged into main stays before it is removed (`0s`: at once); a branch made by
+   * `nas run` goes at once whatever this says. One that takes writes after the merge stays.
+   */
+  merged_branch_grace: string;
   /** Token cap (o200k_base) for memory/MEMORY.md. */
   memory_md_max_tokens: number;
   /** Byte budgets for the resident (read-on-start) set. */
@@ -88,6 +93,7 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   max_branches: 100,
   branch_ttl_default: '48h',
   branch_grace: '7d',
+  merged_branch_grace: '1d',
   memory_md_max_tokens: 1000,
   resident_bytes: { rules: 4096, shared: 4096, agent: 2048, total: 10240 },
 };
@@ -122,9 +128,9 @@ const isNumber = (min: number): Check => (v) => (typeof v === 'number' && Number
 const isString: Check = (v) => (typeof v === 'string' && v.length > 0 ? null : 'must be a non-empty string');
 const isStringList: Check = (v) =>
   Array.isArray(v) && v.every((x) => typeof x === 'string' && x.length > 0) ? null : 'must be a list of non-empty strings';
-const isDuration: Check = (v) => {
+const isDuration = (opts: { allowZero?: boolean } = {}): Check => (v) => {
   try {
-    parseDuration(String(v));
+    parseDuration(String(v), opts);
     return null;
   } catch (e) {
     return (e as Error).message;
@@ -184,8 +190,9 @@ export function parseLimits(text: string, file = '.nas/limits.yaml'): Parsed<Lim
     branch_quota_bytes: isInt(0),
     home_quota_bytes: isInt(0),
     max_branches: isInt(1),
-    branch_ttl_default: isDuration,
-    branch_grace: isDuration,
+    branch_ttl_default: isDuration(),
+    branch_grace: isDuration(),
+    merged_branch_grace: isDuration({ allowZero: true }),
     memory_md_max_tokens: isInt(1),
     resident_bytes: isBudgets,
   }, problems);

@@ -33,6 +33,18 @@ export interface BranchRecord {
    * commit `main` and the branch's as it is. The branch cannot be proposed while any is listed.
    */
   unresolved?: UnresolvedConflict[];
+  /**
+   * Its work merged into main (an Agent PR): which PR, when, and the branch's head that merged. The branch is
+   * removed once the Home's `merged_branch_grace` has passed (a run's at once), unless it took writes since:
+   * then the mark is dropped and it is live again (workflows/finished-work.ts).
+   */
+  merged?: MergedMark;
+}
+
+export interface MergedMark {
+  pr: number;
+  at: string;
+  head: string;
 }
 
 export interface UnresolvedConflict {

@@ -8,8 +8,15 @@ import { PRS_REF, prHeadRef } from '../store/refs.js';
  * (the read manifest). `refs/nas/pr-heads/<id>` keeps each proposed commit alive whatever the branch does.
  */
 
-/** `merging` while a merge is under way (by policy or an approval): no other decision can take the PR then. */
-export type PrState = 'merged' | 'waiting' | 'conflict' | 'failed' | 'rejected' | 'merging' | 'expired';
+/**
+ * `merging` while a merge is under way (by policy or an approval): no other decision can take the PR then.
+ * `superseded`: a later PR of the same branch was filed while it was undecided (SUPERSEDABLE); `expired`: its
+ * branch expired or went before a decision. Neither waits for anyone.
+ */
+export type PrState = 'merged' | 'waiting' | 'conflict' | 'failed' | 'rejected' | 'merging' | 'expired' | 'superseded';
+
+/** The states a later PR of the same branch replaces: nothing was decided on them, and the later one is what counts. */
+export const SUPERSEDABLE: readonly PrState[] = ['waiting', 'conflict', 'failed'];
 
 export class PrStateConflict extends Error {}
 
@@ -54,6 +61,10 @@ export interface PullRequest {
    * here `at`. Set once: a PR imported again keeps where it was made.
    */
   imported?: { from: string; file: string; at: string };
+  /** The later PR of the same branch that replaced it (state `superseded`). */
+  superseded_by?: number;
+  /** The earlier, undecided PRs of the same branch it replaced when it was filed. */
+  supersedes?: number[];
 }
 
 export class PrStore {
@@ -79,14 +90,26 @@ export class PrStore {
     return entry ? (await this.store.readBlob(entry.oid)).toString() : '';
   }
 
-  /** Store a new PR under the next free id (allocated by compare-and-swap on the ref) and return it. */
+  /**
+   * Store a new PR under the next free id (allocated by compare-and-swap on the ref) and return it. The earlier
+   * PRs of its branch still undecided (SUPERSEDABLE) become `superseded` in the same commit, so a decision on one
+   * of them either lands before (and stands) or is refused after.
+   */
   async create(pr: Omit<PullRequest, 'id'>, reads: string): Promise<PullRequest> {
     const readsBlob = await this.store.writeBlob(reads);
     let created!: PullRequest;
     await this.store.commitToRef(PRS_REF, async (tree) => {
-      const ids = tree ? [...(await this.store.readTree(tree)).keys()].map(Number).filter(Number.isInteger) : [];
-      created = { id: Math.max(0, ...ids) + 1, ...pr };
+      const entries = tree ? [...(await this.store.readTree(tree)).entries()].filter(([, e]) => e.mode === MODE.tree) : [];
+      const id = Math.max(0, ...entries.map(([name]) => Number(name)).filter(Number.isInteger)) + 1;
+      const replaced = await this.undecidedOf(pr.branch, entries);
+      created = { id, ...pr, ...(replaced.length ? { supersedes: replaced.map((p) => p.id) } : {}) };
+      const now = new Date().toISOString();
+      const edits = await mapLimit(replaced, 16, async (p): Promise<[string, Entry]> => {
+        const superseded: PullRequest = { ...p, state: 'superseded', superseded_by: id, updated: now, reasons: [...p.reasons, `superseded by PR ${id}, a later PR of its branch`] };
+        return [`${p.id}/pr.yaml`, { oid: await this.store.writeBlob(yaml.dump(superseded)), mode: MODE.file }];
+      });
       return new Map<string, Entry>([
+        ...edits,
         [`${created.id}/pr.yaml`, { oid: await this.store.writeBlob(yaml.dump(created)), mode: MODE.file }],
         [`${created.id}/reads.txt`, { oid: readsBlob, mode: MODE.file }],
       ]);
@@ -127,6 +150,15 @@ export class PrStore {
     const records = await mapLimit(prs, 16, async (p): Promise<[string, Entry]> =>
       [`${p.id}/pr.yaml`, { oid: await this.store.writeBlob(yaml.dump({ ...p, imported: { from: p.home, file, at } })), mode: MODE.file }]);
     await this.store.commitToRef(PRS_REF, async () => new Map(records), `pr: imported from ${file}`, this.identity);
+  }
+
+  /** The PRs of a branch, among these PR directories, that a later one would supersede. */
+  private async undecidedOf(branch: string, dirs: [string, Entry][]): Promise<PullRequest[]> {
+    const prs = await mapLimit(dirs, 16, async ([, e]) => {
+      const record = await this.store.lookupPath(e.oid, 'pr.yaml');
+      return record ? this.parse(record) : null;
+    });
+    return prs.filter((p): p is PullRequest => !!p && p.branch === branch && SUPERSEDABLE.includes(p.state));
   }
 
   private async tree(): Promise<string | null> {

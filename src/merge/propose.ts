@@ -241,9 +241,17 @@ export async function findPr(home: PrHome, id: number): Promise<PullRequest> {
   return pr;
 }
 
+/** A PR a later one of its branch replaced takes no decision: the refusal names the one that does. */
+function refuseSuperseded(home: PrHome, pr: PullRequest, action: string): void {
+  if (pr.state !== 'superseded') return;
+  const later = pr.superseded_by;
+  throw new UserError(`PR ${pr.id} was superseded by PR ${later}, a later PR of branch ${pr.branch}, so it cannot be ${action}: ` +
+    `decide PR ${later} instead (nas pr show ${home.role} ${later})`, 409);
+}
+
 /** The owner approves a waiting PR: it merges. */
 export async function approvePr(home: PrHome, id: number, owner: string): Promise<PullRequest> {
-  await findPr(home, id);
+  refuseSuperseded(home, await findPr(home, id), 'approved');
   const pr = await transition(home.prs, id, ['waiting'], (p) => {
     p.state = 'merging';
     p.decision = { by: owner, at: new Date().toISOString(), action: 'approve' };
@@ -255,7 +263,7 @@ export async function approvePr(home: PrHome, id: number, owner: string): Promis
 /** The owner turns a PR down, saying why (the run reads it). */
 export async function rejectPr(home: PrHome, id: number, owner: string, why: string | undefined): Promise<PullRequest> {
   if (!why?.trim()) throw new UserError('say why: --why "..." (the run reads it)');
-  await findPr(home, id);
+  refuseSuperseded(home, await findPr(home, id), 'rejected');
   const pr = await transition(home.prs, id, ['waiting', 'conflict', 'failed'], (p) => {
     p.state = 'rejected';
     p.decision = { by: owner, at: new Date().toISOString(), action: 'reject', why: why.trim() };

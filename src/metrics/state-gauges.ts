@@ -35,7 +35,7 @@ export interface StateSample {
 }
 
 /** States always shown (as 0 when none), so a dashboard's series exist before the first of each. */
-const PR_STATES = ['merged', 'waiting', 'conflict', 'failed', 'rejected', 'merging', 'expired'];
+const PR_STATES = ['merged', 'waiting', 'conflict', 'failed', 'rejected', 'merging', 'expired', 'superseded'];
 const LEASE_STATES = ['active', 'expired', 'revoked'];
 const RUN_STATES = ['running', 'exited', 'killed', 'interrupted', 'failed-to-start'];
 

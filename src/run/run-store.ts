@@ -38,6 +38,8 @@ export interface RunRecord {
   pr_state?: string;
   /** Why the run was not proposed, or what went wrong at its end. */
   note?: string;
+  /** Its branch was removed when the run ended (or was picked), and why: its PR merged, or it changed nothing. */
+  branch_removed?: string;
   /** Set by `nas run pick`: the attempt chosen, or discarded. */
   picked?: 'chosen' | 'discarded';
 }

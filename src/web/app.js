@@ -335,7 +335,8 @@ function decisionBox(role, pr) {
       : pr.state === 'rejected' ? `Rejected by ${d?.by ?? '?'} ${d ? ago(d.at) : ''}: ${d?.why ?? ''}`
         : pr.state === 'conflict' ? 'Conflicts with main: fix the branch and propose again.'
           : pr.state === 'failed' ? 'A check failed: fix the branch and propose again.'
-            : `This PR is ${pr.state}.`;
+            : pr.state === 'superseded' ? `Superseded by PR ${pr.superseded_by}, a later PR of its branch: decide that one.`
+              : `This PR is ${pr.state}.`;
     box.append(h('p', { class: `decided ${pr.state}` }, text));
     if (pr.state === 'conflict' || pr.state === 'failed') box.append(rejectForm(role, pr));
     return box;

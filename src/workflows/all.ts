@@ -44,11 +44,11 @@ export function openWorkflows(
 ): Workflows {
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
-  const branches = new Branches(homes, readers);
+  const prs = new PrService(homes, leases, readers, o.log, o.checkDirs);
+  const branches = new Branches(homes, readers, prs);
   const trash = new TrashWorkflow(homes, leases, readers);
   const homeFlows = new Homes(homes, branches);
   const memory = new MemoryService(homes, readers);
-  const prs = new PrService(homes, leases, readers, o.log, o.checkDirs);
   return {
     branches, trash, homes: homeFlows, leases, memory, prs,
     runs: new RunService(homes, branches, leases, prs, memory, o.runSockets, o.runsDir, o.stateDir, o.log),

@@ -8,14 +8,25 @@ import { mergeMainInto, takeSide, type BranchUpdate } from '../merge/update.js';
 import type { Readers } from './readers.js';
 import type { Credentials } from '../api/credentials.js';
 import type { BranchCreated, BranchExtended, BranchListing, BranchResolved, BranchUpdated, Discarded, SyncResult } from '../api/types.js';
+import type { BranchView } from '../cow/branch/branch-view.js';
+import { mergedGraceMs, neverWritten, stillMerged } from './finished-work.js';
+
+/** What becomes of a branch's undecided PRs when the branch goes (PrService.branchGone). */
+export interface BranchPrs {
+  branchGone(role: string, branch: string, why: string): Promise<unknown>;
+}
 
 /**
  * Branches through the control API: create (O(1): a ref, a record, an empty directory), list, extend, sync,
- * update (main merged into it), discard (its work to the recycle area), and the periodic expiry pass (read-only
- * at the TTL, removed after the grace period, never both in one pass).
+ * update (main merged into it), discard (its work to the recycle area), the periodic expiry pass (read-only
+ * at the TTL, removed after the grace period, never both in one pass) and the removal of finished work (merged,
+ * or a run's branch that held none: finished-work.ts). A branch that goes takes its undecided PRs with it.
  */
 export class Branches {
-  constructor(private readonly homes: HomeSet, private readonly readers: Readers) {}
+  /** Branches being removed as finished (`<role>/<branch>`): the periodic pass and a run's end may meet on one. */
+  private readonly finishing = new Set<string>();
+
+  constructor(private readonly homes: HomeSet, private readonly readers: Readers, private readonly prs: BranchPrs) {}
 
   async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
     const m = this.homes.mounted(role);
@@ -35,9 +46,11 @@ export class Branches {
   async listBranches(role: string): Promise<BranchListing[]> {
     const m = this.homes.mounted(role);
     const records = await m.home.branches();
-    return Promise.all(records.map(async (r) => {
+    return Promise.all(records.map(async ({ merged, ...r }) => {
       const view = m.branches.get(r.name);
-      return { ...r, head: view?.head, expired: view?.expired ?? false, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
+      // Merged only while it holds nothing more: written since, it is live again (the next pass drops the mark).
+      const done = merged && view && stillMerged(view, merged) ? { merged } : {};
+      return { ...r, ...done, head: view?.head, expired: view?.expired ?? false, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
     }));
   }
 
@@ -155,27 +168,11 @@ export class Branches {
    * Discard a branch (a parallel attempt that lost): its work since it forked from main goes to the recycle
    * area, then its view, ref, record and directory go. Scratch (workspace/) goes with it, as documented.
    */
-  async discardBranch(role: string, branch: string): Promise<Omit<Discarded, 'revokedLeases'>> {
+  async discardBranch(role: string, branch: string, why = `its branch ${branch} was discarded`): Promise<Omit<Discarded, 'revokedLeases'>> {
     const m = this.homes.mounted(role);
     const view = this.homes.branch(role, branch);
-    // Out of the mount first, then commit what is pending: nothing can land after the work is counted.
-    await this.homes.unbindScratch(view);
-    const record = m.records.get(branch);
-    m.branches.delete(branch);
-    m.records.delete(branch);
-    // What is still open in it is dead from here on (EIO), as a revoked lease's descriptors are refused:
-    // a write now would land after its work was counted, and be dropped with a success.
-    view.discarding(`${view.name} was discarded: its work is in the recycle area (nas trash list ${role})`);
-    try {
-      await view.close();
-    } catch (err) {
-      // The branch stays as it was: its view, its record (expiry and extend read it) and its scratch bind.
-      view.discarding(null);
-      m.branches.set(branch, view);
-      if (record) m.records.set(branch, record);
-      await this.homes.bindScratch(view);
-      throw err;
-    }
+    if (this.finishing.has(`${role}/${branch}`)) throw new UserError(`${view.name} is being removed already (its work merged, or it never held any)`, 409);
+    await this.close(m, branch, view, `${view.name} was discarded: its work is in the recycle area (nas trash list ${role})`);
     const store = m.home.store;
     const head = view.head;
     const fork = await store.mergeBase(head, await m.home.mainHead());
@@ -183,8 +180,125 @@ export class Branches {
     const headTree = (await tree(head))!;
     const work = (await store.fileChanges(await tree(fork), headTree)).filter((c) => c.after);
     await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run, headTree));
-    await m.home.removeBranch(branch);
+    await this.remove(m, branch, why);
     return { discarded: view.name, head, recycled: work.map((c) => c.path) };
+  }
+
+  /**
+   * Out of the mount (scratch binds first), then what is pending committed: nothing can land after the work is
+   * counted. What is still open in it is dead from here on (EIO, saying `dead`), as a revoked lease's descriptors
+   * are refused: a write now would land after its work was counted, and be dropped with a success. A close that
+   * fails leaves the branch as it was: its view, its record (expiry and extend read it) and its scratch bind.
+   */
+  private async close(m: Mounted, branch: string, view: BranchView, dead: string): Promise<void> {
+    await this.homes.unbindScratch(view);
+    const record = m.records.get(branch);
+    m.branches.delete(branch);
+    m.records.delete(branch);
+    view.discarding(dead);
+    try {
+      await view.close();
+    } catch (err) {
+      view.discarding(null);
+      m.branches.set(branch, view);
+      if (record) m.records.set(branch, record);
+      await this.homes.bindScratch(view);
+      throw err;
+    }
+  }
+
+  /** The branch's ref, record and directory go (its view is closed), and with them its PRs still undecided. */
+  private async remove(m: Mounted, branch: string, why: string): Promise<void> {
+    await m.home.removeBranch(branch);
+    await this.homes.viewsChanged(m.home.role);
+    await this.prs.branchGone(m.home.role, branch, why);
+  }
+
+  /**
+   * The periodic pass over merged branches: one written since its merge is live again (the mark dropped); one
+   * past the Home's merged_branch_grace (a run's at once) is removed, its leases ended by `removed`.
+   */
+  async sweepMerged(hooks: { removed(role: string, branch: string): Promise<void> }): Promise<void> {
+    const now = await this.homes.clock.now();
+    for (const m of [...this.homes.all()]) {
+      for (const [branch, record] of [...m.records]) {
+        const view = m.branches.get(branch);
+        const mark = record.merged;
+        if (!view || !mark) continue;
+        const grace = mergedGraceMs(record, m.config.limits);
+        if (stillMerged(view, mark) && (grace === null || now < Date.parse(mark.at) + grace)) continue;
+        if (await this.removeMerged(m, branch, view)) await hooks.removed(m.home.role, branch);
+      }
+    }
+  }
+
+  /**
+   * A run's branch at the run's end (its lease ended): removed when its PR merged or when the run never wrote
+   * anything; what is said of it, or null when it stays.
+   */
+  async removeRunBranch(role: string, branch: string): Promise<string | null> {
+    const m = this.homes.mounted(role);
+    const view = m.branches.get(branch);
+    const record = m.records.get(branch);
+    if (!view || !record) return null;
+    if (record.merged) return (await this.removeMerged(m, branch, view)) ? `its branch ${branch} was removed: its work is on main (PR ${record.merged.pr})` : null;
+    const unchanged = (v: BranchView) => neverWritten(v, record);
+    const outcome = await this.removeFinished(m, branch, view, unchanged, 'changed nothing', `its branch ${branch} was removed: the run that made it changed nothing`);
+    return outcome === 'removed' ? `it changed nothing: its branch ${branch} was removed` : null;
+  }
+
+  /** A merged branch goes when it still holds only what merged; written since, its mark is dropped. True when removed. */
+  private async removeMerged(m: Mounted, branch: string, view: BranchView): Promise<boolean> {
+    const mark = m.records.get(branch)?.merged;
+    if (!mark) return false;
+    const merged = (v: BranchView) => stillMerged(v, mark);
+    const outcome = await this.removeFinished(m, branch, view, merged, `merged (PR ${mark.pr})`, `its branch ${branch} was removed after it merged as PR ${mark.pr}`);
+    if (outcome === 'written') await this.clearMerged(m, branch);
+    return outcome === 'removed';
+  }
+
+  /**
+   * Remove a branch whose work is all on main, or that never held any: nothing goes to the recycle area (its
+   * scratch goes with it, as with discard). It turns read-only first, what is pending committed, and is looked
+   * at again: a write that landed meanwhile keeps it (writable again). `busy`: another removal has it.
+   */
+  private async removeFinished(
+    m: Mounted, branch: string, view: BranchView, finished: (v: BranchView) => boolean, what: string, why: string,
+  ): Promise<'removed' | 'written' | 'busy'> {
+    const key = `${m.home.role}/${branch}`;
+    if (this.finishing.has(key) || m.branches.get(branch) !== view) return 'busy';
+    if (!finished(view)) return 'written';
+    this.finishing.add(key);
+    try {
+      const wasExpired = view.expired;
+      if (!wasExpired) {
+        await this.homes.unbindScratch(view);
+        await view.expire(`${view.name} ${what}: it is being removed`);
+      }
+      if (!finished(view)) {
+        if (!wasExpired) {
+          view.reopen();
+          await this.homes.bindScratch(view);
+        }
+        return 'written';
+      }
+      await this.close(m, branch, view, `${view.name} was removed: ${why}`);
+      await this.remove(m, branch, why);
+    } finally {
+      this.finishing.delete(key);
+    }
+    this.homes.opts.log.info({ view: view.name, head: view.head, why: what }, 'finished branch removed (nothing to recycle)');
+    return 'removed';
+  }
+
+  /** A merged branch took writes after its merge: live again, its mark dropped. */
+  private async clearMerged(m: Mounted, branch: string): Promise<void> {
+    const record = m.records.get(branch);
+    if (!record?.merged) return;
+    const { merged, ...live } = record;
+    m.records.set(branch, live);
+    await m.home.writeBranchRecord(live);
+    this.homes.opts.log.info({ view: `${m.home.role}@${branch}`, pr: merged.pr }, 'merged branch took writes after its merge: live again');
   }
 
   /**
@@ -227,7 +341,7 @@ export class Branches {
         }
         record = due(m, branch);
         if (!record?.grace_from || now < Date.parse(record.grace_from) + grace) continue;
-        await this.discardBranch(role, branch);
+        await this.discardBranch(role, branch, `its branch ${branch} was removed after its grace period`);
         this.homes.opts.log.warn({ view: view.name, grace: m.config.limits.branch_grace, since: record.grace_from }, 'expired branch removed after its grace period; its work is in the recycle area');
         await hooks.discarded(role, branch);
       }

@@ -14,6 +14,7 @@ import type { HomeSet, Mounted } from '../homes/home-set.js';
 import type { Branches } from './branches.js';
 import type { Exported, HomeSummary, Imported, StatusReport } from '../api/types.js';
 import { meter } from '../metrics/meter.js';
+import { stillMerged } from './finished-work.js';
 
 /** Homes through the control API: create, list, export, import, archive and unarchive; nasd's status. */
 export class Homes {
@@ -125,12 +126,22 @@ export class Homes {
       store: m.home.dir,
       main: m.main.head,
       branches: [...m.branches.keys()],
+      ...mergedOf(m),
       problems: m.config.problems,
       state: m.life.retired ? 'retired' : 'active',
       ...(m.life.retired ? { successor: m.life.retired.successor } : {}),
       ...(m.life.predecessor ? { predecessor: m.life.predecessor.role } : {}),
     };
   }
+}
+
+/** The branches listed as merged (finished-work.ts), when there are any. */
+function mergedOf(m: Mounted): { merged?: string[] } {
+  const merged = [...m.branches].filter(([name, view]) => {
+    const mark = m.records.get(name)?.merged;
+    return mark && stillMerged(view, mark);
+  }).map(([name]) => name);
+  return merged.length > 0 ? { merged } : {};
 }
 
 /**

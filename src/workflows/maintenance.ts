@@ -30,7 +30,7 @@ export class MaintenanceService {
 
   /**
    * Branches whose TTL passed turn read-only, their leases end and their waiting PRs expire; past the grace
-   * period they go to the recycle area. Returns the branches removed, by Home. A pass already running is not
+   * period they go to the recycle area. Merged branches past merged_branch_grace are removed. Returns the branches removed, by Home. A pass already running is not
    * doubled: the periodic tick skips this one; `wait` (nas maintenance run) waits for it, then makes its own.
    */
   async expireBranches(opts: { wait?: boolean } = {}): Promise<Map<string, string[]>> {
@@ -65,6 +65,12 @@ export class MaintenanceService {
       });
     } catch (err) {
       this.log.error({ err }, 'cannot expire branches');
+    }
+    try {
+      // Finished work leaves: merged branches past their grace go (their work is on main), their leases with them.
+      await this.branches.sweepMerged({ removed: (role, branch) => this.leases.revokeBranch(role, branch).then(() => undefined) });
+    } catch (err) {
+      this.log.error({ err }, 'cannot remove merged branches');
     }
     return discarded;
   }

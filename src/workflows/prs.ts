@@ -1,7 +1,8 @@
 import { validateBranch, validateRelPath } from '../util/names.js';
 import { UserError } from '../util/errors.js';
 import { approvePr, cleanIntent, findPr, judgeProposal, mergePr, prStats, prsOf, rejectPr, type PrHome } from '../merge/propose.js';
-import type { PullRequest } from '../merge/pr-store.js';
+import { SUPERSEDABLE, type PrState, type PullRequest } from '../merge/pr-store.js';
+import { markMerged } from './finished-work.js';
 import type { PrStats } from '../merge/propose.js';
 import type { Logger } from 'pino';
 import type { Decision, PrDetail, PrFile, PrFileContent, PrSummary } from '../api/types.js';
@@ -67,9 +68,9 @@ export class PrService {
     await this.leases.authorize(role, branch, 'propose:main', creds, action);
     const home = this.home(role);
     const pr = await home.prs.create(judged.pr, judged.reads);
-    this.logged(pr, role, 'pr proposed', { principal: who.principal, lease: who.lease?.id ?? null, run: snap.view!.run ?? null });
+    this.logged(pr, role, 'pr proposed', { principal: who.principal, lease: who.lease?.id ?? null, run: snap.view!.run ?? null, supersedes: pr.supersedes ?? [] });
     if (!judged.merge) return pr;
-    return this.logged(await this.merged(mergePr(home, pr, 'policy')), role, 'pr decided by policy', { by: 'policy' });
+    return this.logged(await this.merged(role, mergePr(home, pr, 'policy')), role, 'pr decided by policy', { by: 'policy' });
   }
 
   async list(role: string): Promise<PrSummary[]> {
@@ -77,7 +78,7 @@ export class PrService {
       id: p.id, branch: p.branch, state: p.state, intent: p.intent, principal: p.provenance.principal,
       checks: p.checks.map((c) => `${c.name}:${c.ok ? 'pass' : 'FAIL'}`).join(' '), created: p.created, updated: p.updated,
       ...(p.merged ? { merged_by: p.merged.by } : {}), ...(p.decision?.action === 'reject' ? { rejected_by: p.decision.by } : {}), ...exitOf(p),
-      ...(p.imported ? { imported: p.imported } : {}),
+      ...(p.imported ? { imported: p.imported } : {}), ...(p.superseded_by ? { superseded_by: p.superseded_by } : {}),
     }));
   }
 
@@ -145,7 +146,7 @@ export class PrService {
 
   async approve(role: string, id: number): Promise<PullRequest> {
     const by = await this.owner(role);
-    return this.logged(await this.merged(approvePr(this.home(role), id, by)), role, 'pr approved', { by });
+    return this.logged(await this.merged(role, approvePr(this.home(role), id, by)), role, 'pr approved', { by });
   }
 
   async reject(role: string, id: number, why: string | undefined): Promise<PullRequest> {
@@ -153,12 +154,12 @@ export class PrService {
     return this.logged(await rejectPr(this.home(role), id, by, why), role, 'pr rejected', { by, why: why ?? null });
   }
 
-  /** A branch expired (or is gone): its PRs still waiting can no longer be decided. */
-  async expireBranch(role: string, branch: string, why = `its branch ${branch} expired before a decision`): Promise<number[]> {
+  /** A branch expired: its PRs still waiting can no longer be decided (`states`: which PRs expire). */
+  async expireBranch(role: string, branch: string, why = `its branch ${branch} expired before a decision`, states: PrState[] = ['waiting']): Promise<number[]> {
     const prs = this.home(role).prs;
-    const waiting = (await prs.list()).filter((p) => p.branch === branch && p.state === 'waiting');
+    const waiting = (await prs.list()).filter((p) => p.branch === branch && states.includes(p.state));
     for (const p of waiting) {
-      const expired = await prs.transition(p.id, ['waiting'], (pr) => {
+      const expired = await prs.transition(p.id, states, (pr) => {
         pr.state = 'expired';
         pr.reasons = [...pr.reasons, why];
       }).catch(() => undefined); // decided meanwhile: that decision stands
@@ -167,12 +168,20 @@ export class PrService {
     return waiting.map((p) => p.id);
   }
 
-  /** PRs waiting for a branch that no longer exists (discarded by hand, or removed after its grace) become expired. */
+  /** A branch is gone (discarded, removed after its grace, or merged and removed): its undecided PRs expire. */
+  branchGone(role: string, branch: string, why: string): Promise<number[]> {
+    return this.expireBranch(role, branch, why, [...SUPERSEDABLE]);
+  }
+
+  /**
+   * Undecided PRs of a branch that no longer exists become expired: a catch-up for what went without nasd
+   * (a branch ref deleted by hand, a crash between a removal and its PRs).
+   */
   async expireStale(role: string, liveBranches: string[]): Promise<number[]> {
     const live = new Set(liveBranches);
-    const gone = new Set((await this.home(role).prs.list()).filter((p) => p.state === 'waiting' && !live.has(p.branch)).map((p) => p.branch));
+    const gone = new Set((await this.home(role).prs.list()).filter((p) => SUPERSEDABLE.includes(p.state) && !live.has(p.branch)).map((p) => p.branch));
     const expired: number[] = [];
-    for (const branch of gone) expired.push(...(await this.expireBranch(role, branch, `its branch ${branch} was removed before a decision`)));
+    for (const branch of gone) expired.push(...(await this.branchGone(role, branch, `its branch ${branch} was removed before a decision`)));
     return expired;
   }
 
@@ -180,10 +189,12 @@ export class PrService {
     return prStats(await this.home(role).prs.list());
   }
 
-  /** After a merge attempt, the main view follows at once. */
-  private async merged(merging: Promise<PullRequest>): Promise<PullRequest> {
+  /** After a merge attempt, the main view follows at once, and a branch that merged is marked so (finished-work.ts). */
+  private async merged(role: string, merging: Promise<PullRequest>): Promise<PullRequest> {
     const pr = await merging;
     await this.homes.refreshMains();
+    // The merge stands whatever becomes of the mark: a branch left unmarked stays until its TTL.
+    if (pr.state === 'merged') await markMerged(this.homes.mounted(role), pr).catch((err) => this.log.error({ err, role, pr: pr.id, branch: pr.branch }, 'cannot mark the branch merged'));
     return pr;
   }
 }

@@ -27,7 +27,8 @@ import { shownTo } from './shown-to.js';
  * Runs through the control API (`nas run` is the launcher; the daemon keeps the books): a run is a branch
  * forked from main, a lease for the run's user on it (write, propose:main, the run's TTL and budget), its
  * own control socket and briefing, and a record. When the command ends its work is committed, proposed if
- * asked, and the lease revoked. The branch stays for inspection until its TTL.
+ * asked, and the lease revoked. The branch stays for inspection until its TTL, unless its work merged or it
+ * never held any: then it goes at once.
  */
 
 export interface RunRequest {
@@ -270,9 +271,24 @@ export class RunService {
       await this.leases.revokeBranch(role, run.branch);
       await this.leases.apply(role);
     }
+    const removed = await this.removeFinished(role, run.branch);
+    if (removed) run.branch_removed = removed;
     const view = await this.ended(role, { ...run, ...(pr ? { pr: pr.id, pr_state: pr.state } : {}) });
     await this.cleanUp(id);
     return pr?.reasons.length ? { ...view, pr_reasons: pr.reasons } : view;
+  }
+
+  /**
+   * Finished work leaves at the run's end (its lease ended): its branch goes when its PR merged or when it changed
+   * nothing (finished-work.ts); what is said of it, or undefined when it stays. A failure keeps the branch.
+   */
+  private async removeFinished(role: string, branch: string): Promise<string | undefined> {
+    try {
+      return (await this.branches.removeRunBranch(role, branch)) ?? undefined;
+    } catch (err) {
+      this.log.error({ err, role, branch }, 'cannot remove the branch of a finished run; it stays until its TTL');
+      return undefined;
+    }
   }
 
   private async record(role: string, run: RunRecord): Promise<RunRecord> {
@@ -311,6 +327,7 @@ export class RunService {
     if (!chosen) throw new UserError(`run ${id} is not an attempt of task ${task} (its attempts: ${attempts.map((r) => r.id).join(', ')})`, 404);
     if (chosen.state === 'running') throw new UserError(`run ${id} is still running; pick it once it has ended`, 409);
     if (chosen.state === 'failed-to-start') throw new UserError(`run ${id} never started; pick another attempt`, 409);
+    if (chosen.branch_removed) throw new UserError(`run ${id} has nothing to pick: ${chosen.branch_removed}; pick another attempt`, 409);
     const intent = `${chosen.intent ?? `task ${task}`} (attempt ${id} of ${attempts.length}, picked)`;
     let pr = await this.prs.propose(role, chosen.branch, { intent, exit: exitOf(chosen) }, creds);
     if (pr.state === 'waiting') pr = await this.prs.approve(role, pr.id);
@@ -325,7 +342,8 @@ export class RunService {
       await this.record(role, { ...other, picked: 'discarded' });
       discarded.push(other.id);
     }
-    await this.record(role, { ...chosen, picked: 'chosen', pr: pr.id, pr_state: pr.state });
+    const removed = await this.removeFinished(role, chosen.branch);
+    await this.record(role, { ...chosen, picked: 'chosen', pr: pr.id, pr_state: pr.state, ...(removed ? { branch_removed: removed } : {}) });
     return { task, chosen: id, pr, discarded };
   }
 

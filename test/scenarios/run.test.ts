@@ -158,7 +158,10 @@ describe('nas run', () => {
     expect(await fs.readFile(`${shared}/propose`, 'utf8')).toMatch(/PR \d+/);
     expect(await fs.readFile(`${shared}/approve`, 'utf8')).toMatch(/owner action[\s\S]*\n1\n$/);
     expect(await fs.readFile(`${shared}/main-socket`, 'utf8')).toMatch(/owner action/);
-    expect((await d.gitBlob(`${out.branch}:outbox/mine.md`)).toString()).toBe('mine\n');
+    // Its PR merged by policy: the work is on main, and the run's branch went at the run's end.
+    expect(await fs.readFile(`${shared}/propose`, 'utf8')).toMatch(/PR \d+ \(.*\): merged/);
+    expect((await d.gitBlob('main:outbox/mine.md')).toString()).toBe('mine\n');
+    expect(out.branch_removed).toMatch(/its work is on main/);
     expect((await d.git('cat-file', '-e', 'draft:outbox/x.md')).code).not.toBe(0);
   });
 
@@ -171,7 +174,9 @@ describe('nas run', () => {
     const { code, out, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
       `cat ${inbox} > ${shared}/elsewhere-out 2> ${shared}/elsewhere-err; ` +
       `ls ${d.path('demo@elsewhere')} >> ${shared}/elsewhere-out 2>> ${shared}/elsewhere-err; ` +
-      `cat $NAS_MOUNT/demo@main/AGENTS.md > /dev/null && cat inbox/README.md > /dev/null && echo read-home >> ${shared}/elsewhere-out`);
+      `cat $NAS_MOUNT/demo@main/AGENTS.md > /dev/null && cat inbox/README.md > /dev/null && echo read-home >> ${shared}/elsewhere-out; ` +
+      // A run that changed nothing leaves no branch (nor its manifest): this one writes.
+      'echo read > outbox/read.md');
     expect(code, stderr).toBe(0);
     expect(await fs.readFile(`${shared}/elsewhere-out`, 'utf8')).toBe('read-home\n');
     expect(await fs.readFile(`${shared}/elsewhere-err`, 'utf8')).toMatch(/Permission denied[\s\S]*Permission denied/);
@@ -312,8 +317,9 @@ describe('nas run', () => {
     expect((await d.gitBlob('main:outbox/attempt.md')).toString()).toBe(`${chosen.run}\n`);
     const trash = await d.nasJson<{ path: string; branch: string }[]>('trash', 'list', 'demo');
     for (const loser of [out.runs[0], out.runs[2]]) expect(trash).toContainEqual(expect.objectContaining({ path: 'outbox/attempt.md', branch: loser.branch }));
+    // The chosen attempt's work is on main: its branch goes too (a run's merged branch leaves at once).
     const left = await branches();
-    expect(left).toContain(chosen.branch);
+    expect(left).not.toContain(chosen.branch);
     expect(left).not.toContain(out.runs[0].branch);
   });
 

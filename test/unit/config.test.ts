@@ -34,6 +34,15 @@ describe('.nas/ metadata', () => {
     expect(parsePolicy('- a\n- b\n').problems[0]).toMatch(/expected a mapping/);
     expect(parsePolicy('').problems).toEqual([]);
   });
+
+  it('takes merged_branch_grace as a duration, zero (at once) included, a day by default', () => {
+    expect(DEFAULT_LIMITS.merged_branch_grace).toBe('1d');
+    expect(parseLimits('merged_branch_grace: 0s\n')).toMatchObject({ value: { merged_branch_grace: '0s' }, problems: [] });
+    expect(parseLimits('merged_branch_grace: 2h\n').value.merged_branch_grace).toBe('2h');
+    const bad = parseLimits('merged_branch_grace: soon\n');
+    expect(bad.value.merged_branch_grace).toBe('1d');
+    expect(bad.problems).toEqual([expect.stringMatching(/"merged_branch_grace" invalid duration "soon".*; using the default/)]);
+  });
 });
 
 describe('names', () => {

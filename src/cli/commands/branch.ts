@@ -10,7 +10,9 @@ export const help = {
     '       nas branch resolve <role>/<branch> <path> --take branch|main\n\n' +
     'When a branch\'s TTL passes, what is pending is committed, its leases end, its view turns read-only\n' +
     '(EROFS) and its waiting PR is marked expired; after the Home\'s branch_grace (7d) its work goes to the\n' +
-    'recycle area and it is removed. extend (owner) makes it expire TTL from now, and makes an expired branch\n' +
+    'recycle area and it is removed. A branch whose PR merged is listed merged and removed after the Home\'s\n' +
+    'merged_branch_grace (1d; a nas run branch at once), unless it took writes since (then it is live again).\n' +
+    'extend (owner) makes it expire TTL from now, and makes an expired branch\n' +
     'writable again. A Home holds at most max_branches (.nas/limits.yaml) at once. discard (owner, or a lease with write on\n' +
     'the branch) moves the branch\'s work since it forked from main to the recycle area, then removes it.\n' +
     'update (owner, or a lease with write on the branch) merges main into the branch as a commit on it: a file both\n' +
@@ -43,8 +45,9 @@ export const commands = [
     route: 'listBranches',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => table([
-      ['BRANCH', 'HEAD', 'FROM', 'EXPIRES', 'PENDING', 'VERSIONED', 'SCRATCH'],
-      ...r.map((b) => [b.name, short(b.head), b.from, b.expired ? `${b.expires} (expired)` : b.expires, String(b.pending), size(b.bytes?.versioned), size(b.bytes?.scratch)]),
+      ['BRANCH', 'HEAD', 'FROM', 'STATE', 'EXPIRES', 'PENDING', 'VERSIONED', 'SCRATCH'],
+      ...r.map((b) => [b.name, short(b.head), b.from, b.merged ? `merged (PR ${b.merged.pr})` : b.expired ? 'expired' : 'live',
+        b.expired ? `${b.expires} (expired)` : b.expires, String(b.pending), size(b.bytes?.versioned), size(b.bytes?.scratch)]),
     ]),
   }),
   command({

@@ -24,7 +24,8 @@ export const help = {
     'nas run itself needs root (sudo nas run ...).\n\n' +
     'When the command ends, what it wrote is committed; with --intent the branch is proposed into main (unless\n' +
     '--no-propose; a run ended by a signal only with --propose-on-failure) and the PR\'s state is printed; the\n' +
-    'lease is revoked; the branch stays until its TTL. The exit status is the command\'s (128+N for signal N).\n' +
+    'lease is revoked; the branch stays until its TTL, unless its PR merged or it changed nothing (then it goes at\n' +
+    'once). The exit status is the command\'s (128+N for signal N).\n' +
     'SIGTERM and SIGHUP to nas run reach every process of the run (SIGINT too, unless the terminal sent it to\n' +
     'the run itself); a second one sends SIGKILL. --attempts N starts N runs of the command from the same main\n' +
     'commit as one task, proposes none of them, and nas run pick merges the one chosen and sends the others\'\n' +
@@ -39,8 +40,9 @@ function summary(r: RunView): string {
     const state = r.pr_state === 'merged' ? 'merged by policy'
       : r.pr_state === 'waiting' ? `waiting at the Human Gate (${(r.pr_reasons ?? []).join('; ') || 'see nas pr show'}); approve with: nas pr approve ${r.home} ${r.pr}`
         : `${r.pr_state}${r.pr_reasons?.length ? ` (${r.pr_reasons.join('; ')})` : ''}; see nas pr show ${r.home} ${r.pr}`;
-    work = `PR ${r.pr} ${state}`;
+    work = `PR ${r.pr} ${state}${r.branch_removed ? ` (${r.branch_removed})` : ''}`;
   } else if (r.state === 'failed-to-start') work = 'nothing was kept';
+  else if (r.branch_removed) work = r.branch_removed;
   return `nas run: run ${r.id}${r.task ? ` (task ${r.task})` : ''} ${how}; ${work}${r.note ? `\n  ${r.note}` : ''}\n`;
 }
 
@@ -48,6 +50,7 @@ const asJson = (r: RunView) => ({
   run: r.id, ...(r.task ? { task: r.task } : {}), home: r.home, branch: r.branch, view: `${r.home}@${r.branch}`, user: r.user,
   state: r.state, exit: r.exit ?? null, signal: r.signal ?? null,
   pr: r.pr !== undefined ? { id: r.pr, state: r.pr_state, reasons: r.pr_reasons ?? [] } : null, note: r.note ?? null,
+  branch_removed: r.branch_removed ?? null,
 });
 
 /**
