@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon } from '../helpers.js';
+import { TestDaemon, run } from '../helpers.js';
 
 /** The recycle area as `nas trash list` and `nas trash purge` show it, whatever the commit window. */
 describe('recycle area: pending deletions and purge', () => {
@@ -38,6 +38,18 @@ describe('recycle area: pending deletions and purge', () => {
     const restored = await d.nas('trash', 'restore', 'demo', 'outbox/back.md');
     expect(restored.code, restored.stderr).toBe(0);
     expect(await fs.readFile(p('outbox/back.md'), 'utf8')).toBe('keep me\n');
+  });
+
+  it('names a folder removed whole once in the PR\'s reasons, with its count, not one path per file', async () => {
+    const files: Record<string, string> = { 'outbox/keep.md': 'keep\n', 'outbox/lone.md': 'lone\n' };
+    for (let i = 0; i < 300; i++) files[`outbox/bulk/${i % 3 ? 'deep/' : ''}f${i}.txt`] = `file ${i}\n`;
+    await d.pushToMain(files, 'a folder of 300 files');
+    expect((await d.nas('branch', 'create', 'demo/tidy')).code).toBe(0);
+    expect((await run('rm', ['-r', d.path('demo@tidy', 'outbox/bulk')])).code).toBe(0);
+    await fs.unlink(d.path('demo@tidy', 'outbox/lone.md'));
+    await d.sync('demo/tidy');
+    const pr = await d.nasJson('propose', 'demo/tidy', '--into', 'main', '--intent', 'tidy the outbox');
+    expect(pr.reasons).toContain('deletes outbox/bulk/ (300 files), outbox/lone.md');
   });
 
   it('purges everything with --older-than 0d', async () => {
