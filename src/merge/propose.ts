@@ -297,8 +297,8 @@ export function prStats(prs: PullRequest[]): PrStats {
 export const prsOf = (home: { store: Store; identity: Identity }): PrStore => new PrStore(home.store, home.identity);
 
 /**
- * Deleted files as a person reads them: a folder the branch removed whole stands for everything deleted below it
- * (`outbox/bulk/ (300 files)`, once, where its first file stood), not one path per file.
+ * Deleted files as a person reads them: a folder the branch removed whole stands for the files deleted below it
+ * (`outbox/bulk/ (300 files)`, once, where its first file stood), not one path per file; a lone file stays itself.
  */
 export function byFolder(paths: string[], removedFolders: string[]): string[] {
   const tops = removedFolders.filter((f) => !removedFolders.some((g) => f.startsWith(`${g}/`)));
@@ -310,5 +310,9 @@ export function byFolder(paths: string[], removedFolders: string[]): string[] {
     else if (!counts.has(top)) out.push(top);
     if (top) counts.set(top, (counts.get(top) ?? 0) + 1);
   }
-  return out.map((x) => (counts.has(x) ? `${x}/ (${counts.get(x)} file${counts.get(x) === 1 ? '' : 's'})` : x));
+  return out.flatMap((x) => {
+    const n = counts.get(x);
+    if (n === undefined) return [x];
+    return n > 1 ? [`${x}/ (${n} files)`] : paths.filter((p) => p.startsWith(`${x}/`));
+  });
 }
