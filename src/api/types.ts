@@ -89,7 +89,11 @@ export interface Discarded {
 // ---- recycle area -----------------------------------------------------------------------------
 
 /** A row of `nas trash list`: a record of the recycle area, or a deletion a branch has not filed there yet (`pending`). */
-export type TrashListed = TrashRecord & { pending?: true };
+/**
+ * A recycle-area record as listed: `pending` (its commit has not landed), and by deletion: a folder's `contents`
+ * (what was deleted with it in one operation: count and bytes), each of those `within` the folder's id.
+ */
+export type TrashListed = TrashRecord & { pending?: true; contents?: { count: number; bytes: number }; within?: string };
 
 export interface TrashRestored {
   restored: TrashRecord;

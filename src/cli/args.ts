@@ -47,6 +47,9 @@ const FLAGS = {
   'propose-on-failure': { takes: 'switch' },
   print: { takes: 'switch' },
   'smb-conf': { takes: 'value', needs: 'a file' },
+  search: { takes: 'value', needs: 'text to find in paths' },
+  since: { takes: 'value', needs: 'a duration such as 2d' },
+  all: { takes: 'switch' },
   take: { takes: 'value', needs: 'a side: branch or main' },
 } as const satisfies Record<string, FlagSpec>;
 

@@ -13,6 +13,8 @@ export interface CommandSpec<K extends RouteName> {
   flags?: readonly Flag[];
   /** The request, from the arguments; a Usage error when they are wrong. */
   request(args: Args): { params: Params<K>; body: Body<K> } | Promise<{ params: Params<K>; body: Body<K> }>;
+  /** The part of the answer the options ask for (filters): what --json prints and `print` gets; all of it without. */
+  shown?(result: Result<K>, args: Args): Result<K>;
   /** The answer as text for a person (--json prints the answer itself). */
   print(result: Result<K>, args: Args): string;
   /** Said on stderr before the text, so stdout stays what a script captures. */
@@ -44,7 +46,8 @@ export function command<K extends RouteName>(spec: CommandSpec<K>): Command {
     flags: spec.flags ?? [],
     async run(args, call) {
       const { params, body } = await spec.request(args);
-      const result = await call(spec.route, params, body);
+      const answer = await call(spec.route, params, body);
+      const result = spec.shown ? spec.shown(answer, args) : answer;
       const failed = spec.failed?.(result, args) ?? false;
       if (args.json) return { stdout: JSON.stringify(result, null, 2) + '\n', stderr: '', failed };
       // What a run wrote (intents, diffs, names) cannot move the cursor or forge lines.

@@ -119,7 +119,8 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     auto: policy.merge.auto,
     policyProblems,
     checks,
-    deleted: changes.filter((c) => c.status === 'deleted').map((c) => c.path),
+    deleted: byFolder(changes.filter((c) => c.status === 'deleted').map((c) => c.path),
+      (await store.folderChanges(headTree, baseTree)).filter((f) => f.status === 'added').map((f) => f.path)),
     metadata: changes.filter((c) => c.path.startsWith('.nas/')).map((c) => c.path),
     reviewedClaims: claims,
     inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
@@ -302,3 +303,24 @@ export function prStats(prs: PullRequest[]): PrStats {
 
 /** A Home's PR records, read and written in its Store. */
 export const prsOf = (home: { store: Store; identity: Identity }): PrStore => new PrStore(home.store, home.identity);
+
+/**
+ * Deleted files as a person reads them: a folder the branch removed whole stands for the files deleted below it
+ * (`outbox/bulk/ (300 files)`, once, where its first file stood), not one path per file; a lone file stays itself.
+ */
+export function byFolder(paths: string[], removedFolders: string[]): string[] {
+  const tops = removedFolders.filter((f) => !removedFolders.some((g) => f.startsWith(`${g}/`)));
+  const counts = new Map<string, number>();
+  const out: string[] = [];
+  for (const path of paths) {
+    const top = tops.find((f) => path.startsWith(`${f}/`));
+    if (!top) out.push(path);
+    else if (!counts.has(top)) out.push(top);
+    if (top) counts.set(top, (counts.get(top) ?? 0) + 1);
+  }
+  return out.flatMap((x) => {
+    const n = counts.get(x);
+    if (n === undefined) return [x];
+    return n > 1 ? [`${x}/ (${n} files)`] : paths.filter((p) => p.startsWith(`${x}/`));
+  });
+}

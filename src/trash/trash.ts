@@ -33,6 +33,8 @@ export interface TrashRecord {
    * last written). What was deleted below it from then until its own deletion went with it (see contentsOf).
    */
   since?: string;
+  /** Set once it was restored (`nas trash restore`): when, and where it went. */
+  restored?: { at: string; branch: string; to: string };
 }
 
 /** A deletion to record: its content is in `oid` already (it was in git) or in `contentFile` (it was only on disk). */
@@ -106,6 +108,23 @@ export function contentsOf(folder: TrashRecord, all: TrashRecord[]): TrashRecord
   return out;
 }
 
+/**
+ * The records by deletion: each folder deletion gets the count and bytes of what went with it (contentsOf), and
+ * each of those records names the folder (`within`); an outer folder takes the folders inside it. Newest first.
+ */
+export function byDeletion<T extends TrashRecord>(records: T[]): (T & { contents?: { count: number; bytes: number }; within?: string })[] {
+  const out = records.map((r) => ({ ...r } as T & { contents?: { count: number; bytes: number }; within?: string }));
+  const byId = new Map(out.map((r) => [r.id, r]));
+  for (const folder of out) {
+    if (folder.kind !== 'dir' || folder.within) continue;
+    const inside = contentsOf(folder, records).map((r) => byId.get(r.id)!).filter((r) => !r.within);
+    for (const r of inside) r.within = folder.id;
+    const files = inside.filter((r) => r.kind !== 'dir');
+    folder.contents = { count: files.length, bytes: files.reduce((n, r) => n + r.size, 0) };
+  }
+  return out;
+}
+
 function recordDir(r: TrashRecord): string {
   return `${r.deletedAt.slice(0, 10)}/${r.id}`;
 }
@@ -158,6 +177,7 @@ export class Trash {
       for (const r of gone) {
         changes.set(`${recordDir(r)}/record.yaml`, null);
         if (r.oid) changes.set(`${recordDir(r)}/content`, null);
+        if (r.restored) changes.set(`${recordDir(r)}/restored.yaml`, null);
       }
       const tree = await this.store.editTree((await this.store.readCommit(head)).tree, changes);
       try {
@@ -169,6 +189,18 @@ export class Trash {
     }
   }
 
+  /** Mark records restored (each keeps its place in the area until it is purged). */
+  async markRestored(records: TrashRecord[], where: { branch: string; to: (r: TrashRecord) => string }): Promise<void> {
+    if (records.length === 0) return;
+    const at = new Date().toISOString();
+    const marks = new Map<string, Entry | null>();
+    for (const r of records) {
+      const blob = await this.store.writeBlob(yaml.dump({ at, branch: where.branch, to: where.to(r) }));
+      marks.set(`${recordDir(r)}/restored.yaml`, { oid: blob, mode: MODE.file });
+    }
+    await this.store.commitToRef(TRASH_REF, async () => marks, `trash: ${records.length} restored into ${where.branch}\n`, this.identity);
+  }
+
   /** Every record, newest first. */
   async list(): Promise<TrashRecord[]> {
     const head = await this.store.readRef(TRASH_REF);
@@ -177,10 +209,13 @@ export class Trash {
     const out: TrashRecord[] = [];
     for (const day of root.values()) {
       for (const item of (await this.store.readTree(day.oid)).values()) {
-        const rec = (await this.store.readTree(item.oid)).get('record.yaml');
+        const files = await this.store.readTree(item.oid);
+        const rec = files.get('record.yaml');
         if (!rec) continue;
-        const parsed = yaml.load((await this.store.readBlob(rec.oid)).toString(), { schema: yaml.CORE_SCHEMA });
-        out.push(parsed as TrashRecord);
+        const parsed = yaml.load((await this.store.readBlob(rec.oid)).toString(), { schema: yaml.CORE_SCHEMA }) as TrashRecord;
+        const restored = files.get('restored.yaml');
+        if (restored) parsed.restored = yaml.load((await this.store.readBlob(restored.oid)).toString(), { schema: yaml.CORE_SCHEMA }) as TrashRecord['restored'];
+        out.push(parsed);
       }
     }
     return out.sort(newestFirst);

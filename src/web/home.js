@@ -32,34 +32,59 @@ async function homePage(role, trashPage = 0) {
     section('History of main', h('ol', { class: 'log' }, log.map((e) => h('li', {},
       h('code', {}, short(e.commit)), ' ', h('span', {}, e.subject), ' ', h('span', { class: 'muted' }, ago(e.time)),
       e.trailers['Nas-Principal'] ? h('span', { class: 'muted' }, ` · ${e.trailers['Nas-Principal']}`) : null)))),
-    h('section', { class: 'recycle' }, h('h2', {}, `Recycle area (${trash.length})`), recycleArea(role, trash, branches.map((b) => b.name).filter((b) => b !== 'main'), trashPage)),
+    h('section', { class: 'recycle' }, h('h2', {}, `Recycle area (${waiting(trash).length})`), recycleArea(role, trash, branches.map((b) => b.name).filter((b) => b !== 'main'), trashPage)),
   );
 }
 
+/** One entry per deletion (a folder stands for what went with it), restored ones left out. */
+const waiting = (trash) => trash.filter((t) => !t.within && !t.restored);
+
 /**
- * The recycle area, TRASH_PER_PAGE rows a page, newest first as listed; one "restore into" choice for the page (not a
- * select on every row): by default each entry goes back into the branch it was deleted from, if that branch is still there.
+ * The recycle area, one entry per deletion, TRASH_PER_PAGE rows a page, newest first as listed, narrowed by branch and
+ * by a search in the paths (a folder's contents included); one "restore into" choice for the page (not a select on every
+ * row): by default each entry goes back into the branch it was deleted from, if that branch is still there.
  */
 function recycleArea(role, trash, usable, startPage) {
-  if (trash.length === 0) return h('p', { class: 'muted' }, 'empty');
-  let page = Math.min(startPage, Math.ceil(trash.length / TRASH_PER_PAGE) - 1);
+  const entries = waiting(trash);
+  if (entries.length === 0) return h('p', { class: 'muted' }, trash.length ? `nothing waits (${trash.length} restored)` : 'empty');
+  const inside = new Map();
+  for (const t of trash) if (t.within) inside.set(t.within, [...(inside.get(t.within) ?? []), t]);
+  let page = startPage;
   const into = h('select', { class: 'restore-into', 'aria-label': 'branch to restore into' },
     h('option', { value: '' }, 'the branch it was deleted from'), usable.map((b) => h('option', { value: b }, b)));
+  const from = h('select', { class: 'filter-branch', 'aria-label': 'deleted from' },
+    h('option', { value: '' }, 'every branch'), [...new Set(entries.map((t) => t.branch))].map((b) => h('option', { value: b }, b)));
+  const search = h('input', { type: 'search', class: 'filter-path', placeholder: 'search paths', 'aria-label': 'search paths' });
   const body = h('tbody');
   const pager = h('div', { class: 'pager' });
   const target = (t) => into.value || (usable.includes(t.branch) ? t.branch : null);
   const draw = () => {
-    body.replaceChildren(...trash.slice(page * TRASH_PER_PAGE, (page + 1) * TRASH_PER_PAGE).map((t) => trashRow(role, t, () => target(t), () => page)));
-    pagerBar(pager, 'entries', page, TRASH_PER_PAGE, trash.length, (p) => { page = p; draw(); });
+    const text = search.value.trim().toLowerCase();
+    const hit = (t) => t.path.toLowerCase().includes(text);
+    const shown = entries.filter((t) => (!from.value || t.branch === from.value) && (!text || hit(t) || (inside.get(t.id) ?? []).some(hit)));
+    page = Math.max(0, Math.min(page, Math.ceil(shown.length / TRASH_PER_PAGE) - 1));
+    body.replaceChildren(...shown.slice(page * TRASH_PER_PAGE, (page + 1) * TRASH_PER_PAGE).map((t) => trashRow(role, t, inside.get(t.id) ?? [], () => target(t), () => page)));
+    pagerBar(pager, 'entries', page, TRASH_PER_PAGE, shown.length, (p) => { page = p; draw(); });
   };
-  into.addEventListener('change', draw);
+  for (const control of [into, from]) control.addEventListener('change', draw);
+  search.addEventListener('input', () => { page = 0; draw(); });
   draw();
   return h('div', {},
-    h('div', { class: 'recycle-bar' }, usable.length ? h('label', {}, 'Restore into ', into) : h('span', { class: 'muted' }, 'create a branch to restore into'), pager),
+    h('div', { class: 'recycle-bar' }, usable.length ? h('label', {}, 'Restore into ', into) : h('span', { class: 'muted' }, 'create a branch to restore into'),
+      h('label', {}, ' Deleted from ', from), ' ', search, pager),
     h('table', { class: 'trash' }, h('thead', {}, h('tr', {}, ['deleted', 'path', 'from', 'size', ''].map((x) => h('th', {}, x)))), body));
 }
 
-function trashRow(role, t, target, page) {
+/** A folder's row: its count, and what went with it on request (the first 200 paths). */
+function folderPath(t, contents) {
+  const files = contents.filter((c) => c.kind !== 'dir');
+  return h('details', { class: 'went-with' },
+    h('summary', {}, h('code', {}, `${t.path}/`), ` ${files.length} file${files.length === 1 ? '' : 's'}`),
+    h('ul', {}, files.slice(0, 200).map((c) => h('li', {}, h('code', {}, c.path.slice(t.path.length + 1)), h('span', { class: 'muted' }, ` ${size(c.size)}`))),
+      files.length > 200 ? h('li', { class: 'muted' }, `and ${files.length - 200} more`) : null));
+}
+
+function trashRow(role, t, contents, target, page) {
   const branch = target();
   const button = h('button', {
     disabled: !branch,
@@ -68,7 +93,8 @@ function trashRow(role, t, target, page) {
       button.disabled = true;
       try {
         const { result } = await api('POST', `/v1/homes/${enc(role)}/trash/restore`, { id: t.id, branch: target() });
-        notice(`Restored ${result.restored.path} into ${result.view}/${result.to}.`, 'ok');
+        const more = result.contents?.length ? ` with the ${result.contents.length} path(s) deleted with it` : '';
+        notice(`Restored ${result.restored.path} into ${result.view}/${result.to}${more}.`, 'ok');
         setTimeout(() => homePage(role, page()), 600);
       } catch (err) {
         notice(err.message);
@@ -77,7 +103,8 @@ function trashRow(role, t, target, page) {
     },
   }, branch ? `Restore into ${branch}` : 'Restore');
   return h('tr', { 'data-trash': t.id, 'data-branch': t.branch }, h('td', { class: 'when' }, ago(t.deletedAt), t.pending ? h('span', { class: 'muted' }, ' (pending)') : ''),
-    h('td', { class: 'path' }, h('code', {}, t.path)), h('td', {}, t.branch), h('td', { class: 'num' }, size(t.size)), h('td', { class: 'act' }, button));
+    h('td', { class: 'path' }, t.contents ? folderPath(t, contents) : h('code', {}, t.path)), h('td', {}, t.branch),
+    h('td', { class: 'num' }, size(t.contents ? t.contents.bytes : t.size)), h('td', { class: 'act' }, button));
 }
 
 /** Merged by policy, approved and rejected PRs per day (bars); the totals and approval rate are nas pr stats'. */

@@ -1,7 +1,7 @@
 import { UserError } from '../util/errors.js';
 import { parseDuration } from '../util/duration.js';
 import { validateBranch, validateRelPath } from '../util/names.js';
-import { contentsOf, newestFirst, type TrashRecord } from '../trash/trash.js';
+import { byDeletion, contentsOf, newestFirst, type TrashRecord } from '../trash/trash.js';
 import { parseMeta } from '../store/file-meta.js';
 import type { HomeSet } from '../homes/home-set.js';
 import type { TrashListed, TrashPurged, TrashRestored } from '../api/types.js';
@@ -28,7 +28,7 @@ export class TrashWorkflow {
   }
 
   /**
-   * The recycle area, newest first, with the deletions branches have logged but not filed yet (their commit
+   * The recycle area, newest first, by deletion (trash.ts byDeletion), with the deletions branches have logged but not filed yet (their commit
    * has not landed), marked `pending`: a list right after `rm` shows the file. Pending ones are read first,
    * so one whose commit lands meanwhile is found filed (and shown once), never lost between the two. A caller
    * who is not the owner is shown only what it could have read through the view it was deleted from
@@ -42,7 +42,8 @@ export class TrashWorkflow {
     const mayRead = await this.mayRead(role, creds, all);
     const shown: TrashListed[] = [];
     for (const r of all) if (!mayRead || (await mayRead(r))) shown.push(r);
-    return shown.sort(newestFirst);
+    // One entry per deletion: a folder with what went with it (the CLI and the page list those as one).
+    return byDeletion(shown.sort(newestFirst));
   }
 
   /** Whether the caller could have read a deleted path (undefined: the owner, who reads everything). */
@@ -97,6 +98,8 @@ export class TrashWorkflow {
       if (meta) await view.dirMeta(moved(r), meta);
     }
     await view.sync();
+    // What came back is marked so (the list shows it restored, not waiting), each where it went.
+    await trash.markRestored(all, { branch: opts.branch ?? record.branch, to: moved });
     return { restored: record, to, view: view.name, head: view.head, contents: all.slice(1).map(moved).sort() };
   }
 
