@@ -22,6 +22,8 @@ describe('the benchmarks, once each at the smallest sizes', () => {
 
   beforeAll(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-bench-quick-'));
+    // The benchmarks' own users (the SMB account, a run's user) reach what they make below it.
+    await fs.chmod(dir, 0o755);
   });
   afterAll(async () => {
     if (dir) await fs.rm(dir, { recursive: true, force: true });
