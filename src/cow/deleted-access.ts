@@ -55,7 +55,8 @@ export class DeletedAccess {
       const key = `${r.branch}\0${r.path}`;
       this.deletedDirs.set(key, [...(this.deletedDirs.get(key) ?? []), r]);
     }
-    for (const list of this.deletedDirs.values()) list.sort((a, b) => (a.deletedAt < b.deletedAt ? 1 : -1));
+    // Oldest first: the deletion of a folder that took a path with it is the first at or after the path's own.
+    for (const list of this.deletedDirs.values()) list.sort((a, b) => (a.deletedAt < b.deletedAt ? -1 : a.deletedAt > b.deletedAt ? 1 : 0));
   }
 
   async mayRead(r: TrashRecord): Promise<boolean> {

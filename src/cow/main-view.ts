@@ -18,7 +18,7 @@ export class MainView implements View {
   constructor(
     readonly name: string,
     layer: GitLayer,
-    private readonly owner: Owner,
+    readonly owner: Owner,
     private readonly scratchRoots: string[],
   ) {
     this.layer = layer;

@@ -48,15 +48,21 @@ export class OwnerShare {
   }
 
   /**
-   * The mode to keep when the kernel asks for `asked`: what it asked, but on a shared node of the inbox, whose
-   * group bits it computed from the mask shown, only what it adds to or takes from the mask changes the group's bits.
+   * The mode to keep when the kernel asks for `asked`: what it asked, except in the inbox, where the group's and
+   * others' bits are not shown (policy.ts visibleMode): a chmod computed from what is shown (`chmod u+x`) keeps the
+   * node's own, unless it sets some, so it does not end the node's sharing by the way. On a shared node, whose
+   * group bits the kernel computed from the mask shown, only what it adds to or takes from the mask changes them.
    */
   chmodded(own: Owned, inbox: InboxPlace, asked: number): number {
-    if (!inbox || !this.covers(own, inbox)) return asked;
-    const mask = maskOf(own.mode & ~0o077);
-    const wanted = (asked >> 3) & 7;
-    const group = (((own.mode >> 3) & 7) | (wanted & ~mask)) & ~(mask & ~wanted);
-    return (asked & ~0o070) | (group << 3);
+    if (!inbox) return asked;
+    const kept = (shift: number) => ((asked >> shift) & 7) || ((own.mode >> shift) & 7);
+    let group = kept(3);
+    if (this.covers(own, inbox)) {
+      const mask = maskOf(own.mode & ~0o077);
+      const wanted = (asked >> 3) & 7;
+      group = (((own.mode >> 3) & 7) | (wanted & ~mask)) & ~(mask & ~wanted);
+    }
+    return (asked & ~0o077) | (group << 3) | kept(0);
   }
 
   /** The POSIX access ACL of a node (the kernel's xattr form), or null: none, its mode says it all. */

@@ -1,5 +1,5 @@
 import type { Attr } from './attr.js';
-import type { Caller } from '../util/owner.js';
+import type { Caller, Owner } from '../util/owner.js';
 
 /** A time utimens sets: now, left as it is (omit), seconds and nanoseconds, or milliseconds. */
 export type TimeArg = 'now' | 'omit' | { sec: number; nsec: number } | number;
@@ -81,6 +81,8 @@ export interface FsStats {
 export interface View {
   readonly kind: 'main' | 'branch';
   readonly name: string;
+  /** The Home's owner account (what has no metadata record is its). */
+  readonly owner: Owner;
   getattr(rel: string): Promise<Attr>;
   readdir(rel: string): Promise<string[]>;
   readlink(rel: string): Promise<string>;

@@ -183,7 +183,8 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   /** Open a handle counted against the caller's and the view's open-file caps (given back if the open fails). */
   async function counted(view: View, caller: Caller | null, flags: number, open: () => Promise<Handle>): Promise<number> {
     const uid = caller?.uid ?? 0;
-    const close = openFiles?.take(uid, view.name, uid === 0 || (isWritable(view) && view.mayWrite(uid)));
+    // Root, the Home's owner and the write leases' principals hold the whole cap; other readers a part of it.
+    const close = openFiles?.take(uid, view.name, uid === 0 || uid === view.owner.uid || (isWritable(view) && view.mayWrite(uid)));
     try {
       return register(view, await open(), flags, close);
     } catch (err) {

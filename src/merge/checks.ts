@@ -146,6 +146,17 @@ async function runCustom(p: Proposal, check: CustomCheck): Promise<{ ok: boolean
   }
 }
 
+/**
+ * Custom checks run one at a time, whatever Home proposes: they all run as one account (check-sandbox.ts), which
+ * could reach a running check's files (its /proc entries) or signal it, and a check often runs the PR's own code.
+ */
+let running: Promise<unknown> = Promise.resolve();
+function oneAtATime<T>(check: () => Promise<T>): Promise<T> {
+  const turn = running.then(check, check);
+  running = turn.catch(() => undefined);
+  return turn;
+}
+
 /** Run the named checks; unknown names are refused before anything runs. */
 export async function runChecks(p: Proposal, names: string[], custom: CustomCheck[], definitionProblems: string[]): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
@@ -154,7 +165,7 @@ export async function runChecks(p: Proposal, names: string[], custom: CustomChec
     const started = Date.now();
     const def = custom.find((c) => c.name === name);
     if (def) {
-      const { ok, output } = await runCustom(p, def);
+      const { ok, output } = await oneAtATime(() => runCustom(p, def));
       results.push({ name, ok, output, ms: Date.now() - started });
       continue;
     }

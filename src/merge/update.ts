@@ -184,20 +184,21 @@ export async function markedFiles(store: Store, changes: Change[], branch: strin
 /**
  * A side picked for a file an update left unresolved: main's version (as the update's main commit had it, with
  * its record) or the branch's as it is now. Returns the commit that puts main's side in place (null when the
- * branch's stays, or already holds main's), and the version that lost, for the recycle area (null: none).
+ * branch's stays, or already holds main's), and the version that lost, for the recycle area (null: none), with the
+ * tree it is in (its record, mode and owner, goes with it: the recycle area shows it only to whom it showed before).
  */
 export async function takeSide(
   store: Store, o: { head: string; main: string; path: string; take: 'main' | 'branch'; branch: string; author: Identity },
-): Promise<{ commit: string | null; lost: Entry | null }> {
+): Promise<{ commit: string | null; lost: Entry | null; lostIn: string }> {
   const [headTree, mainTree] = await Promise.all([o.head, o.main].map(async (c) => (await store.readCommit(c)).tree));
   const [ours, theirs] = await Promise.all([headTree, mainTree].map((t) => store.lookupPath(t, o.path)));
   const file = (e: Entry | null) => (e && e.mode !== MODE.tree ? e : null);
   const same = ours?.oid === theirs?.oid;
-  if (o.take === 'branch') return { commit: null, lost: same ? null : file(theirs) };
+  if (o.take === 'branch') return { commit: null, lost: same ? null : file(theirs), lostIn: mainTree };
   if (ours?.mode === MODE.tree || theirs?.mode === MODE.tree) throw new UserError(`${o.path} is a folder on one side: pick main's files one by one`, 409);
   const [record, ourRecord] = await Promise.all([mainTree, headTree].map((t) => store.lookupPath(t, metaPath(o.path))));
-  if (ours?.oid === theirs?.oid && ours?.mode === theirs?.mode && record?.oid === ourRecord?.oid) return { commit: null, lost: null };
+  if (ours?.oid === theirs?.oid && ours?.mode === theirs?.mode && record?.oid === ourRecord?.oid) return { commit: null, lost: null, lostIn: headTree };
   const tree = await store.editTree(headTree, new Map([[o.path, theirs], [metaPath(o.path), theirs ? record : null]]));
   const message = `Resolve ${quoted(o.path)}: main's version taken\n\nNas-Branch: ${o.branch}\nNas-Main: ${o.main}\n`;
-  return { commit: await store.writeCommit({ tree, parents: [o.head], message, author: o.author }), lost: same ? null : file(ours) };
+  return { commit: await store.writeCommit({ tree, parents: [o.head], message, author: o.author }), lost: same ? null : file(ours), lostIn: headTree };
 }

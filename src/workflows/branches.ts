@@ -140,13 +140,14 @@ export class Branches {
         throw new UserError(`main's version of ${path} is not yours to read through main's view, so you cannot take it; the Home's owner can`, 403);
       }
     }
-    let lost: Awaited<ReturnType<typeof takeSide>>['lost'] = null;
+    let taken: Awaited<ReturnType<typeof takeSide>> | undefined;
     const head = await view.advance(async (at) => {
-      const side = await takeSide(m.home.store, { head: at, main: conflict.main, path, take, branch, author: m.home.identity });
-      lost = side.lost;
-      return side.commit;
+      taken = await takeSide(m.home.store, { head: at, main: conflict.main, path, take, branch, author: m.home.identity });
+      return taken.commit;
     });
-    if (lost) await m.home.trash.add(await itemsFromGit(m.home.store, [{ path, entry: lost }], branch, view.run));
+    const lost = taken?.lost ?? null;
+    // With its record (mode, owner): the recycle area shows it, and restores it, only to whom it showed before.
+    if (lost) await m.home.trash.add(await itemsFromGit(m.home.store, [{ path, entry: lost }], branch, view.run, taken!.lostIn));
     const left = await this.setUnresolved(m, branch, (was) => was.filter((u) => u.path !== path));
     this.homes.opts.log.info({ view: view.name, path, took: take, recycled: !!lost }, 'conflict resolved');
     return { view: view.name, path, took: take, head: head ?? view.head, recycled: !!lost, unresolved: left.map((u) => u.path) };
@@ -171,17 +172,24 @@ export class Branches {
   async discardBranch(role: string, branch: string, why = `its branch ${branch} was discarded`): Promise<Omit<Discarded, 'revokedLeases'>> {
     const m = this.homes.mounted(role);
     const view = this.homes.branch(role, branch);
-    if (this.finishing.has(`${role}/${branch}`)) throw new UserError(`${view.name} is being removed already (its work merged, or it never held any)`, 409);
-    await this.close(m, branch, view, `${view.name} was discarded: its work is in the recycle area (nas trash list ${role})`);
-    const store = m.home.store;
-    const head = view.head;
-    const fork = await store.mergeBase(head, await m.home.mainHead());
-    const tree = async (c: string | null) => (c ? (await store.readCommit(c)).tree : null);
-    const headTree = (await tree(head))!;
-    const work = (await store.fileChanges(await tree(fork), headTree)).filter((c) => c.after);
-    await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run, headTree));
-    await this.remove(m, branch, why);
-    return { discarded: view.name, head, recycled: work.map((c) => c.path) };
+    const key = `${role}/${branch}`;
+    if (this.finishing.has(key)) throw new UserError(`${view.name} is being removed already (its work merged, or it never held any)`, 409);
+    // Taken before the first await: a finished-branch pass (or a second discard) cannot close it meanwhile.
+    this.finishing.add(key);
+    try {
+      await this.close(m, branch, view, `${view.name} was discarded: its work is in the recycle area (nas trash list ${role})`);
+      const store = m.home.store;
+      const head = view.head;
+      const fork = await store.mergeBase(head, await m.home.mainHead());
+      const tree = async (c: string | null) => (c ? (await store.readCommit(c)).tree : null);
+      const headTree = (await tree(head))!;
+      const work = (await store.fileChanges(await tree(fork), headTree)).filter((c) => c.after);
+      await m.home.trash.add(await itemsFromGit(store, work.map((c) => ({ path: c.path, entry: c.after! })), branch, view.run, headTree));
+      await this.remove(m, branch, why);
+      return { discarded: view.name, head, recycled: work.map((c) => c.path) };
+    } finally {
+      this.finishing.delete(key);
+    }
   }
 
   /**
@@ -225,6 +233,8 @@ export class Branches {
         const view = m.branches.get(branch);
         const mark = record.merged;
         if (!view || !mark) continue;
+        // A run still in flight may have proposed itself: its branch goes at the run's end (removeRunBranch).
+        if (this.homes.runs.all().some((r) => r.role === m.home.role && r.branch === branch)) continue;
         const grace = mergedGraceMs(record, m.config.limits);
         if (stillMerged(view, mark) && (grace === null || now < Date.parse(mark.at) + grace)) continue;
         if (await this.removeMerged(m, branch, view)) await hooks.removed(m.home.role, branch);

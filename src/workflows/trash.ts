@@ -61,10 +61,11 @@ export class TrashWorkflow {
 
   /**
    * Restore a deleted path into a branch: the newest record for the path (from the given branch when named),
-   * or the record with the given id. Who may is decided first, from the request and the record, before anything
-   * is committed: a write lease on the branch it goes into, or the owner; and a caller who is not the owner must
-   * have been able to read it where it was deleted (what `nas trash list` does not show it, it cannot restore).
-   * A deletion still pending is filed then (its branch commits), and the recycle area is read once.
+   * or the record with the given id. The write lease on the branch it goes into (or the owner) is checked first,
+   * from the request and the record, before anything is committed; a deletion still pending is filed then (its
+   * branch commits), and the recycle area is read once. A caller who is not the owner must also have been able to
+   * read it, and all that goes with it, where it was deleted (what `nas trash list` does not show it, it cannot
+   * restore): checked once the records are known, before anything is restored.
    *
    * A folder comes back whole: with everything deleted with it in one operation (trash.ts contentsOf). Each path
    * gets back its recorded mode, owner and times; a folder's are set last, once its contents are in. Refuses to

@@ -51,6 +51,18 @@ describe("the owner's private files, in a principal's branch", () => {
     expect((await d.gitBlob('mine:outbox/secret.md')).toString()).toBe('mine\n');
     // Nothing of main's content anywhere in what the branch now holds.
     expect((await d.git('grep', '-c', 'top secret', 'mine')).stdout).toBe('');
+    // Picking the branch's side files main's in the recycle area, as private as it was: not shown to the agent,
+    // not restorable by it (the owner sees it).
+    const kept = await asLease(token, 'branch', 'resolve', 'demo/mine', 'outbox/secret.md', '--take', 'branch');
+    expect(kept.code, kept.stderr).toBe(0);
+    const owners = await d.nasJson<{ id: string; path: string; branch: string }[]>('trash', 'list', 'demo');
+    const filed = owners.find((t) => t.branch === 'mine' && t.path === 'outbox/secret.md');
+    expect(filed).toBeDefined();
+    const theirs = JSON.parse((await asLease(token, '--json', 'trash', 'list', 'demo')).stdout) as { path: string; branch: string }[];
+    expect(theirs.some((t) => t.branch === 'mine' && t.path === 'outbox/secret.md')).toBe(false);
+    const restore = await asLease(token, 'trash', 'restore', 'demo', '--id', filed!.id, '--branch', 'mine', '--to', 'outbox/got-it.md');
+    expect(restore.code).not.toBe(0);
+    expect((await asAgent(`cat ${p('mine', 'outbox/got-it.md')}`)).stdout).toBe('');
   });
 
   it('gives a file that holds both sides the stricter of the two records (the owner updated it)', async () => {

@@ -74,6 +74,11 @@ describe('OwnerShare', () => {
     expect(share.chmodded(dir(0o700, 1001), 'folder', 0o770)).toBe(0o770);
     // A file inside that only its owner reads: the asked mode as it is.
     expect(share.chmodded(file(0o600), 'inside', constants.S_IFREG | 0o644)).toBe(constants.S_IFREG | 0o644);
+    // chmod u+x of a shared file inside (shown 0660): its own others' bits stay, and with them its sharing.
+    const shared = file(0o644);
+    const asked = share.chmodded(shared, 'inside', constants.S_IFREG | 0o760);
+    expect(asked).toBe(constants.S_IFREG | 0o744);
+    expect(share.covers({ ...shared, mode: asked }, 'inside')).toBe(true);
   });
 
   it('tells when another share gives different rights', () => {

@@ -53,9 +53,8 @@ async function groupsOf(account: Account): Promise<Set<number>> {
   return groups;
 }
 
-/** Whether the account may execute a file with this mode and owner (root: any execute bit). */
+/** Whether the account (never root: runAccount) may execute a file with this mode and owner. */
 function executableBy(st: { mode: number; uid: number; gid: number }, account: Account, groups: Set<number>): boolean {
-  if (account.uid === 0) return (st.mode & 0o111) !== 0;
   if (st.uid === account.uid) return (st.mode & 0o100) !== 0;
   if (groups.has(st.gid)) return (st.mode & 0o010) !== 0;
   return (st.mode & 0o001) !== 0;
@@ -63,7 +62,6 @@ function executableBy(st: { mode: number; uid: number; gid: number }, account: A
 
 /** Whether the account can reach and execute the file, directories on the way included (asked as that account). */
 function reachableBy(file: string, account: Account): boolean {
-  if (account.uid === 0) return true;
   const r = spawnSync('setpriv', [`--reuid=${account.uid}`, `--regid=${account.gid}`, '--init-groups', '--', 'test', '-x', file], { stdio: 'ignore' });
   return r.status === 0;
 }

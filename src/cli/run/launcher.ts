@@ -43,7 +43,8 @@ PWD=$5; export PWD
 uid=$6 gid=$7 confine=$9
 shift 9
 set +e
-setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$confine" "$@"
+# The filter first, as root (the run's user may not reach this checkout); setpriv needs nothing it refuses.
+"$confine" setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"
 exit $?
 `;
 

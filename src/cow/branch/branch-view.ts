@@ -184,6 +184,10 @@ export class BranchView implements WritableView {
     return this.leases.mayWrite(uid);
   }
 
+  get owner(): Owner {
+    return this.ctx.owner;
+  }
+
   /** Who owns what has no record, and who shares its rights here. */
   get share(): OwnerShare {
     return this.leases.share;
