@@ -89,7 +89,7 @@ describe('merging main into a branch', () => {
     const tookMain = await takeSide(store, { head: out.commit, main, path: 'a.md', take: 'main', branch: 'b', author });
     expect(tookMain.lost).toBeNull();
     expect(await read(tookMain.commit!, '.nas-meta/a.md')).toBe(record(0o600, 0, 2));
-    expect(await takeSide(store, { head: out.commit, main, path: 'a.md', take: 'branch', branch: 'b', author })).toEqual({ commit: null, lost: null });
+    expect(await takeSide(store, { head: out.commit, main, path: 'a.md', take: 'branch', branch: 'b', author })).toMatchObject({ commit: null, lost: null });
   });
 
   it('refuses a conflict in a read-only path (.nas/), and in an append-only file one side rewrote', async () => {

@@ -59,10 +59,9 @@ export interface BranchContext {
  * the upper directory only.
  *
  * This class answers the syscalls, each in a few steps over its parts: the overlay (what a path is), copy-up,
- * deletions (logged before they happen), the committer (dirty paths into commits), names (mkdir, link,
- * unlink, rename) and the data path (open files: read, write, truncate). What the view knows of itself (open
- * writers, dirty paths, whiteouts, expiry, bytes used) is one state object (state.ts) that it owns and its
- * parts ask through narrow methods.
+ * deletions (logged before they happen), the committer (dirty paths into commits), names (mkdir, link, unlink,
+ * rename) and the data path (open files). What the view knows of itself (open writers, dirty paths, whiteouts,
+ * expiry, bytes used) is one state object (state.ts) that it owns and its parts ask through narrow methods.
  */
 export class BranchView implements WritableView {
   readonly kind = 'branch' as const;
@@ -151,9 +150,8 @@ export class BranchView implements WritableView {
 
   /**
    * The view's root belongs to the Home's owner, as in main (the writers share it). The scratch roots belong to
-   * the newest write lease's principal: they are served by the kernel straight from disk (no ACL, and mayWrite is
-   * never asked there), so only their owner may enter them (0700): once a lease ends, what its principal made in
-   * workspace/ is out of its reach.
+   * the newest write lease's principal: served by the kernel straight from disk (no ACL, no mayWrite), only their
+   * owner may enter them (0700): once a lease ends, what its principal made in workspace/ is out of its reach.
    */
   private async giveRootsToOwner(): Promise<void> {
     await fs.lchown(this.overlay.up(''), this.ctx.owner.uid, this.ctx.owner.gid);
