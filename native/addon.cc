@@ -1,47 +1,20 @@
-// What JS calls: mount, reply, invalidate, restrict, share, unmount, stats, fd, lutimens, pidNamespaces, becomeSubreaper, reapChild (src/fuse-ops/native.ts).
+// What JS calls of a mount: mount, reply, groups, invalidate, restrict, share, stats, unmount, suspend, fd
+// (src/fuse-ops/native.ts); the system calls that are not FUSE are system.cc's.
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
 
 #include "handover.h"
 #include "invalidate.h"
 #include "ops.h"
-#include "pidns.h"
+#include "napi-args.h"
 #include "replies.h"
+#include "system.h"
 #include "table.h"
 
 namespace nas {
-
-static napi_value fail(napi_env env, const std::string& message, const char* code = nullptr) {
-  napi_throw_error(env, code, message.c_str());
-  return nullptr;
-}
-
-static std::string text(napi_env env, napi_value v) {
-  size_t len = 0;
-  if (napi_get_value_string_utf8(env, v, nullptr, 0, &len) != napi_ok) return std::string();
-  std::string out(len, '\0');
-  napi_get_value_string_utf8(env, v, out.data(), len + 1, &len);
-  return out;
-}
-
-static double number(napi_env env, napi_value v, double fallback = 0) {
-  double out;
-  return napi_get_value_double(env, v, &out) == napi_ok ? out : fallback;
-}
-
-static napi_value property(napi_env env, napi_value object, const char* name) {
-  napi_value out = nullptr;
-  napi_get_named_property(env, object, name, &out);
-  return out;
-}
 
 static Mount* mount_arg(napi_env env, napi_value v) {
   void* data = nullptr;
@@ -397,189 +370,12 @@ static napi_value js_suspend(napi_env env, napi_callback_info info) {
   return on_thread_pool(env, "nasfuse-suspend", new Suspending{m, nullptr, nullptr, false}, suspend_execute, suspend_complete);
 }
 
-// notify(socket, state, fd) -> 0 or -errno: sd_notify, with a descriptor for systemd's store when fd >= 0.
-static napi_value js_notify(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3], out;
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  int rc = notify(text(env, argv[0]), text(env, argv[1]), argc > 2 ? static_cast<int>(number(env, argv[2], -1)) : -1);
-  napi_create_int32(env, rc, &out);
-  return out;
-}
-
 static napi_value js_fd(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], out;
   napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
   Mount* m = mount_arg(env, argv[0]);
   napi_create_int32(env, m ? m->fd : -1, &out);
-  return out;
-}
-
-// A time for lutimens: a bigint of nanoseconds since the epoch, 'now' or 'omit'.
-static bool timespec_of(napi_env env, napi_value v, struct timespec* ts) {
-  napi_valuetype type;
-  napi_typeof(env, v, &type);
-  if (type == napi_string) {
-    std::string s = text(env, v);
-    if (s == "now") ts->tv_nsec = UTIME_NOW;
-    else if (s == "omit") ts->tv_nsec = UTIME_OMIT;
-    else return false;
-    ts->tv_sec = 0;
-    return true;
-  }
-  if (type != napi_bigint) return false;
-  int64_t ns;
-  bool lossless;
-  napi_get_value_bigint_int64(env, v, &ns, &lossless);
-  ts->tv_sec = ns / 1000000000;
-  ts->tv_nsec = ns % 1000000000;
-  if (ts->tv_nsec < 0) {
-    ts->tv_nsec += 1000000000;
-    ts->tv_sec -= 1;
-  }
-  return true;
-}
-
-// A JS error for errno `err` about `what`, with .code and .errno as Node's fs errors have them.
-static void throw_errno(napi_env env, int err, const std::string& what) {
-  napi_value error, message, code, errnum;
-  std::string msg = std::string(strerror(err)) + ", " + what;
-  napi_create_string_utf8(env, msg.c_str(), NAPI_AUTO_LENGTH, &message);
-  napi_create_error(env, nullptr, message, &error);
-  const char* name = strerrorname_np(err);
-  napi_create_string_utf8(env, name ? name : "EIO", NAPI_AUTO_LENGTH, &code);
-  napi_set_named_property(env, error, "code", code);
-  napi_create_int32(env, -err, &errnum);
-  napi_set_named_property(env, error, "errno", errnum);
-  napi_throw(env, error);
-}
-
-// openBeneath(root, rel): directory rel below directory root, opened in one openat2(2) that follows no symbolic
-// link and cannot leave root (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS): what util/beneath.ts did one component at a
-// time, in two system calls. Synchronous: only for nasd's own directories (the state directory), never a path
-// inside a mount it serves. Returns the descriptor (close-on-exec).
-static napi_value js_open_beneath(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  std::string root = text(env, argv[0]), rel = text(env, argv[1]);
-  int dir = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return throw_errno(env, errno, "open '" + root + "'"), nullptr;
-  int fd = dir;
-  if (!rel.empty()) {
-    struct open_how how {};
-    how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;  // no O_NOFOLLOW: a link at the end is ELOOP too, not ENOTDIR
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-    do fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how)); while (fd < 0 && errno == EAGAIN);
-    int err = errno;
-    close(dir);
-    if (fd < 0) return throw_errno(env, err, "openat2 '" + rel + "' below '" + root + "'"), nullptr;
-  }
-  napi_value out;
-  napi_create_int32(env, fd, &out);
-  return out;
-}
-
-// pidNamespaces(pid): the process's PID namespace and those above it, innermost first (pidns.h); [] when gone.
-static napi_value js_pid_namespaces(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  std::vector<std::string> spaces = pid_namespaces(static_cast<pid_t>(number(env, argv[0], -1)));
-  napi_value out;
-  napi_create_array_with_length(env, spaces.size(), &out);
-  for (size_t i = 0; i < spaces.size(); i++) {
-    napi_value s;
-    napi_create_string_utf8(env, spaces[i].c_str(), spaces[i].size(), &s);
-    napi_set_element(env, out, static_cast<uint32_t>(i), s);
-  }
-  return out;
-}
-
-// lutimens(path, atime, mtime): exact times on a file of nasd's own (never a path inside a mount it serves),
-// not following a symlink. Node's utimes keeps microseconds; tar, rsync and touch set nanoseconds.
-static napi_value js_lutimens(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  std::string path = text(env, argv[0]);
-  struct timespec ts[2];
-  if (argc < 3 || !timespec_of(env, argv[1], &ts[0]) || !timespec_of(env, argv[2], &ts[1]))
-    return fail(env, "lutimens(path, atime, mtime): each time a bigint of nanoseconds, 'now' or 'omit'");
-  if (utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) throw_errno(env, errno, "lutimens '" + path + "'");
-  return nullptr;
-}
-
-// exec(file, argv, env, fd): this process becomes `file` (the next nasd, in place: same pid, same namespaces and
-// cgroup, nothing for systemd to set up), with the kernel connection `fd` as descriptor 3 (LISTEN_FDS). Every
-// other descriptor is close-on-exec. Returns only if execve failed: -errno.
-static napi_value js_exec(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  auto list = [&](napi_value array) {
-    std::vector<std::string> out;
-    uint32_t count = 0;
-    napi_get_array_length(env, array, &count);
-    for (uint32_t i = 0; i < count; i++) {
-      napi_value item;
-      napi_get_element(env, array, i, &item);
-      out.push_back(text(env, item));
-    }
-    return out;
-  };
-  std::string file = text(env, argv[0]);
-  std::vector<std::string> args = list(argv[1]), vars = list(argv[2]);
-  int fd = static_cast<int>(number(env, argv[3], -1));
-  std::vector<char*> a, e;
-  for (auto& s : args) a.push_back(s.data());
-  for (auto& s : vars) e.push_back(s.data());
-  a.push_back(nullptr);
-  e.push_back(nullptr);
-  int rc = 0;
-  // Standard input, output and error go on too (Node may have marked them close-on-exec).
-  for (int std = 0; std < 3; std++) fcntl(std, F_SETFD, 0);
-  // dup2 leaves descriptor 3 open across exec; one that is 3 already only loses its close-on-exec flag.
-  if (fd == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(fd, 3) < 0) rc = -errno;
-  if (rc == 0) {
-    // A SIGHUP from here on stays pending across execve (a blocked signal does), until the preloaded guard of the
-    // next nasd handles it (native/hup-guard.cc): no moment in which SIGHUP's default action could end the process.
-    sigset_t hup, before;
-    sigemptyset(&hup);
-    sigaddset(&hup, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &hup, &before);
-    execve(file.c_str(), a.data(), e.data());
-    rc = -errno;
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
-  }
-  napi_value out;
-  napi_create_int32(env, rc, &out);
-  return out;
-}
-
-// becomeSubreaper(): this process adopts its orphaned descendants, as init would (PR_SET_CHILD_SUBREAPER): a
-// process that called setsid() or forked twice stays its child. The check runner (merge/check-runner.ts) is one.
-static napi_value js_become_subreaper(napi_env env, napi_callback_info) {
-  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) throw_errno(env, errno, "prctl(PR_SET_CHILD_SUBREAPER)");
-  return nullptr;
-}
-
-// reapChild(block): wait for any child to end (waitpid(-1)): its pid, 0 when none has ended (block false), -1
-// when there is no child left. Only for a process that no longer waits for a child through Node (libuv would
-// miss the status this takes).
-static napi_value js_reap_child(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  bool block = false;
-  if (argc > 0) napi_get_value_bool(env, argv[0], &block);
-  int status = 0;
-  pid_t pid;
-  do pid = waitpid(-1, &status, block ? 0 : WNOHANG); while (pid < 0 && errno == EINTR);
-  if (pid < 0 && errno != ECHILD) return throw_errno(env, errno, "waitpid"), nullptr;
-  napi_value out;
-  napi_create_int32(env, pid < 0 ? -1 : pid, &out);
   return out;
 }
 
@@ -595,15 +391,9 @@ static napi_value init(napi_env env, napi_value exports) {
       {"unmount", nullptr, js_unmount, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"fd", nullptr, js_fd, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"suspend", nullptr, js_suspend, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"notify", nullptr, js_notify, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"lutimens", nullptr, js_lutimens, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"exec", nullptr, js_exec, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"openBeneath", nullptr, js_open_beneath, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"pidNamespaces", nullptr, js_pid_namespaces, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"becomeSubreaper", nullptr, js_become_subreaper, nullptr, nullptr, nullptr, napi_default, nullptr},
-      {"reapChild", nullptr, js_reap_child, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  define_system(env, exports);
   return exports;
 }
 

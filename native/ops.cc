@@ -9,14 +9,15 @@
 
 #include <memory>
 
+#include "handlers.h"
 #include "pidns.h"
 #include "table.h"
 
 namespace nas {
 
-static Mount* mount_of(fuse_req_t req) { return static_cast<Mount*>(fuse_req_userdata(req)); }
+Mount* mount_of(fuse_req_t req) { return static_cast<Mount*>(fuse_req_userdata(req)); }
 
-static Call* call(fuse_req_t req, Op op, uint64_t ino) {
+Call* call(fuse_req_t req, Op op, uint64_t ino) {
   Mount* m = mount_of(req);
   Call* c = new Call();
   c->m = m;
@@ -29,7 +30,7 @@ static Call* call(fuse_req_t req, Op op, uint64_t ino) {
   return c;
 }
 
-static void send(Call* c) {
+void send(Call* c) {
   c->m->misses++;
   if (napi_call_threadsafe_function(c->m->requests, c, napi_tsfn_nonblocking) != napi_ok) {
     fuse_reply_err(c->req, EIO);
@@ -39,10 +40,10 @@ static void send(Call* c) {
 }
 
 // A request that changes something: fills from JS that overlap it are not cached.
-static void changing(Call* c) { c->m->mutations++; }
+void changing(Call* c) { c->m->mutations++; }
 
 // A change begins: the versions of what it changes move (the mutex held); returns the version it leaves.
-static uint64_t begin(Node* n) { return n ? ++n->version : 0; }
+uint64_t begin(Node* n) { return n ? ++n->version : 0; }
 
 // The top-level name a node is under (the root's child `name`, for the root itself); empty if unreachable.
 static std::string top_of(Mount* m, Node* n, const std::string& name) {
@@ -57,7 +58,7 @@ static std::string top_of(Mount* m, Node* n, const std::string& name) {
 // Whether the cache may answer this caller about node `n` (or its child `name`): runs reach only their views, and
 // JS says why not. A process is a run's when its PID namespace is the run's or below it (pidns.h). Nothing is
 // looked up while no run is confined (the hot path). Called with the mutex held.
-static bool may_serve(Mount* m, fuse_req_t req, Node* n, const std::string& name = std::string()) {
+bool may_serve(Mount* m, fuse_req_t req, Node* n, const std::string& name) {
   if (m->restricted.empty()) return true;
   std::string top = top_of(m, n, name);
   if (top.empty()) return true;
@@ -82,7 +83,7 @@ static bool named(Mount* m, uint64_t parent, const char* name, std::string& out)
 }
 
 // A request about a name in a directory: its path resolved now; false (and ESTALE) when the directory is unknown.
-static bool in_dir(Call* c, uint64_t parent, const char* name) {
+bool in_dir(Call* c, uint64_t parent, const char* name) {
   Mount* m = c->m;
   c->parent = parent;
   c->name = name;
@@ -201,7 +202,7 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 }
 
 // A request about one node, sent to JS with its path; false (and an error reply) when the node is unknown.
-static bool with_path(fuse_req_t req, Call* c) {
+bool with_path(fuse_req_t req, Call* c) {
   Mount* m = c->m;
   std::lock_guard<std::mutex> lock(m->mu);
   Node* n = get(m, c->ino);
@@ -327,241 +328,6 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
   }
   changing(c);
   send(c);
-}
-
-static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  Call* c = call(req, OPEN, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  c->a = fi->flags;
-  if (!with_path(req, c)) return;
-  if ((fi->flags & O_ACCMODE) != O_RDONLY) {
-    std::lock_guard<std::mutex> lock(c->m->mu);
-    begin(get(c->m, ino));
-    changing(c);
-  }
-  send(c);
-}
-
-static void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, struct fuse_file_info* fi) {
-  Call* c = call(req, CREATE, 0);
-  c->a = mode;
-  c->b = fi->flags;
-  c->has_fi = true;
-  c->fi = *fi;
-  if (!in_dir(c, parent, name)) return;
-  changing(c);
-  send(c);
-}
-
-// A read of a file on disk JS gave the descriptor of: read here. The kernel sends no release while a read of the
-// handle is under way, so the descriptor stays open until it returns.
-static bool read_here(Mount* m, fuse_req_t req, size_t size, off_t off, uint64_t fh) {
-  int fd;
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    auto it = m->files.find(fh);
-    if (it == m->files.end()) return false;
-    fd = it->second;
-  }
-  m->hits++;
-  std::unique_ptr<char[]> buf(new char[size ? size : 1]);
-  ssize_t n;
-  do n = pread(fd, buf.get(), size, off); while (n < 0 && errno == EINTR);
-  if (n < 0) return (void)fuse_reply_err(req, errno), true;
-  fuse_reply_buf(req, buf.get(), static_cast<size_t>(n));
-  return true;
-}
-
-static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
-  if (read_here(mount_of(req), req, size, off, fi->fh)) return;
-  Call* c = call(req, READ, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  c->size = size;
-  c->off = off;
-  send(c);
-}
-
-static void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
-  Call* c = call(req, WRITE, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  // The bytes live in the worker's buffer only until this returns: JS gets its own copy.
-  c->data = static_cast<char*>(malloc(size ? size : 1));
-  if (!c->data) {
-    delete c;
-    return (void)fuse_reply_err(req, ENOMEM);
-  }
-  memcpy(c->data, buf, size);
-  c->size = size;
-  c->off = off;
-  {
-    // The kernel keeps its own size and times of a file it writes; the cache's copy is stale from now on.
-    std::lock_guard<std::mutex> lock(c->m->mu);
-    if (Node* n = get(c->m, ino)) {
-      begin(n);
-      n->fresh_until = 0;
-    }
-  }
-  changing(c);
-  send(c);
-}
-
-static void by_handle(fuse_req_t req, Op op, fuse_ino_t ino, struct fuse_file_info* fi, double a = 0) {
-  Call* c = call(req, op, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  c->a = a;
-  if (with_path(req, c)) send(c);
-}
-
-// A handle open for writing: JS answers with the file's attributes as it leaves it (cached, unless it changed meanwhile).
-static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  {
-    Mount* m = mount_of(req);
-    std::lock_guard<std::mutex> lock(m->mu);
-    if (auto it = m->files.find(fi->fh); it != m->files.end()) {
-      close(it->second);
-      m->files.erase(it);
-    }
-  }
-  bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
-  Call* c = call(req, RELEASE, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  c->writing = writing;
-  c->a = writing;
-  if (with_path(req, c)) send(c);
-}
-static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
-  by_handle(req, FSYNC, ino, fi, datasync);
-}
-
-// A handle number for a listing, in the mount's table (the mutex held).
-static uint64_t dir_handle(Mount* m, std::shared_ptr<Listing> listing) {
-  uint64_t fh = m->next_dir++;
-  m->dirs[fh] = std::move(listing);
-  return fh;
-}
-
-static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  Mount* m = mount_of(req);
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    Node* n = get(m, ino);
-    if (!n) return (void)fuse_reply_err(req, ESTALE);
-    if (n->listing && may_serve(m, req, n)) {
-      m->hits++;
-      fi->fh = dir_handle(m, n->listing);
-      fi->cache_readdir = 1;
-      fi->keep_cache = 1;
-      return (void)fuse_reply_open(req, fi);
-    }
-  }
-  Call* c = call(req, OPENDIR, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  if (with_path(req, c)) send(c);
-}
-
-void list_into(fuse_req_t req, Mount* m, fuse_ino_t ino, const std::shared_ptr<Listing>& listing, size_t size, off_t off, bool plus) {
-  std::vector<char> buf(size);
-  size_t used = 0;
-  Node* dir = get(m, ino);
-  // Attributes from a listing that is no longer the directory's current one are given without a timeout.
-  bool current = dir && dir->listing == listing;
-  for (size_t i = off; i < listing->names.size() + 2; i++) {
-    struct stat st {};
-    const char* name;
-    if (i < 2) {
-      name = i == 0 ? "." : "..";
-      st.st_mode = S_IFDIR;
-      st.st_ino = ino;
-    } else {
-      name = listing->names[i - 2].c_str();
-      st = listing->attrs[i - 2];
-    }
-    size_t left = size - used;
-    size_t need;
-    if (plus) {
-      struct fuse_entry_param e {};
-      e.attr = st;
-      // The size first: an entry that does not fit is not looked up (the kernel never gets it).
-      if (fuse_add_direntry_plus(req, nullptr, 0, name, &e, i + 1) > left) break;
-      if (i >= 2) {
-        // A name with a node: the node's own attributes, if fresh; else none (node id 0: the kernel looks the
-        // name up when it needs it). A name without: the listing's, which changes made here keep current.
-        Node* n = child(m, ino, listing->names[i - 2]);
-        if (n && !fresh(n)) {
-          e.ino = 0;
-        } else {
-          if (!n) {
-            n = bind(m, ino, listing->names[i - 2], st);
-            remember(m, n, st, current);
-          }
-          fill_entry(m, n, &e, current ? m->ttl : 0);
-          n->nlookup++;
-        }
-      }
-      need = fuse_add_direntry_plus(req, buf.data() + used, left, name, &e, i + 1);
-    } else {
-      need = fuse_add_direntry(req, buf.data() + used, left, name, &st, i + 1);
-      if (need > left) break;
-    }
-    used += need;
-  }
-  fuse_reply_buf(req, buf.data(), used);
-}
-
-// A listing from offset `off`: "." and ".." first, as on a disk. With `plus`, each entry (not "." or "..") counts
-// as a lookup and carries its attributes. At offset 0 the directory's current listing is used when it changed
-// since the handle was opened (the kernel keeps what is answered here as the directory's, for an hour); with no
-// current one, or a handle this nasd did not open (a hand-over), the listing is asked of JS again.
-static void list(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi, bool plus) {
-  Mount* m = mount_of(req);
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    Node* dir = get(m, ino);
-    auto it = m->dirs.find(fi->fh);
-    bool known = it != m->dirs.end();
-    if (known && dir && off == 0 && dir->listing && it->second != dir->listing) it->second = dir->listing;
-    // The root's listing is never cached: the handle's own, asked at opendir, is the current one.
-    bool stale = !known || (off == 0 && ino != FUSE_ROOT_ID && (!dir || it->second != dir->listing));
-    if (!stale) return list_into(req, m, ino, it->second, size, off, plus);
-  }
-  Call* c = call(req, OPENDIR, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  c->relist = true;
-  c->plus = plus;
-  c->size = size;
-  c->off = off;
-  if (with_path(req, c)) send(c);
-}
-
-static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
-  list(req, ino, size, off, fi, false);
-}
-static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info* fi) {
-  list(req, ino, size, off, fi, true);
-}
-
-static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
-  (void)ino;
-  Mount* m = mount_of(req);
-  {
-    std::lock_guard<std::mutex> lock(m->mu);
-    m->dirs.erase(fi->fh);
-  }
-  fuse_reply_err(req, 0);
-}
-
-static void ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
-  (void)datasync;
-  (void)fi;
-  Call* c = call(req, FSYNCDIR, ino);
-  if (with_path(req, c)) send(c);
 }
 
 // The one extended attribute nasd has is a node's access ACL, asked of JS (the kernel caches it until the node is
