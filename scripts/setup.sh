@@ -17,7 +17,9 @@ packages=(fuse3 libfuse3-dev git ca-certificates python3 make g++ pkg-config lib
 # Debian container booted with systemd-nspawn (test/systemd/; debootstrap builds its root once, from Debian's
 # archive, under /var/cache/agent-nas-test); getfacl (acl) reads the ACLs a branch shows.
 # The test suite runs every benchmark once at its smallest sizes (test/bench/): their peers bindfs, fuse-overlayfs, fio.
-if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium samba smbclient debootstrap systemd-container acl bindfs fuse-overlayfs fio); fi
+# The cluster suite (test/cluster/) runs real etcd members (etcd-server, etcd-client for etcdctl), cuts hosts apart
+# with nft (nftables) and shifts a host's clock with faketime.
+if [ "${AGENT_NAS_TESTS:-}" = 1 ]; then packages+=(chromium samba smbclient debootstrap systemd-container acl bindfs fuse-overlayfs fio etcd-server etcd-client nftables faketime); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -52,6 +52,8 @@ export interface DaemonOptions {
    * connection nasd stores, and `restartKeepingConnection()` restarts nasd as `systemctl restart` would.
    */
   fdStore?: boolean;
+  /** More environment for nasd (the cluster suite's crash points). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** nasd's sandbox as the unit makes it: $1 relay, $2 broker socket, then the command (one process, exec'd through). */
@@ -112,7 +114,7 @@ export class TestDaemon {
       ? spawn('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', SANDBOX, 'sandbox', `${ROOT}/libexec/nas-mount-relay`, this.opts.sandboxBroker, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
       : this.opts.fdStore
         ? spawn('python3', [`${ROOT}/test/fixtures/fd-store.py`, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-        : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(this.opts.env ? { env: { ...process.env, ...this.opts.env } } : {}) });
     this.child.stdout!.on('data', (d) => (this.log += d));
     this.child.stderr!.on('data', (d) => (this.log += d));
     let onExit: (code: number | null) => void = () => undefined;

@@ -1,5 +1,6 @@
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
+import type { ClusterStatus } from '../cluster/status.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BranchResolved, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
@@ -197,6 +198,8 @@ export const ROUTES = {
   // every user's, a run its user's, a lease holder its principal's. Names and times of another user's attempts
   // tell what they are doing; nasd cannot tell a bare socket peer's uid, so it is shown none.
   why: { method: 'POST', path: '/v1/why', body: { path: 'string?', limit: 'number?' }, who: anyone },
+  // Several hosts (src/cluster): what etcd and the git server say of this host's Homes.
+  clusterStatus: { method: 'GET', path: '/v1/cluster', body: none, who: anyone, web: true },
 } as const satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof ROUTES;
@@ -258,6 +261,7 @@ export interface Results {
   unarchiveHome: HomeSummary;
   retireHome: Retired;
   why: WhyReport;
+  clusterStatus: ClusterStatus;
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

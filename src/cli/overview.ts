@@ -36,6 +36,7 @@ commands:
   trash purge <role> [--older-than 7d]      owner: remove older deletions for good (default trash_keep_days)
   share smb [--print] [--smb-conf FILE]     share the Homes over SMB: print or install Samba's [agents] section
   remote add <role> <git-url>               owner: mirror every ref to a git server; remote list, remote remove
+  cluster status                            etcd, the hosts, and each Home's merge writer, main and queue (several hosts)
   maintenance run [<role>]                  owner: expired branches, recycle window, stale PRs, git pack; a report
   memory check <role>[@<branch>]            budgets, indexes and trust labels; exit 1 on any error
   memory index <role>@<branch> [--check]    regenerate the topic index blocks (--check: only report)

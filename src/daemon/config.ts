@@ -3,6 +3,7 @@ import yaml from 'js-yaml';
 import { UserError } from '../util/errors.js';
 import { DEFAULT_SOCKET } from '../api/client.js';
 import { parseListen } from './web-server.js';
+import { parseCluster, type ClusterConfig } from '../cluster/config.js';
 
 /** nasd's own settings: a YAML file (default /etc/agent-nas/nasd.yaml, optional) overridden by flags. */
 export interface DaemonConfig {
@@ -29,6 +30,8 @@ export interface DaemonConfig {
   open_files_per_branch: number;
   /** Descriptors nasd keeps for itself (commits, git, sockets): files open through the mount stop this far below its RLIMIT_NOFILE. */
   open_files_reserve: number;
+  /** Several hosts serving the same Homes (src/cluster/config.ts): null is one host. */
+  cluster: ClusterConfig | null;
   /** Tests only (the hidden flag --test-clock-offset-file, not a setting): a file of milliseconds added to the clock TTLs read. */
   test_clock_offset_file?: string;
 }
@@ -51,6 +54,7 @@ export const DEFAULTS: DaemonConfig = {
   open_files_per_user: 4096,
   open_files_per_branch: 8192,
   open_files_reserve: 2048,
+  cluster: null,
 };
 
 const FLAGS: Record<string, keyof DaemonConfig> = {
@@ -157,6 +161,7 @@ export async function loadConfig(argv: string[]): Promise<DaemonConfig> {
   for (const key of ['open_files_per_user', 'open_files_per_branch', 'open_files_reserve'] as const) {
     if (!Number.isInteger(config[key]) || config[key] < 1) throw new UserError(`${key} must be a whole number >= 1`);
   }
+  config.cluster = parseCluster(fromFile.cluster, path);
   parseListen(String(config.web_listen));
   parseListen(String(config.metrics_listen), 'metrics_listen');
   // A unix socket's path holds at most 107 bytes; each run's socket lives in <dir>/runs/<id>/ beside it.

@@ -2,6 +2,7 @@ import { ROUTES, type Access, type Body, type Params, type Result, type RouteNam
 import type { Workflows } from '../workflows/all.js';
 import type { WebLogins } from './web-sessions.js';
 import { requireOwner, type Credentials } from '../api/credentials.js';
+import { UserError } from '../util/errors.js';
 
 /**
  * What each route of the control API does: who may call it, as the contract declares it (checked here, once,
@@ -134,6 +135,10 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     addRemote: ({ params, body }) => remotes.add(params.role, body.url),
     listRemotes: ({ params }) => remotes.list(params.role),
     removeRemote: ({ params, body }) => remotes.remove(params.role, body.url),
+    clusterStatus: () => {
+      if (!flows.cluster) throw new UserError('this nasd serves its Homes alone: nasd.yaml has no cluster: block (see the operator\'s guide, several hosts)', 404);
+      return flows.cluster.status();
+    },
     archiveHome: ({ params }) => lifecycle.archive(params.role),
     unarchiveHome: ({ params }) => lifecycle.unarchive(params.role),
     retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),

@@ -33,6 +33,7 @@ import { meter } from '../metrics/meter.js';
 import { MetricsSampler } from '../workflows/metrics-sample.js';
 import { serveMetrics } from './metrics-server.js';
 import { parseListen } from './web-server.js';
+import { Cluster } from '../cluster/cluster.js';
 
 /** Whether Node and nasd's script are still where this process started from (a reload runs them again). */
 function canRunAgain(): boolean {
@@ -89,9 +90,13 @@ async function main(): Promise<void> {
   });
   const openFiles = new OpenFiles(await openFileLimits(config, log), log);
   await homes.ensureStateDir();
+  // In a cluster, every Home is matched with its repository on the git server before it opens (cluster/seed.ts):
+  // the demo Home too, made here only if no host put one there.
+  const cluster = config.cluster ? await Cluster.join(config.cluster, config.state_dir, log, version()) : null;
   if (config.demo && !(await Home.list(config.state_dir)).includes('demo')) {
     await Home.create(config.state_dir, 'demo', { owner: 'root', identity: config.identity });
     log.info('created the demo Home');
+    await cluster?.seed('demo');
   }
   await homes.load();
   const ownerToken = await loadOwnerToken(config.state_dir);
@@ -99,7 +104,7 @@ async function main(): Promise<void> {
   const refusals = new Refusals();
   // Custom checks' directories, beside runs/ in the runtime directory (check-sandbox.ts says why not the state's).
   const checkDirs = new CheckDirs(path.join(path.dirname(config.socket), 'checks'));
-  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), checkDirs, runSockets, log, refusals });
+  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), checkDirs, runSockets, log, refusals, cluster });
   const { leases, runs, maintenance, remotes } = flows;
   await leases.applyAll();
   await runs.recover();
@@ -133,6 +138,11 @@ async function main(): Promise<void> {
     throw err;
   });
 
+  // Elections, following main and the queue start once the mount serves: a merge shows in it at once.
+  await cluster?.attach({
+    roles: () => homes.roles(), storeOf: (r) => homes.find(r)?.home.store ?? null, refreshMains: () => homes.refreshMains(),
+    open: async (r) => void (await homes.open(await Home.open(config.state_dir, r, config.identity))),
+  }, flows.prs);
   const webServer = await serveWeb(config.web_listen, routes, web, log);
   const sampler = new MetricsSampler(homes);
   meter.sampleWith(() => sampler.sample());
@@ -194,6 +204,7 @@ async function main(): Promise<void> {
       metricsServer?.close();
       metricsServer?.closeAllConnections();
       await runs.close();
+      await cluster?.close();
       if (!handOn) await binds.stop(signal === 'umount');
       await homes.close();
       if (handOn?.drained) {

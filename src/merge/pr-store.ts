@@ -47,7 +47,10 @@ export interface PullRequest {
   base: string;
   target_head: string;
   /** `writers`: the accounts whose calls made the branch's commits (their Nas-Writers trailers), when the kernel said. */
-  provenance: { principal: string; lease?: string; run?: string; exit?: string; writers?: string[]; reads: number; reads_digest: string };
+  /** `proposal`, `host`: in a cluster, the queued proposal it was filed from and the host that proposed it. */
+  provenance: {
+    principal: string; lease?: string; run?: string; exit?: string; writers?: string[]; reads: number; reads_digest: string; proposal?: string; host?: string;
+  };
   changes: { added: number; modified: number; deleted: number; paths: string[] };
   checks: { name: string; ok: boolean; ms: number; output: string }[];
   trust: { notes_changed: string[]; unreviewed: string[]; reviewed_claims: string[]; start_set?: string[]; mode_risk?: string[] };

@@ -187,6 +187,7 @@ export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promis
     `Nas-Intent: ${pr.intent}`,
     `Nas-Checks: ${pr.checks.map((c) => `${c.name}=${c.ok ? 'pass' : 'fail'}`).join(', ') || '-'}`,
     `Nas-Reads-Digest: ${pr.provenance.reads_digest}`, `Nas-Merged-By: ${by}`,
+    ...(pr.provenance.proposal ? [`Nas-Proposal: ${pr.provenance.proposal}`, `Nas-Host: ${pr.provenance.host}`] : []),
   ];
   let outcome: MergeOutcome;
   const started = performance.now();

@@ -138,11 +138,20 @@ export class GitCommands {
     await fs.rename(`${file}.tmp`, file);
   }
 
+  /**
+   * git talking to the cluster's git server (src/store/server-repo.ts): the operator's URL, so http:// too (a lab
+   * server on a private network); `config` carries the credentials (an ssh key, an HTTP header).
+   */
+  withServer(args: string[], config: string[], timeoutMs: number, env: NodeJS.ProcessEnv = {}): Promise<string> {
+    const transports = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never', ...['https', 'http', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
+    return this.run([...transports, ...config, ...args], 'ignore', timeoutMs, env);
+  }
+
   /** Run git on the repository as its own process: its stdout, or an error with git's own words (killed after `timeoutMs`). */
-  private run(args: string[], stdin: 'ignore' | number = 'ignore', timeoutMs = 0): Promise<string> {
+  private run(args: string[], stdin: 'ignore' | number = 'ignore', timeoutMs = 0, extraEnv: NodeJS.ProcessEnv = {}): Promise<string> {
     return new Promise((resolve, reject) => {
       // No terminal prompts: a remote that wants a password fails instead of waiting forever.
-      const env = { ...process.env, GIT_TERMINAL_PROMPT: '0' };
+      const env = { ...process.env, GIT_TERMINAL_PROMPT: '0', ...extraEnv };
       const child = spawn('git', ['--git-dir', this.gitDir, ...args], { stdio: [stdin, 'pipe', 'pipe'], env });
       let out = '';
       let err = '';

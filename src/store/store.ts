@@ -7,6 +7,7 @@ import { applyEdits, applySimpleEdits, editTrie, isSimpleEdit, type Edits } from
 import { fullMode, META_ROOT, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
 import * as history from './history.js';
 import { GitCommands } from './git-commands.js';
+import { ServerRepo, type ServerAccess } from './server-repo.js';
 import { MODE, type Change, type FolderChange, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 
 /**
@@ -18,6 +19,7 @@ import { MODE, type Change, type FolderChange, type ObjectCounts, type CommitInf
 
 export * from './types.js';
 export { FsckRefusal } from './git-commands.js';
+export { StalePush, type ServerAccess, type ServerRepo } from './server-repo.js';
 
 /** A ref did not hold the value a writer expected: someone else moved it first. */
 export class RefConflict extends Error {
@@ -427,12 +429,12 @@ export class Store {
     return this.git.remoteRefCount(url, timeoutMs);
   }
 
-  addMirror(name: string, url: string): Promise<void> {
-    return this.git.addMirror(name, url);
-  }
+  addMirror = (name: string, url: string): Promise<void> => this.git.addMirror(name, url);
+  removeMirror = (name: string): Promise<void> => this.git.removeMirror(name);
 
-  removeMirror(name: string): Promise<void> {
-    return this.git.removeMirror(name);
+  /** This Store's repository on the cluster's git server (src/cluster): one URL, its credentials, a deadline per call. */
+  server(url: string, access: ServerAccess): ServerRepo {
+    return new ServerRepo(this.git, url, access);
   }
 
   /** Push every ref to a mirror, removing there what is gone here; stopped after `timeoutMs`. */

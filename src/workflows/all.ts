@@ -15,6 +15,7 @@ import { TrashWorkflow } from './trash.js';
 import { WhyService } from './why.js';
 import { Refusals } from '../homes/refusals.js';
 import type { CheckDirs } from '../merge/check-sandbox.js';
+import type { Cluster } from '../cluster/cluster.js';
 
 /**
  * Every workflow of the control API, one per route family, over the open Homes. Who may call a route is the
@@ -35,16 +36,19 @@ export interface Workflows {
   lifecycle: LifecycleService;
   remotes: Replicator;
   why: WhyService;
+  /** This host's part in a cluster (nasd.yaml cluster:), or null on a host alone. */
+  cluster: Cluster | null;
 }
 
 /** Wire the workflows to each other (each is given what it calls, nothing more). */
 /** `refusals`: what the mount refused, as fuse-ops keeps it (nas why). */
 export function openWorkflows(
-  homes: HomeSet, o: { stateDir: string; runsDir: string; checkDirs: CheckDirs; runSockets: RunSockets; log: Logger; refusals?: Refusals },
+  homes: HomeSet,
+  o: { stateDir: string; runsDir: string; checkDirs: CheckDirs; runSockets: RunSockets; log: Logger; refusals?: Refusals; cluster?: Cluster | null },
 ): Workflows {
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
-  const prs = new PrService(homes, leases, readers, o.log, o.checkDirs);
+  const prs = new PrService(homes, leases, readers, o.log, o.checkDirs, o.cluster ?? null);
   const branches = new Branches(homes, readers, prs);
   const trash = new TrashWorkflow(homes, leases, readers);
   const homeFlows = new Homes(homes, branches);
@@ -57,5 +61,6 @@ export function openWorkflows(
     lifecycle: new LifecycleService(homes, homeFlows, branches, leases, prs),
     remotes: new Replicator(homes, o.log),
     why: new WhyService(o.refusals ?? new Refusals(), homes, leases),
+    cluster: o.cluster ?? null,
   };
 }

@@ -17,6 +17,9 @@ import type { Readers } from './readers.js';
 import type { CheckDirs } from '../merge/check-sandbox.js';
 import { octal, shownDiff } from '../merge/shown-diff.js';
 import { runFailed } from '../merge/merge-policy.js';
+import type { Cluster } from '../cluster/cluster.js';
+import type { Decision as ClusterDecision, Filer } from '../cluster/writer.js';
+import { readsOf, type Proposal, type ProposalResult } from '../cluster/proposal.js';
 
 /** A run's PR: how its command ended, and whether that was a failure (a mark in every list). */
 const exitOf = (p: PullRequest): { exit?: string; run_failed?: boolean } =>
@@ -26,10 +29,12 @@ const exitOf = (p: PullRequest): { exit?: string; run_failed?: boolean } =>
  * Agent PRs through the control API, over the workflow in src/merge/propose.ts. Who may approve or reject is the
  * contract's (the owner); who may propose is checked here, twice (see propose).
  */
-export class PrService {
+export class PrService implements Filer {
   constructor(
     private readonly homes: HomeSet, private readonly leases: LeaseService, private readonly readers: Readers, private readonly log: Logger,
     private readonly checkDirs: CheckDirs,
+    /** In a cluster, a Home's PRs are filed and decided by its merge writer, wherever it runs (src/cluster). */
+    private readonly cluster: Cluster | null = null,
   ) {}
 
   /** Every decision on a PR is one line of the log (info), with its ids. */
@@ -59,6 +64,13 @@ export class PrService {
     if (unresolved.length > 0) {
       throw new UserError(`${snap.name} has files an update left for a person to decide (${unresolved.map((u) => u.path).join(', ')}): ` +
         `pick a side of each with nas branch resolve ${role}/${branch} <path> --take branch|main (the other goes to the recycle area), then propose again (no PR was created)`, 409);
+    }
+    if (this.cluster) {
+      const result = await this.cluster.propose(role, {
+        branch, head: snap.commit, intent, checks: opts.checks ?? [], principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit,
+        reads: snap.view!.reads.text(),
+      });
+      return this.merged(role, this.answered(role, result, 'pr proposed through the cluster'));
     }
     const judged = await judgeProposal({
       role, branch, intent, checks: opts.checks ?? [], store: snap.home.store, head: snap.commit, mainHead: snap.mainHead,
@@ -145,13 +157,50 @@ export class PrService {
   }
 
   async approve(role: string, id: number): Promise<PullRequest> {
+    if (this.cluster) return this.merged(role, this.answered(role, await this.cluster.decide(role, { pr: id, action: 'approve' }), 'pr approved through the cluster'));
     const by = await this.owner(role);
     return this.logged(await this.merged(role, approvePr(this.home(role), id, by)), role, 'pr approved', { by });
   }
 
   async reject(role: string, id: number, why: string | undefined): Promise<PullRequest> {
+    if (this.cluster) return this.answered(role, await this.cluster.decide(role, { pr: id, action: 'reject', ...(why ? { why } : {}) }), 'pr rejected through the cluster');
     const by = await this.owner(role);
     return this.logged(await rejectPr(this.home(role), id, by, why), role, 'pr rejected', { by, why: why ?? null });
+  }
+
+  /** The writer's answer to a proposal or a decision, as the PR it names (this host's records follow the server's). */
+  private async answered(role: string, result: ProposalResult, msg: string): Promise<PullRequest> {
+    if (result.error !== undefined || result.pr === undefined) throw new UserError(result.error ?? 'the merge writer filed no PR', result.status ?? 409);
+    return this.logged(await findPr(this.home(role), result.pr), role, msg, { proposal: result.id });
+  }
+
+  // ---- the merge writer's side (cluster/writer.ts): on this host's Store, the caller checked on the proposing host
+
+  /** Judge and file a queued proposal as propose() does here, and merge it if policy says so. */
+  async fileProposal(role: string, p: Proposal): Promise<PullRequest> {
+    const home = this.home(role);
+    const m = this.homes.mounted(role);
+    const mainHead = await m.home.mainHead();
+    const judged = await judgeProposal({
+      role, branch: p.branch, intent: p.intent, checks: p.checks, store: home.store, head: p.head, mainHead, mainConfig: await m.home.config(mainHead),
+      principal: p.principal, lease: p.lease, run: p.run, exit: p.exit, reads: readsOf(p.reads), checkDirs: this.checkDirs,
+    });
+    judged.pr.provenance = { ...judged.pr.provenance, proposal: p.id, host: p.host };
+    const pr = this.logged(await home.prs.create(judged.pr, judged.reads), role, 'pr proposed', { principal: p.principal, host: p.host, proposal: p.id });
+    if (!judged.merge) return pr;
+    return this.logged(await mergePr(home, pr, 'policy'), role, 'pr decided by policy', { by: 'policy' });
+  }
+
+  /** Filer.records: a Home's PRs on this host's Store, whole. */
+  async records(role: string): Promise<PullRequest[]> {
+    return this.home(role).prs.list();
+  }
+
+  /** A person's decision taken on any host. */
+  async carryOut(role: string, d: ClusterDecision): Promise<PullRequest> {
+    const by = await this.owner(role);
+    if (d.action === 'approve') return this.logged(await approvePr(this.home(role), d.pr, by), role, 'pr approved', { by, host: d.host });
+    return this.logged(await rejectPr(this.home(role), d.pr, by, d.why), role, 'pr rejected', { by, why: d.why ?? null, host: d.host });
   }
 
   /** A branch expired: its PRs still waiting can no longer be decided (`states`: which PRs expire). */

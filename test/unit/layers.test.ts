@@ -10,7 +10,7 @@ import path from 'node:path';
  */
 const RANK: Record<string, number> = {
   util: 0, store: 0, metrics: 0, config: 1, policy: 2, trash: 2, home: 3, cow: 4, memory: 4, lease: 4, run: 4,
-  merge: 5, homes: 6, 'fuse-ops': 7, api: 7, workflows: 8, daemon: 9, cli: 10,
+  merge: 5, homes: 6, cluster: 6, 'fuse-ops': 7, api: 7, workflows: 8, daemon: 9, cli: 10,
   // The web page's browser files (served by nasd, no TypeScript): above everything, importing nothing.
   web: 11,
 };

@@ -17,10 +17,11 @@ import * as remote from './remote.js';
 import * as web from './web.js';
 import * as why from './why.js';
 import * as share from './share.js';
+import * as cluster from './cluster.js';
 
 /** The command table: every command nas knows, and the help for each family (`nas <family> --help`). */
 
-const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote, web, why, share];
+const FAMILIES = [status, home, branch, sync, trash, lease, pr, memory, context, run, hook, checkpoint, maintenance, remote, web, why, share, cluster];
 
 export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 

@@ -1,0 +1,133 @@
+import { UserError } from '../util/errors.js';
+import { parseDuration } from '../util/duration.js';
+import { validateRole } from '../util/names.js';
+
+/**
+ * nasd.yaml's `cluster:` block: this host's part in several hosts serving the same Homes (src/cluster). Without
+ * the block nasd is the one-host product, unchanged.
+ *
+ * cluster:
+ *   host: nas-a                                  # unique among the live hosts
+ *   git: { url: "https://forge/agents/{home}.git", key: /etc/agent-nas/id_ed25519, timeout: 30s }
+ *   etcd: { endpoints: ["https://10.0.0.1:2379"], prefix: /agent-nas, timeout_ms: 2000, tls: { ca, cert, key } }
+ *   writer_ttl: 10s        # a merge writer that stops answering loses its Homes after this
+ *   batch: 16              # proposals merged per push of main
+ *   push: propose          # when a branch's head goes to the git server: propose, or every commit
+ *   reconcile: 30s         # how often main is compared with the server's, whatever etcd said
+ *   homes: [demo, ops]     # the Homes this host serves ("all": every Home in its state directory)
+ */
+
+export interface ClusterConfig {
+  host: string;
+  git: { url: string; key?: string; token_file?: string; timeout_ms: number };
+  etcd: { endpoints: string[]; prefix: string; timeout_ms: number; tls?: { ca: string; cert?: string; key?: string } };
+  writer_ttl_s: number;
+  batch: number;
+  push: 'propose' | 'commit';
+  reconcile_s: number;
+  homes: string[] | 'all';
+}
+
+const HOST = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const KEYS = ['host', 'git', 'etcd', 'writer_ttl', 'batch', 'push', 'reconcile', 'homes'];
+
+type Doc = Record<string, unknown>;
+
+function mapping(v: unknown, where: string): Doc {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new UserError(`${where} must be a mapping`);
+  return v as Doc;
+}
+
+function text(v: unknown, where: string): string {
+  if (typeof v !== 'string' || v.trim() === '') throw new UserError(`${where} must be a non-empty string`);
+  return v.trim();
+}
+
+function absolute(v: unknown, where: string): string {
+  const p = text(v, where);
+  if (!p.startsWith('/')) throw new UserError(`${where} must be an absolute path`);
+  return p;
+}
+
+function unknownKeys(doc: Doc, known: string[], where: string): void {
+  const extra = Object.keys(doc).filter((k) => !known.includes(k));
+  if (extra.length > 0) throw new UserError(`${where}: unknown setting(s) ${extra.join(', ')} (known: ${known.join(', ')})`);
+}
+
+/** The `cluster:` block as nasd uses it, or a UserError that names the setting and what to give. */
+export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
+  if (raw === null || raw === undefined) return null;
+  const at = `${file}: cluster`;
+  const doc = mapping(raw, at);
+  unknownKeys(doc, KEYS, at);
+  const host = text(doc.host, `${at}.host`);
+  if (!HOST.test(host)) throw new UserError(`${at}.host ${JSON.stringify(host)}: use lower-case letters, digits and dashes (at most 63), e.g. nas-a`);
+
+  const git = mapping(doc.git, `${at}.git`);
+  unknownKeys(git, ['url', 'key', 'token_file', 'timeout'], `${at}.git`);
+  const url = text(git.url, `${at}.git.url`);
+  if (!url.includes('{home}')) throw new UserError(`${at}.git.url must name where each Home's repository is, with {home}: e.g. https://forge.example/agents/{home}.git`);
+  if (!/^(https?|ssh|git):\/\/[^-\s]|^\//.test(url) || /[\x00-\x20\x7f]/.test(url)) {
+    throw new UserError(`${at}.git.url ${JSON.stringify(url)}: give an http(s)://, ssh:// or git:// URL (or an absolute path, for a lab)`);
+  }
+
+  const etcd = mapping(doc.etcd, `${at}.etcd`);
+  unknownKeys(etcd, ['endpoints', 'prefix', 'timeout_ms', 'tls'], `${at}.etcd`);
+  const endpoints = etcd.endpoints;
+  if (!Array.isArray(endpoints) || endpoints.length === 0) throw new UserError(`${at}.etcd.endpoints must list the etcd members' client URLs, e.g. [https://10.0.0.1:2379]`);
+  for (const e of endpoints) {
+    if (typeof e !== 'string' || !/^https?:\/\/[^\s/]+$/.test(e.replace(/\/$/, ''))) throw new UserError(`${at}.etcd.endpoints: ${JSON.stringify(e)} is not http(s)://host:port`);
+  }
+  const prefix = etcd.prefix === undefined ? '/agent-nas' : text(etcd.prefix, `${at}.etcd.prefix`);
+  if (!/^\/[A-Za-z0-9_./-]*$/.test(prefix) || prefix.endsWith('/')) throw new UserError(`${at}.etcd.prefix ${JSON.stringify(prefix)}: a key path such as /agent-nas (no trailing /)`);
+  const tlsDoc = etcd.tls === undefined ? undefined : mapping(etcd.tls, `${at}.etcd.tls`);
+  if (tlsDoc) unknownKeys(tlsDoc, ['ca', 'cert', 'key'], `${at}.etcd.tls`);
+  if (tlsDoc && (tlsDoc.cert === undefined) !== (tlsDoc.key === undefined)) throw new UserError(`${at}.etcd.tls: give cert and key together (a client certificate), or neither`);
+
+  const ms = (v: unknown, where: string, dflt: number, min: number, max: number): number => {
+    if (v === undefined) return dflt;
+    if (!Number.isInteger(v) || (v as number) < min || (v as number) > max) throw new UserError(`${where} must be a whole number from ${min} to ${max}`);
+    return v as number;
+  };
+  const seconds = (v: unknown, where: string, dflt: number, min: number): number => {
+    if (v === undefined) return dflt;
+    const s = parseDuration(String(v));
+    if (s < min) throw new UserError(`${where} must be at least ${min}s`);
+    return s;
+  };
+  const push = doc.push ?? 'propose';
+  if (push !== 'propose' && push !== 'commit') throw new UserError(`${at}.push must be "propose" (a branch goes to the git server when it is proposed) or "commit" (after every commit)`);
+  let homes: string[] | 'all';
+  if (doc.homes === undefined || doc.homes === 'all') homes = 'all';
+  else if (Array.isArray(doc.homes) && doc.homes.length > 0) homes = doc.homes.map((h) => validateRole(String(h)));
+  else throw new UserError(`${at}.homes must list the Homes this host serves (e.g. [demo]) or be "all"`);
+
+  return {
+    host,
+    git: {
+      url,
+      ...(git.key !== undefined ? { key: absolute(git.key, `${at}.git.key`) } : {}),
+      ...(git.token_file !== undefined ? { token_file: absolute(git.token_file, `${at}.git.token_file`) } : {}),
+      timeout_ms: seconds(git.timeout, `${at}.git.timeout`, 30, 1) * 1000,
+    },
+    etcd: {
+      endpoints: endpoints.map((e) => String(e).replace(/\/$/, '')),
+      prefix,
+      timeout_ms: ms(etcd.timeout_ms, `${at}.etcd.timeout_ms`, 2000, 100, 60_000),
+      ...(tlsDoc ? {
+        tls: {
+          ca: absolute(tlsDoc.ca, `${at}.etcd.tls.ca`),
+          ...(tlsDoc.cert !== undefined ? { cert: absolute(tlsDoc.cert, `${at}.etcd.tls.cert`), key: absolute(tlsDoc.key, `${at}.etcd.tls.key`) } : {}),
+        },
+      } : {}),
+    },
+    writer_ttl_s: seconds(doc.writer_ttl, `${at}.writer_ttl`, 10, 2),
+    batch: ms(doc.batch, `${at}.batch`, 16, 1, 1000),
+    push,
+    reconcile_s: seconds(doc.reconcile, `${at}.reconcile`, 30, 1),
+    homes,
+  };
+}
+
+/** Where a Home's repository is on the git server. */
+export const repoUrl = (c: ClusterConfig, home: string): string => c.git.url.replaceAll('{home}', home);

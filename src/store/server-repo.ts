@@ -1,0 +1,81 @@
+import type { GitCommands } from './git-commands.js';
+
+/**
+ * A Home's repository on the cluster's git server (the truth every host follows: src/cluster): what is there
+ * (ls-remote), fetching refs into the Store, and pushes that are compare-and-swap (`--force-with-lease` with
+ * the value expected), so git itself refuses a writer that lost its election. Every call has a deadline.
+ */
+
+/** How nasd reaches the server: an ssh key (ssh:// URLs) or a file holding an HTTP token (https://), and the deadline. */
+export interface ServerAccess {
+  key?: string;
+  tokenFile?: string;
+  timeoutMs: number;
+}
+
+/** The server did not hold what a push expected: another writer moved the ref first. */
+export class StalePush extends Error {
+  constructor(readonly refs: string[], detail: string) {
+    super(`the git server refused the push of ${refs.join(', ')}: it no longer holds what this host expected (${detail})`);
+    this.name = 'StalePush';
+  }
+}
+
+export class ServerRepo {
+  constructor(private readonly git: GitCommands, readonly url: string, private readonly access: ServerAccess) {}
+
+  private async config(): Promise<{ config: string[]; env: NodeJS.ProcessEnv }> {
+    const config: string[] = [];
+    const env: NodeJS.ProcessEnv = {};
+    if (this.access.key) env.GIT_SSH_COMMAND = `ssh -i '${this.access.key.replace(/'/g, '')}' -o IdentitiesOnly=yes -o BatchMode=yes`;
+    if (this.access.tokenFile) {
+      const { readFile } = await import('node:fs/promises');
+      const token = (await readFile(this.access.tokenFile, 'utf8')).trim();
+      config.push('-c', `http.extraHeader=Authorization: Bearer ${token}`);
+    }
+    return { config, env };
+  }
+
+  private async git_(args: string[]): Promise<string> {
+    const { config, env } = await this.config();
+    return this.git.withServer(args, config, this.access.timeoutMs, env);
+  }
+
+  /** Every ref the server holds under `prefix` (all of them without one), with its commit. */
+  async refs(...patterns: string[]): Promise<Map<string, string>> {
+    const out = await this.git_(['ls-remote', '--', this.url, ...patterns]);
+    return new Map(out.split('\n').filter(Boolean).map((l) => {
+      const [oid, ref] = l.split('\t');
+      return [ref, oid];
+    }));
+  }
+
+  /** Fetch `server ref -> local ref` pairs, forced (the server is the truth for these refs). */
+  async fetch(pairs: [string, string][]): Promise<void> {
+    if (pairs.length === 0) return;
+    await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, ...pairs.map(([from, to]) => `+${from}:${to}`)]);
+  }
+
+  /** Fetch one commit by its id (protocol v2 serves any reachable commit), for a proposal whose ref moved on. */
+  async fetchCommit(oid: string): Promise<void> {
+    await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, oid]);
+  }
+
+  /**
+   * Push `local -> server ref` pairs, each only if the server still holds `expected` there (null: the ref must
+   * not exist). All or nothing (`--atomic`). A refusal because a ref moved is a StalePush; anything else
+   * (unreachable, denied) an Error with git's words.
+   */
+  async push(updates: { from: string | null; to: string; expected: string | null | 'any' }[]): Promise<void> {
+    if (updates.length === 0) return;
+    const leases = updates.filter((u) => u.expected !== 'any').map((u) => `--force-with-lease=${u.to}:${u.expected ?? ''}`);
+    const specs = updates.map((u) => `${u.expected === 'any' ? '+' : ''}${u.from ?? ''}:${u.to}`);
+    try {
+      await this.git_(['push', '--quiet', '--porcelain', ...(updates.length > 1 ? ['--atomic'] : []), ...leases, '--', this.url, ...specs]);
+    } catch (err) {
+      const text = (err as Error).message;
+      if (/stale info|\[rejected\]|fetch first|non-fast-forward|atomic push failed/.test(text)) throw new StalePush(updates.map((u) => u.to), text.split('\n').slice(-3).join(' '));
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,243 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { DIR_PREFIX, eventually, removeTree } from '../helpers.js';
+import { startEtcd, startGitServer, type EtcdCluster, type GitServer } from './harness.js';
+import { ClusterHost, filesOnMain, fsck, newWriter, percentile, proposalsOnMain, writerInEtcd } from './hosts.js';
+
+/**
+ * Several hosts serving one Home through a git server (git http-backend behind test/cluster/git-server.mjs) and a
+ * three-member etcd, all on loopback: proposals from every host land on main once each, a merge shows through
+ * every host's mount, and the writer's death at any point loses nothing. Each scenario prints a row of the
+ * table (also written to a results file); what users check is asserted, times are printed, never asserted.
+ */
+
+interface Row {
+  scenario: string;
+  proposed: number;
+  acknowledged: number;
+  onMain: number;
+  lost: number;
+  twice: number;
+  fsck: boolean;
+  notes: string;
+}
+
+const rows: Row[] = [];
+let dir: string;
+let etcd: EtcdCluster;
+let git: GitServer;
+let repo: string;
+const hosts: ClusterHost[] = [];
+/** Every proposal acknowledged (its PR returned), with the file it added. */
+const acknowledged: { id: string; file: string }[] = [];
+let proposed = 0;
+let seq = 0;
+
+/** Propose a fresh branch from a host: one new file under outbox/cluster/. */
+async function proposeFrom(h: ClusterHost): Promise<{ ok: boolean; ms: number; state?: string; stderr: string; file: string }> {
+  const n = ++seq;
+  const branch = `c${n}-${h.o.name}`;
+  const file = `f${n}.txt`;
+  await h.branchWith(branch, `outbox/cluster/${file}`, `proposal ${n} from ${h.o.name}\n`);
+  proposed++;
+  const started = performance.now();
+  const r = await h.nas('--json', 'propose', `demo/${branch}`, '--intent', `cluster proposal ${n}`);
+  const ms = performance.now() - started;
+  if (r.code !== 0) return { ok: false, ms, stderr: r.stderr, file };
+  const pr = JSON.parse(r.stdout) as { state: string; provenance: { proposal: string } };
+  acknowledged.push({ id: pr.provenance.proposal, file });
+  return { ok: true, ms, state: pr.state, stderr: '', file };
+}
+
+/** The invariants after a scenario, as a row: nothing acknowledged missing from main, nothing merged twice, fsck clean. */
+async function tally(scenario: string, notes: string): Promise<Row> {
+  const onMain = await proposalsOnMain(repo);
+  const files = new Set(await filesOnMain(repo, 'outbox/cluster'));
+  const counts = new Map<string, number>();
+  for (const id of onMain) counts.set(id, (counts.get(id) ?? 0) + 1);
+  const row: Row = {
+    scenario, proposed, acknowledged: acknowledged.length, onMain: onMain.length,
+    lost: acknowledged.filter((a) => !counts.has(a.id) || !files.has(a.file)).length,
+    twice: [...counts.values()].filter((c) => c > 1).length,
+    fsck: await fsck(repo), notes,
+  };
+  rows.push(row);
+  return row;
+}
+
+function expectNothingLost(row: Row): void {
+  expect(row.lost).toBe(0);
+  expect(row.twice).toBe(0);
+  expect(row.fsck).toBe(true);
+}
+
+/** The host that holds the demo Home's writer role now. */
+async function writerHost(): Promise<ClusterHost> {
+  const name = await eventually(() => writerInEtcd(etcd), 'a writer for demo', 15_000);
+  return hosts.find((h) => h.o.name === name)!;
+}
+
+/** Wait until the writer role settles on one host for a moment (rebalancing moves it once a host rejoins). */
+async function settledWriter(): Promise<ClusterHost> {
+  let last = '';
+  let since = performance.now();
+  await eventually(async () => {
+    const w = (await writerInEtcd(etcd)) ?? '';
+    if (w !== last) {
+      last = w;
+      since = performance.now();
+    }
+    return w && performance.now() - since > 4000;
+  }, 'the writer role to settle', 40_000);
+  return hosts.find((h) => h.o.name === last)!;
+}
+
+describe('several hosts serving one Home (git server + etcd)', () => {
+  beforeAll(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), `${DIR_PREFIX}cluster-`));
+    await fs.chmod(dir, 0o755);
+    etcd = await startEtcd({ members: 3, dir: path.join(dir, 'etcd') });
+    git = await startGitServer({ dir: path.join(dir, 'git') });
+    repo = await git.createRepo('demo');
+    for (const name of ['a', 'b', 'c']) {
+      const h = new ClusterHost({ name, dir: path.join(dir, name), etcd, git, demo: name === 'a' });
+      hosts.push(h);
+      await h.start();
+    }
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const h of hosts) await h.stop().catch(() => undefined);
+    await git?.stop();
+    await etcd?.stop();
+    const table = ['| scenario | proposed | acknowledged | on main | lost | merged twice | fsck | measured |', '|---|---|---|---|---|---|---|---|',
+      ...rows.map((r) => `| ${r.scenario} | ${r.proposed} | ${r.acknowledged} | ${r.onMain} | ${r.lost} | ${r.twice} | ${r.fsck ? 'clean' : 'FAILED'} | ${r.notes} |`)].join('\n');
+    const file = path.join(os.tmpdir(), 'agent-nas-cluster-results.md');
+    await fs.writeFile(file, `${table}\n`);
+    process.stdout.write(`\ncluster scenarios (also in ${file}):\n${table}\n`);
+    if (dir) await removeTree(dir);
+  }, 120_000);
+
+  it('serves the Home from every host: the first put it on the git server, the others took it from there', async () => {
+    for (const h of hosts) expect((await fs.readdir(h.mnt)).includes('demo')).toBe(true);
+    const status = await hosts[1].nasJson<{ hosts: { host: string }[]; homes: { role: string; writer: string | null; current: boolean }[]; etcd: { ok: boolean } }>('cluster', 'status');
+    expect(status.etcd.ok).toBe(true);
+    expect(status.hosts.map((h) => h.host).sort()).toEqual(['a', 'b', 'c']);
+    expect(status.homes.find((h) => h.role === 'demo')?.writer).toMatch(/^[abc]$/);
+  });
+
+  it('steady: proposals from every host each land on main once, and show through the other hosts\' mounts', async () => {
+    const latencies: number[] = [];
+    const seen: number[] = [];
+    // Four rounds, each host proposing at once: at most 3 proposals in flight.
+    for (let round = 0; round < 4; round++) {
+      const results = await Promise.all(hosts.map((h) => proposeFrom(h)));
+      for (const [i, r] of results.entries()) {
+        expect(r.stderr).toBe('');
+        expect(r.state).toBe('merged');
+        latencies.push(r.ms);
+        // The merge, read through the next host's mount.
+        const other = hosts[(i + 1) % hosts.length];
+        const t = performance.now();
+        await eventually(async () => fs.readFile(path.join(other.mnt, 'demo/outbox/cluster', r.file), 'utf8').catch(() => null), `${r.file} on host ${other.o.name}`);
+        seen.push(performance.now() - t + 0);
+      }
+    }
+    // A burst: 15 branches made first, proposed at once from all hosts; the writer merges them in batches.
+    const burst: Promise<Awaited<ReturnType<typeof proposeFrom>>>[] = [];
+    const started = performance.now();
+    for (let i = 0; i < 15; i++) burst.push(proposeFrom(hosts[i % 3]));
+    const done = await Promise.all(burst);
+    const seconds = (performance.now() - started) / 1000;
+    expect(done.every((d) => d.ok && d.state === 'merged')).toBe(true);
+    const row = await tally('steady (3 hosts)', `propose p50 ${Math.round(percentile(latencies, 50))} ms, p95 ${Math.round(percentile(latencies, 95))} ms; ` +
+      `seen on another host p95 ${Math.round(percentile(seen, 95))} ms after the answer; burst of 15 in ${seconds.toFixed(1)} s (branch, write, propose)`);
+    expectNothingLost(row);
+    expect(row.onMain).toBe(acknowledged.length);
+  });
+
+  for (const point of ['after-merge', 'after-push', 'after-publish']) {
+    it(`the writer killed ${point}: another host takes over and every proposal lands once`, async () => {
+      const writer = await settledWriter();
+      await writer.stop();
+      await writer.start({ crashAt: point });
+      // The role comes back to the host ranked first for it, which may be this one again.
+      const crashing = await settledWriter();
+      if (crashing !== writer) {
+        await crashing.stop();
+        await crashing.start({ crashAt: point });
+        await settledWriter();
+      }
+      const target = await writerHost();
+      const from = hosts.find((h) => h !== target)!;
+      const r = await proposeFrom(from);
+      await eventually(async () => !target.alive(), `host ${target.o.name} to die ${point}`);
+      // The proposal waited in the queue (or was answered from main) and the proposer had its answer.
+      expect(r.stderr).toBe('');
+      expect(r.state).toBe('merged');
+      const took = await newWriter(etcd, target.o.name).catch(() => ({ host: '?', ms: -1 }));
+      await target.kill();
+      await target.start({ crashAt: '' });
+      const row = await tally(`writer SIGKILL ${point}`, `answered in ${Math.round(r.ms)} ms; new writer ${took.host} ${took.ms} ms after the death was seen (TTL 2 s)`);
+      expectNothingLost(row);
+    });
+  }
+
+  it('a paused writer (SIGSTOP past its TTL, then SIGCONT) loses its role and pushes nothing stale', async () => {
+    const writer = await settledWriter();
+    process.kill(writer.pid, 'SIGSTOP');
+    try {
+      const took = await newWriter(etcd, writer.o.name);
+      const from = hosts.find((h) => h !== writer)!;
+      const r = await proposeFrom(from);
+      expect(r.state).toBe('merged');
+      process.kill(writer.pid, 'SIGCONT');
+      // Back, it learns it lost and follows main; a proposal from it lands through the new writer.
+      const back = await proposeFrom(writer);
+      expect(back.state).toBe('merged');
+      const row = await tally('writer paused past TTL', `new writer ${took.host} ${took.ms} ms after SIGSTOP`);
+      expectNothingLost(row);
+    } finally {
+      process.kill(writer.pid, 'SIGCONT');
+    }
+  });
+
+  it('an etcd member lost (the leader killed): proposals go on', async () => {
+    const leader = await etcd.leader();
+    await etcd.kill(leader, 'SIGKILL');
+    try {
+      const results = await Promise.all(hosts.map((h) => proposeFrom(h)));
+      for (const r of results) expect(r.state).toBe('merged');
+    } finally {
+      await etcd.restart(leader);
+    }
+    const row = await tally('etcd leader killed', `member m${leader} down during 3 proposals`);
+    expectNothingLost(row);
+  });
+
+  it('the git server down for 10 s: a proposal is refused with why and nothing half-done; after it returns, it merges', async () => {
+    const h = hosts[1];
+    await h.branchWith(`down-${++seq}`, 'outbox/cluster/during-down.txt', 'made while the git server was down\n');
+    await git.stop();
+    const started = performance.now();
+    let refused;
+    try {
+      refused = await h.nas('propose', `demo/down-${seq}`, '--intent', 'while the git server is down');
+    } finally {
+      await new Promise((r) => setTimeout(r, Math.max(0, 10_000 - (performance.now() - started))));
+      await git.restart();
+    }
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/cannot push demo@down-\d+ to the git server, so nothing was proposed/);
+    // Nothing was queued for it.
+    expect((await etcd.etcdctl(['get', '--prefix', '/agent-nas-test/homes/demo/queue/', '--keys-only'])).stdout.trim()).toBe('');
+    const again = await h.nas('--json', 'propose', `demo/down-${seq}`, '--intent', 'after the git server came back');
+    expect(again.stderr).toBe('');
+    proposed++;
+    acknowledged.push({ id: JSON.parse(again.stdout).provenance.proposal, file: 'during-down.txt' });
+    const row = await tally('git server down 10 s', 'the proposal during the outage was refused (not acknowledged); the same branch merged after');
+    expectNothingLost(row);
+  });
+});
