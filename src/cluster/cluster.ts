@@ -20,6 +20,14 @@ import { clusterStatus, type ClusterStatus } from './status.js';
  * slow reconcile whatever etcd says.
  */
 
+function parsed<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
+}
+
 /** What the cluster needs of the Homes this host has open. */
 export interface ClusterHomes {
   roles(): string[];
@@ -145,17 +153,19 @@ export class Cluster {
     const [top, role, what, id] = key.split('/');
     if (top === 'hosts') return void this.rebalance();
     if (top !== 'homes' || !role) return;
+    this.log.debug({ key, kind }, 'cluster: etcd event');
     if (what === 'main' && kind === 'put' && !this.writers.has(role)) {
-      try {
-        void this.follow(role, (JSON.parse(value) as { commit: string }).commit);
-      } catch {
-        // not ours to read: the reconcile compares with the server
-      }
+      // A value that does not read: the reconcile compares with the server.
+      const commit = parsed<{ commit: string }>(value)?.commit;
+      if (commit) void this.follow(role, commit);
     } else if (what === 'writer' && kind === 'delete') void this.campaign(role);
-    else if ((what === 'queue' || what === 'decisions') && kind === 'put') this.writers.get(role)?.poke();
+    else if ((what === 'queue' || what === 'decisions') && kind === 'put') {
+      const writer = this.writers.get(role);
+      if (writer) writer.poke(what === 'queue' ? parsed<Proposal>(value) : undefined);
+    }
     else if (what === 'results' && kind === 'put' && id) {
-      const waiter = this.waiters.get(id);
-      if (waiter) waiter(JSON.parse(value) as ProposalResult);
+      const result = this.waiters.has(id) ? parsed<ProposalResult>(value) : undefined;
+      if (result) this.waiters.get(id)!(result);
     }
   }
 
@@ -208,10 +218,11 @@ export class Cluster {
       const ours = await store.readRef(MAIN_REF);
       if (commit && ours === commit) return this.current(role);
       if (!this.behindSince.has(role)) this.behindSince.set(role, performance.now());
-      const server = this.server(role);
-      const refs = await server.refs(MAIN_REF, PRS_REF);
-      await server.fetch([[MAIN_REF, MAIN_REF], ...(refs.has(PRS_REF) ? [[PRS_REF, PRS_REF] as [string, string]] : [])]);
+      const t0 = performance.now();
+      await this.server(role).fetchMain(MAIN_REF, PRS_REF);
+      const t1 = performance.now();
       if ((await store.readRef(MAIN_REF)) !== ours) await this.homes.refreshMains();
+      this.log.debug({ role, fetch_ms: Math.round(t1 - t0), refresh_ms: Math.round(performance.now() - t1) }, 'cluster: followed main');
       this.current(role);
     }).catch((err) => this.log.warn({ role, err: (err as Error).message }, 'cluster: cannot follow main from the git server; the reconcile retries'));
     this.following.set(role, next);
@@ -318,6 +329,7 @@ export class Cluster {
       } catch (err) {
         throw new UserError(`cannot reach etcd, so nothing was queued (${(err as Error).message}): try again`, 503);
       }
+      const queued = performance.now();
       const deadline = Date.now() + ANSWER_WAIT_MS;
       let result: ProposalResult | null = null;
       while (!result && Date.now() < deadline) {
@@ -329,6 +341,7 @@ export class Cluster {
         throw new UserError(`queued as ${id}, but Home ${role}'s merge writer has not answered within ${ANSWER_WAIT_MS / 1000} s: ` +
           'it is taken when a writer is elected; nothing is lost (see nas cluster status)', 504);
       }
+      result.waited_ms = Math.round(performance.now() - queued);
       await this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined);
       if (result.main) await this.follow(role, result.main);
       return result;

@@ -122,7 +122,8 @@ export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
       } : {}),
     },
     writer_ttl_s: seconds(doc.writer_ttl, `${at}.writer_ttl`, 10, 2),
-    batch: ms(doc.batch, `${at}.batch`, 16, 1, 1000),
+    // A batch and its decisions are one etcd transaction each: within etcd's 128 operations.
+    batch: ms(doc.batch, `${at}.batch`, 16, 1, 60),
     push,
     reconcile_s: seconds(doc.reconcile, `${at}.reconcile`, 30, 1),
     homes,

@@ -32,6 +32,11 @@ export interface ProposalResult {
   status?: number;
   /** main on the git server once the result was published. */
   main: string;
+  /** When the writer published it, and which host that was. */
+  published_at?: string;
+  writer?: string;
+  /** On the asking host only: from queued to answered. */
+  waited_ms?: number;
 }
 
 /**

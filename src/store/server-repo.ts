@@ -56,9 +56,22 @@ export class ServerRepo {
     await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, ...pairs.map(([from, to]) => `+${from}:${to}`)]);
   }
 
-  /** Fetch one commit by its id (protocol v2 serves any reachable commit), for a proposal whose ref moved on. */
-  async fetchCommit(oid: string): Promise<void> {
-    await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, oid]);
+  /**
+   * main and the PR records from the server, forced, in one round trip (the record ref is absent until the first
+   * PR: then main alone). What they were before the fetch is returned, as the server had them.
+   */
+  async fetchMain(main: string, records: string): Promise<void> {
+    try {
+      await this.fetch([[main, main], [records, records]]);
+    } catch (err) {
+      if (!/couldn't find remote ref/.test((err as Error).message)) throw err;
+      await this.fetch([[main, main]]);
+    }
+  }
+
+  /** Fetch commits by their ids (protocol v2 serves any reachable commit), for a proposal whose ref moved on. */
+  async fetchCommits(oids: string[]): Promise<void> {
+    if (oids.length > 0) await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, ...oids]);
   }
 
   /**

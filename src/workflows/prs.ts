@@ -21,6 +21,13 @@ import type { Cluster } from '../cluster/cluster.js';
 import type { Decision as ClusterDecision, Filer } from '../cluster/writer.js';
 import { readsOf, type Proposal, type ProposalResult } from '../cluster/proposal.js';
 
+/** In a cluster, how the Home's merge writer answered: which host, after how long, when it published main. */
+export interface ClusterAnswer {
+  writer: string;
+  waited_ms: number;
+  published_at: string;
+}
+
 /** A run's PR: how its command ended, and whether that was a failure (a mark in every list). */
 const exitOf = (p: PullRequest): { exit?: string; run_failed?: boolean } =>
   p.provenance.exit !== undefined && p.provenance.exit !== '' ? { exit: p.provenance.exit, ...(runFailed(p.provenance.exit) ? { run_failed: true } : {}) } : {};
@@ -169,9 +176,10 @@ export class PrService implements Filer {
   }
 
   /** The writer's answer to a proposal or a decision, as the PR it names (this host's records follow the server's). */
-  private async answered(role: string, result: ProposalResult, msg: string): Promise<PullRequest> {
+  private async answered(role: string, result: ProposalResult, msg: string): Promise<PullRequest & { cluster?: ClusterAnswer }> {
     if (result.error !== undefined || result.pr === undefined) throw new UserError(result.error ?? 'the merge writer filed no PR', result.status ?? 409);
-    return this.logged(await findPr(this.home(role), result.pr), role, msg, { proposal: result.id });
+    const cluster = { writer: result.writer ?? '', waited_ms: result.waited_ms ?? 0, published_at: result.published_at ?? '' };
+    return { ...this.logged(await findPr(this.home(role), result.pr), role, msg, { proposal: result.id, ...cluster }), cluster };
   }
 
   // ---- the merge writer's side (cluster/writer.ts): on this host's Store, the caller checked on the proposing host
