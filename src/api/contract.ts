@@ -1,6 +1,7 @@
 import type { PullRequest } from '../merge/pr-store.js';
 import type { PrStats } from '../merge/propose.js';
 import type { ClusterStatus } from '../cluster/status.js';
+import type { VerifyReport } from '../cluster/verify.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BranchResolved, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
@@ -200,6 +201,10 @@ export const ROUTES = {
   why: { method: 'POST', path: '/v1/why', body: { path: 'string?', limit: 'number?' }, who: anyone },
   // Several hosts (src/cluster): what etcd and the git server say of this host's Homes.
   clusterStatus: { method: 'GET', path: '/v1/cluster', body: none, who: anyone, web: true },
+  clusterVerify: { method: 'POST', path: '/v1/cluster/verify/:role', body: none, who: anyone },
+  clusterLeave: { method: 'POST', path: '/v1/cluster/leave', body: none, who: owner('draining this host of its writer roles') },
+  clusterJoin: { method: 'POST', path: '/v1/cluster/join', body: none, who: owner('letting this host stand for writer again') },
+  clusterWriter: { method: 'POST', path: '/v1/cluster/writer/:role', body: { to: 'string' }, who: owner('moving a Home\'s merge writer') },
 } as const satisfies Record<string, RouteSpec>;
 
 export type RouteName = keyof typeof ROUTES;
@@ -262,6 +267,10 @@ export interface Results {
   retireHome: Retired;
   why: WhyReport;
   clusterStatus: ClusterStatus;
+  clusterVerify: VerifyReport;
+  clusterLeave: { host: string; released: string[]; held: string[] };
+  clusterJoin: { host: string };
+  clusterWriter: { home: string; writer: string | null; preferred: string | null };
 }
 
 export type Params<K extends RouteName> = PathParams<(typeof ROUTES)[K]['path']>;

@@ -50,6 +50,8 @@ const FLAGS = {
   search: { takes: 'value', needs: 'text to find in paths' },
   since: { takes: 'value', needs: 'a duration such as 2d' },
   all: { takes: 'switch' },
+  'move-to': { takes: 'value', needs: 'a host name (or any)' },
+  drain: { takes: 'switch' },
   take: { takes: 'value', needs: 'a side: branch or main' },
 } as const satisfies Record<string, FlagSpec>;
 

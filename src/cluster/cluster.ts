@@ -12,6 +12,8 @@ import { MergeWriter, type Decision, type Filer } from './writer.js';
 import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
 import { clusterMeter } from './cluster-meter.js';
 import { clusterStatus, type ClusterStatus } from './status.js';
+import { BranchNames } from './branch-names.js';
+import { verifyHome, type VerifyReport } from './verify.js';
 
 /**
  * This host's part in a cluster (nasd.yaml `cluster:`): every Home it serves is also in a repository on the git
@@ -53,7 +55,10 @@ export class Cluster {
   private closed = false;
   /** When this host's main of each Home last differed from the published one (its lag). */
   private readonly behindSince = new Map<string, number>();
+  /** Where an operator asked each Home's writer to be (`homes/<role>/prefer`), as the watch keeps it. */
+  private readonly preferred = new Map<string, string>();
   readonly started = new Date().toISOString();
+  readonly branchNames: BranchNames;
 
   private constructor(
     readonly config: ClusterConfig,
@@ -63,7 +68,9 @@ export class Cluster {
     readonly version: string,
     readonly seeded: Map<string, SeedOutcome>,
     private readonly stateDir: string,
-  ) {}
+  ) {
+    this.branchNames = new BranchNames(etcd, config.host, log);
+  }
 
   /**
    * Before the Homes open: reach etcd and the git server, match every Home with its repository (seed.ts) and
@@ -85,7 +92,7 @@ export class Cluster {
       for (const role of [...roles].sort()) seeded.set(role, await seedHome(config, stateDir, role, log));
       const me: HostRecord = { host: config.host, version, homes: config.homes, started: new Date().toISOString(), pid: process.pid };
       const membership = new Membership(etcd, me, config.writer_ttl_s, log);
-      await membership.join();
+      await membership.checkName();
       log.info({ host: config.host, homes: Object.fromEntries(seeded) }, 'cluster: joined');
       return new Cluster(config, etcd, membership, log, version, seeded, stateDir);
     } catch (err) {
@@ -98,10 +105,14 @@ export class Cluster {
   async attach(homes: ClusterHomes, filer: Filer): Promise<void> {
     this.homes = homes;
     this.filer = filer;
+    await this.membership.join();
     this.membership.onLost = () => {
       for (const w of this.writers.values()) w.stop();
     };
     this.membership.onRejoined = () => void this.reconcile();
+    for (const p of await this.etcd.list<{ host: string }>('homes/')) {
+      if (p.key.endsWith('/prefer')) this.preferred.set(p.key.split('/')[1], p.value.host);
+    }
     this.watcher = await this.etcd.watch('');
     this.watcher.on('put', (kv) => this.onEvent('put', kv.key.toString(), kv.value.toString()));
     this.watcher.on('delete', (kv) => this.onEvent('delete', kv.key.toString(), ''));
@@ -156,14 +167,18 @@ export class Cluster {
     this.log.debug({ key, kind }, 'cluster: etcd event');
     if (what === 'main' && kind === 'put' && !this.writers.has(role)) {
       // A value that does not read: the reconcile compares with the server.
-      const commit = parsed<{ commit: string }>(value)?.commit;
-      if (commit) void this.follow(role, commit);
+      const moved = parsed<{ commit: string; records?: string }>(value);
+      if (moved?.commit) void this.follow(role, moved.commit, moved.records);
     } else if (what === 'writer' && kind === 'delete') void this.campaign(role);
-    else if ((what === 'queue' || what === 'decisions') && kind === 'put') {
+    else if (what === 'prefer') {
+      const host = kind === 'put' ? parsed<{ host: string }>(value)?.host : undefined;
+      if (host) this.preferred.set(role, host);
+      else this.preferred.delete(role);
+      void this.rebalance();
+    } else if ((what === 'queue' || what === 'decisions') && kind === 'put') {
       const writer = this.writers.get(role);
       if (writer) writer.poke(what === 'queue' ? parsed<Proposal>(value) : undefined);
-    }
-    else if (what === 'results' && kind === 'put' && id) {
+    } else if (what === 'results' && kind === 'put' && id) {
       const result = this.waiters.has(id) ? parsed<ProposalResult>(value) : undefined;
       if (result) this.waiters.get(id)!(result);
     }
@@ -209,14 +224,14 @@ export class Cluster {
    * Make this host's main (and PR records) the server's: fetched, and the mount told. One fetch at a time per
    * Home; a writer's own Store is never overwritten (it is what the server gets next).
    */
-  follow(role: string, commit?: string): Promise<void> {
+  follow(role: string, commit?: string, records?: string | null): Promise<void> {
     const store = this.homes.storeOf(role);
     if (!store || this.writers.has(role)) return Promise.resolve();
     const prior = this.following.get(role) ?? Promise.resolve();
     const next = prior.then(async () => {
       if (this.writers.has(role)) return;
       const ours = await store.readRef(MAIN_REF);
-      if (commit && ours === commit) return this.current(role);
+      if (commit && ours === commit && (records === undefined || (await store.readRef(PRS_REF)) === records)) return this.current(role);
       if (!this.behindSince.has(role)) this.behindSince.set(role, performance.now());
       const t0 = performance.now();
       await this.server(role).fetchMain(MAIN_REF, PRS_REF);
@@ -241,12 +256,12 @@ export class Cluster {
    */
   private async campaign(role: string): Promise<void> {
     if (this.closed || this.writers.has(role) || this.campaigning.has(role) || !this.served().includes(role)) return;
-    if (!this.membership.fresh()) return;
+    if (!this.membership.fresh() || this.membership.draining) return;
     this.campaigning.add(role);
     try {
       const key = `homes/${role}/writer`;
       if (await this.etcd.json(key)) return;
-      const rank = rankFor(role, (await this.membership.live()).values()).indexOf(this.config.host);
+      const rank = rankFor(role, (await this.membership.live()).values(), this.preferred.get(role)).indexOf(this.config.host);
       if (rank > 0) {
         await new Promise((r) => setTimeout(r, rank * 500));
         if (await this.etcd.json(key)) return;
@@ -289,11 +304,11 @@ export class Cluster {
     if (this.writers.size === 0 || this.closed) return;
     const live = await this.membership.live();
     for (const [role, writer] of this.writers) {
-      const first = rankFor(role, live.values())[0];
+      const first = rankFor(role, live.values(), this.preferred.get(role))[0];
       const since = live.get(first)?.started;
-      if (first && first !== this.config.host && since && Date.now() - Date.parse(since) > 2000) {
-        if ((await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
-        this.log.info({ role, to: first }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
+      if (this.membership.draining || (first && first !== this.config.host && since && Date.now() - Date.parse(since) > 2000)) {
+        if (!this.membership.draining && (await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
+        this.log.info({ role, to: first ?? null }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
         writer.stop();
       }
     }
@@ -343,11 +358,61 @@ export class Cluster {
       }
       result.waited_ms = Math.round(performance.now() - queued);
       await this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined);
-      if (result.main) await this.follow(role, result.main);
+      // The PR records may have moved without main (a PR that waits): fetched whatever main says.
+      await this.follow(role);
       return result;
     } finally {
       this.waiters.delete(id);
     }
+  }
+
+  /**
+   * `nas cluster leave --drain`: stand for no writer role and hand over the ones held (each after its batch);
+   * the Homes stay served here. The Homes whose role went elsewhere are returned.
+   */
+  async drain(): Promise<{ host: string; released: string[]; held: string[] }> {
+    await this.membership.update({ draining: true });
+    const released = [...this.writers.keys()];
+    await this.rebalance();
+    await Promise.all([...this.writers.values()].map((w) => w.done));
+    return { host: this.config.host, released, held: [...this.writers.keys()] };
+  }
+
+  /** `nas cluster join`: stand for writer again after a drain. */
+  async undrain(): Promise<{ host: string }> {
+    await this.membership.update({ draining: false });
+    void this.reconcile();
+    return { host: this.config.host };
+  }
+
+  /**
+   * `nas cluster writer <home> --move-to <host>`: the Home's writer goes to that host (a live one serving it) at
+   * its next idle moment, and stays there while it is up; `any` gives the choice back to rendezvous hashing.
+   */
+  async moveWriter(role: string, to: string): Promise<{ home: string; writer: string | null; preferred: string | null }> {
+    const key = `homes/${role}/prefer`;
+    if (to === 'any') await this.etcd.kv.delete().key(key);
+    else {
+      const host = (await this.membership.live()).get(to);
+      if (!host) throw new UserError(`no live host is named ${to}: see nas cluster status`, 404);
+      if (host.draining || !(host.homes === 'all' || host.homes.includes(role))) throw new UserError(`host ${to} does not stand for writer of Home ${role} (it is draining, or does not serve it)`, 409);
+      await this.etcd.kv.put(key).value(JSON.stringify({ host: to, at: new Date().toISOString() }));
+    }
+    const deadline = Date.now() + 15_000;
+    let writer = (await this.etcd.json<{ host: string }>(`homes/${role}/writer`))?.value.host ?? null;
+    while (to !== 'any' && writer !== to && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      writer = (await this.etcd.json<{ host: string }>(`homes/${role}/writer`))?.value.host ?? null;
+    }
+    return { home: role, writer, preferred: to === 'any' ? null : to };
+  }
+
+  /** `nas cluster verify`: this host's copy brought up to the server's first (a writer's is the server's). */
+  async verify(role: string): Promise<VerifyReport> {
+    const store = this.homes.storeOf(role);
+    if (!store) throw new UserError(`Home ${role} is not served by this host`, 404);
+    await this.follow(role);
+    return verifyHome(role, this.server(role), () => store.readRef(MAIN_REF), this.etcd);
   }
 
   async status(): Promise<ClusterStatus> {

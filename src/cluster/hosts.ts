@@ -16,6 +16,8 @@ export interface HostRecord {
   homes: string[] | 'all';
   started: string;
   pid: number;
+  /** `nas cluster leave --drain`: serving, but standing for no writer role. */
+  draining?: boolean;
 }
 
 export class Membership {
@@ -38,6 +40,26 @@ export class Membership {
   }
 
   /**
+   * Before nasd mounts anything: the name must not be a live host's. A key left by this host's previous process
+   * goes with its lease (within the TTL), so a restart waits that long. The lease itself is taken by join(),
+   * once nasd serves: a start-up that keeps the event loop busy past a short TTL would lose it at once.
+   */
+  async checkName(): Promise<void> {
+    const deadline = Date.now() + (this.ttl + 1) * 1000;
+    for (;;) {
+      const other = await this.etcd.json<HostRecord>(`hosts/${this.me.host}`);
+      if (!other) return;
+      if (Date.now() > deadline) throw this.taken(other.value);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  private taken(other: HostRecord | undefined): UserError {
+    return new UserError(`the host name ${this.me.host} is taken by a live host (pid ${other?.pid ?? '?'}, started ${other?.started ?? '?'}): ` +
+      'give each host its own cluster.host in nasd.yaml');
+  }
+
+  /**
    * Join: take `hosts/<name>` on a fresh lease. A key left by this host's previous process goes with its lease
    * (within the TTL), so a restart waits that long; a name still held after it is another live host's.
    */
@@ -53,11 +75,7 @@ export class Membership {
         return;
       }
       await lease.revoke().catch(() => undefined);
-      if (Date.now() > deadline) {
-        const other = await this.etcd.json<HostRecord>(key).catch(() => null);
-        throw new UserError(`the host name ${this.me.host} is taken by a live host (pid ${other?.value.pid ?? '?'}, started ${other?.value.started ?? '?'}): ` +
-          'give each host its own cluster.host in nasd.yaml');
-      }
+      if (Date.now() > deadline) throw this.taken((await this.etcd.json<HostRecord>(key).catch(() => null))?.value);
       await new Promise((r) => setTimeout(r, 250));
     }
   }
@@ -101,6 +119,16 @@ export class Membership {
     }
   }
 
+  /** Say something new of this host (draining or not) under its lease. */
+  async update(change: Partial<HostRecord>): Promise<void> {
+    Object.assign(this.me, change);
+    if (this.leaseId) await this.etcd.kv.put(`hosts/${this.me.host}`).value(JSON.stringify(this.me)).lease(this.leaseId);
+  }
+
+  get draining(): boolean {
+    return !!this.me.draining;
+  }
+
   /** The hosts alive now, by name. */
   async live(): Promise<Map<string, HostRecord>> {
     return new Map((await this.etcd.list<HostRecord>('hosts/')).map((h) => [h.value.host, h.value]));
@@ -117,10 +145,11 @@ export class Membership {
 
 /**
  * Where each Home's writer should be: the live hosts serving it ranked by a hash of host and Home (rendezvous
- * hashing), so writers spread evenly and move as little as possible when a host comes or goes.
+ * hashing), so writers spread evenly and move as little as possible when a host comes or goes. A host an
+ * operator preferred for the Home (`nas cluster writer --move-to`) comes first; a draining host not at all.
  */
-export function rankFor(role: string, hosts: Iterable<HostRecord>): string[] {
-  const serving = [...hosts].filter((h) => h.homes === 'all' || h.homes.includes(role)).map((h) => h.host);
-  const score = (host: string) => createHash('sha256').update(`${host}\0${role}`).digest().readUInt32BE(0);
+export function rankFor(role: string, hosts: Iterable<HostRecord>, preferred?: string): string[] {
+  const serving = [...hosts].filter((h) => !h.draining && (h.homes === 'all' || h.homes.includes(role))).map((h) => h.host);
+  const score = (host: string) => (host === preferred ? 2 ** 32 : createHash('sha256').update(`${host}\0${role}`).digest().readUInt32BE(0));
   return serving.sort((a, b) => score(b) - score(a) || (a < b ? -1 : 1));
 }

@@ -169,7 +169,7 @@ export class MergeWriter {
     const t2 = performance.now();
 
     const at = new Date().toISOString();
-    const published = JSON.stringify({ commit: this.serverMain, epoch: this.epoch, host: this.membership.host, at });
+    const published = JSON.stringify({ commit: this.serverMain, records: this.serverPrs, epoch: this.epoch, host: this.membership.host, at });
     // One transaction, its condition the election: `then` takes every operation at once (a second call replaces the first's).
     const puts = [
       this.etcd.kv.put(this.key('main')).value(published),

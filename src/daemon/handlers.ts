@@ -70,6 +70,12 @@ function gate(flows: Workflows, stateDir: string) {
   };
 }
 
+/** This host's part in a cluster, or a refusal that says there is none. */
+function clustered(flows: Workflows): NonNullable<Workflows['cluster']> {
+  if (!flows.cluster) throw new UserError('this nasd serves its Homes alone: nasd.yaml has no cluster: block (README, Several hosts)', 404);
+  return flows.cluster;
+}
+
 /** What each route does once its caller may. */
 function routes(flows: Workflows, web: WebLogins): Handlers {
   const { branches, trash, homes, memory, leases, prs, runs, history, maintenance, lifecycle, remotes } = flows;
@@ -135,10 +141,11 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     addRemote: ({ params, body }) => remotes.add(params.role, body.url),
     listRemotes: ({ params }) => remotes.list(params.role),
     removeRemote: ({ params, body }) => remotes.remove(params.role, body.url),
-    clusterStatus: () => {
-      if (!flows.cluster) throw new UserError('this nasd serves its Homes alone: nasd.yaml has no cluster: block (see the operator\'s guide, several hosts)', 404);
-      return flows.cluster.status();
-    },
+    clusterStatus: () => clustered(flows).status(),
+    clusterVerify: ({ params }) => clustered(flows).verify(params.role),
+    clusterLeave: () => clustered(flows).drain(),
+    clusterJoin: () => clustered(flows).undrain(),
+    clusterWriter: ({ params, body }) => clustered(flows).moveWriter(params.role, body.to),
     archiveHome: ({ params }) => lifecycle.archive(params.role),
     unarchiveHome: ({ params }) => lifecycle.unarchive(params.role),
     retireHome: ({ params, body, creds }) => lifecycle.retire(params.role, body.successor, creds),

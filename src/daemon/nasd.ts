@@ -142,7 +142,13 @@ async function main(): Promise<void> {
   await cluster?.attach({
     roles: () => homes.roles(), storeOf: (r) => homes.find(r)?.home.store ?? null, refreshMains: () => homes.refreshMains(),
     open: async (r) => void (await homes.open(await Home.open(config.state_dir, r, config.identity))),
-  }, flows.prs);
+  }, flows.prs).catch(async (err) => {
+    // A host of the same name that started meanwhile: this one goes, leaving nothing mounted.
+    server.close();
+    await binds.stop();
+    await mount.unmount();
+    throw err;
+  });
   const webServer = await serveWeb(config.web_listen, routes, web, log);
   const sampler = new MetricsSampler(homes);
   meter.sampleWith(() => sampler.sample());

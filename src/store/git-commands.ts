@@ -138,6 +138,21 @@ export class GitCommands {
     await fs.rename(`${file}.tmp`, file);
   }
 
+  /** One trailer's values on every commit of a ref's first-parent line, newest first ('' where a commit has none). */
+  async firstParentTrailers(ref: string, key: string): Promise<string[]> {
+    return (await this.run(['log', '--first-parent', `--format=%(trailers:key=${key},valueonly,separator=%x2C)%x00`, ref])).split('\0').map((t) => t.trim()).slice(0, -1);
+  }
+
+  /** git fsck of the whole repository: its findings ('' when clean). */
+  async fsck(): Promise<string> {
+    try {
+      await this.run(['fsck', '--no-progress', '--no-dangling']);
+      return '';
+    } catch (err) {
+      return (err as Error).message;
+    }
+  }
+
   /**
    * git talking to the cluster's git server (src/store/server-repo.ts): the operator's URL, so http:// too (a lab
    * server on a private network); `config` carries the credentials (an ssh key, an HTTP header).

@@ -74,6 +74,15 @@ export class ServerRepo {
     if (oids.length > 0) await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, ...oids]);
   }
 
+  /** This Store's side, for `nas cluster verify`: a trailer along a ref's first parents, and git fsck's findings. */
+  trailers(ref: string, key: string): Promise<string[]> {
+    return this.git.firstParentTrailers(ref, key);
+  }
+
+  fsck(): Promise<string> {
+    return this.git.fsck();
+  }
+
   /**
    * Push `local -> server ref` pairs, each only if the server still holds `expected` there (null: the ref must
    * not exist). All or nothing (`--atomic`). A refusal because a ref moved is a StalePush; anything else

@@ -49,7 +49,7 @@ export function openWorkflows(
   const leases = new LeaseService(homes, o.stateDir, o.log);
   const readers = new Readers(homes, leases);
   const prs = new PrService(homes, leases, readers, o.log, o.checkDirs, o.cluster ?? null);
-  const branches = new Branches(homes, readers, prs);
+  const branches = new Branches(homes, readers, prs, o.cluster ?? null);
   const trash = new TrashWorkflow(homes, leases, readers);
   const homeFlows = new Homes(homes, branches);
   const memory = new MemoryService(homes, readers);

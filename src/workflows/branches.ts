@@ -3,6 +3,7 @@ import { parseDuration } from '../util/duration.js';
 import { validateRelPath } from '../util/names.js';
 import type { BranchRecord, UnresolvedConflict } from '../home/home.js';
 import { itemsFromGit } from '../trash/trash.js';
+import type { Cluster } from '../cluster/cluster.js';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
 import { mergeMainInto, takeSide, type BranchUpdate } from '../merge/update.js';
 import type { Readers } from './readers.js';
@@ -26,7 +27,11 @@ export class Branches {
   /** Branches being removed as finished (`<role>/<branch>`): the periodic pass and a run's end may meet on one. */
   private readonly finishing = new Set<string>();
 
-  constructor(private readonly homes: HomeSet, private readonly readers: Readers, private readonly prs: BranchPrs) {}
+  constructor(
+    private readonly homes: HomeSet, private readonly readers: Readers, private readonly prs: BranchPrs,
+    /** In a cluster, a branch name is one host's (src/cluster): claimed before a branch is made, given back when it goes. */
+    private readonly cluster: Cluster | null = null,
+  ) {}
 
   async createBranch(role: string, branch: string, opts: { from?: string; at?: string; ttl?: string; run?: string }): Promise<BranchCreated> {
     const m = this.homes.mounted(role);
@@ -37,7 +42,14 @@ export class Branches {
         'discard one (nas branch discard) or raise the limit (nas home config)', 409);
     }
     const started = process.hrtime.bigint();
-    const record = await m.home.createBranch(branch, { ...opts, defaultTtl: m.config.limits.branch_ttl_default });
+    const claimed = await this.cluster?.branchNames.claim(role, branch, { random: !!opts.run });
+    let record;
+    try {
+      record = await m.home.createBranch(branch, { ...opts, defaultTtl: m.config.limits.branch_ttl_default });
+    } catch (err) {
+      if (claimed) await this.cluster?.branchNames.release(role, branch);
+      throw err;
+    }
     await this.homes.openBranch(m, record);
     const ms = Number(process.hrtime.bigint() - started) / 1e6;
     return { ...record, home: role, view: `${role}@${branch}`, createdInMs: Math.round(ms * 100) / 100 };
@@ -218,6 +230,7 @@ export class Branches {
   /** The branch's ref, record and directory go (its view is closed), and with them its PRs still undecided. */
   private async remove(m: Mounted, branch: string, why: string): Promise<void> {
     await m.home.removeBranch(branch);
+    await this.cluster?.branchNames.release(m.home.role, branch);
     await this.homes.viewsChanged(m.home.role);
     await this.prs.branchGone(m.home.role, branch, why);
   }

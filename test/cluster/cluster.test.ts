@@ -159,6 +159,57 @@ describe('several hosts serving one Home (git server + etcd)', () => {
       `burst of 15 (branch, write, propose) in ${seconds.toFixed(1)} s`);
     expectNothingLost(row);
     expect(row.onMain).toBe(acknowledged.length);
+  }, 240_000);
+
+  it('a branch name is one host\'s: a second host cannot make a branch of the same name', async () => {
+    const [a, b] = hosts;
+    await a.branchWith('named-once', 'outbox/cluster/named.txt', 'a\n');
+    const taken = await b.nas('branch', 'create', 'demo/named-once');
+    expect(taken.code).not.toBe(0);
+    expect(taken.stderr).toContain('the branch name demo@named-once is taken by host a');
+    // Once a's branch is discarded, the name is free again.
+    expect((await a.nas('branch', 'discard', 'demo/named-once')).code).toBe(0);
+    const made = await b.nas('branch', 'create', 'demo/named-once');
+    expect(made.stderr).toBe('');
+    expect((await b.nas('branch', 'discard', 'demo/named-once')).code).toBe(0);
+  });
+
+  it('the Human Gate on any host: a PR that waits is approved on another host than the writer and merges', async () => {
+    const writer = await settledWriter();
+    const [proposer, approver] = hosts.filter((h) => h !== writer);
+    // A deletion waits for a person.
+    const branch = `gate-${++seq}`;
+    expect((await proposer.nas('branch', 'create', `demo/${branch}`)).code).toBe(0);
+    const victim = acknowledged[0].file;
+    await fs.rm(path.join(proposer.mnt, `demo@${branch}`, 'outbox/cluster', victim));
+    await proposer.daemon.sync(`demo/${branch}`);
+    const waiting = await proposer.nasJson<{ id: number; state: string }>('propose', `demo/${branch}`, '--intent', 'remove one file');
+    expect(waiting.state).toBe('waiting');
+    // Every host lists it (the PR records follow main from the git server).
+    await eventually(async () => (await approver.nasJson<{ id: number; state: string }[]>('pr', 'list', 'demo')).some((p) => p.id === waiting.id && p.state === 'waiting'), 'the waiting PR on the approving host');
+    const approved = await approver.nasJson<{ state: string }>('pr', 'approve', 'demo', String(waiting.id));
+    expect(approved.state).toBe('merged');
+    await eventually(async () => !(await fs.readdir(path.join(writer.mnt, 'demo/outbox/cluster'))).includes(victim), `${victim} gone from main on the writer host`);
+    acknowledged.splice(0, 1);
+  });
+
+  it('operators move a writer, drain a host and verify main against the queue', async () => {
+    const writer = await settledWriter();
+    const other = hosts.find((h) => h !== writer)!;
+    const moved = await writer.nasJson<{ writer: string; preferred: string }>('cluster', 'writer', 'demo', '--move-to', other.o.name);
+    expect(moved).toMatchObject({ writer: other.o.name, preferred: other.o.name });
+    // Draining the preferred host hands the role on; joining brings it back (the preference stands).
+    const drained = await other.nasJson<{ released: string[]; held: string[] }>('cluster', 'leave', '--drain');
+    expect(drained).toMatchObject({ released: ['demo'], held: [] });
+    await eventually(async () => ((await writerInEtcd(etcd)) ?? other.o.name) !== other.o.name, 'the role on another host');
+    expect((await other.proposeBranch(`drained-${++seq}`)).state).toBe('merged');
+    expect((await other.nas('cluster', 'join')).code).toBe(0);
+    await eventually(async () => (await writerInEtcd(etcd)) === other.o.name, 'the role back on the preferred host', 20_000);
+    expect((await writer.nas('cluster', 'writer', 'demo', '--move-to', 'any')).code).toBe(0);
+    const verified = await hosts[2].nas('cluster', 'verify', 'demo');
+    expect(verified.stdout).toContain('merged twice: none');
+    expect(verified.stdout).toContain('git fsck: clean');
+    expect(verified.code).toBe(0);
   });
 
   for (const point of ['after-merge', 'after-push', 'after-publish']) {

@@ -95,6 +95,12 @@ export class ClusterHost {
     return { code: 0, state: pr.state, id: pr.id, stderr: r.stderr };
   }
 
+  /** A fresh branch with one file, proposed: the PR's state (and it is counted by no tally: a side test's). */
+  async proposeBranch(branch: string): Promise<{ state?: string; stderr: string }> {
+    await this.branchWith(branch, `outbox/side/${branch}.txt`, `${branch}\n`);
+    return this.propose(branch);
+  }
+
   /** Who holds the writer role of a Home, as this host's `nas cluster status` says. */
   async writerOf(role = 'demo'): Promise<string | null> {
     const s = await this.nasJson<{ homes: { role: string; writer: string | null }[] }>('cluster', 'status');

@@ -1,12 +1,21 @@
 import { command } from '../command.js';
 import { short, table } from '../format.js';
+import { Usage } from '../args.js';
 
 export const help = {
   cluster:
-    'usage: nas cluster status [--json]\n\n' +
-    'Several hosts serving the same Homes (nasd.yaml cluster:, see docs/operators.md): etcd\'s health, the hosts\n' +
-    'alive with their version and Homes, and per Home its merge writer and epoch, main as this host has it, when\n' +
-    'main was last published, the proposals queued, and whether this host\'s main is the published one.\n',
+    'usage: nas cluster status [--json]\n' +
+    '       nas cluster verify <role>\n' +
+    '       nas cluster writer <role> --move-to <host>|any\n' +
+    '       nas cluster leave --drain\n' +
+    '       nas cluster join\n\n' +
+    'Several hosts serving the same Homes (nasd.yaml cluster:, README: Several hosts).\n' +
+    'status: etcd\'s health, the hosts alive with their version and Homes, and per Home its merge writer and epoch,\n' +
+    'main as this host has it, when main was last published, the proposals queued, and whether this host is current.\n' +
+    'verify: main on the git server against the queue (no proposal merged twice) and git fsck; exit 1 on a finding.\n' +
+    'writer --move-to (owner): the Home\'s merge writer goes to that host at its next idle moment and stays while the\n' +
+    'host is up; any gives the choice back. leave --drain (owner): this host hands over every writer role and stands\n' +
+    'for none (it still serves its Homes); join undoes it.\n',
 };
 
 /** How long ago an ISO time was, in words short enough for a column. */
@@ -28,5 +37,45 @@ export const commands = [
         ...r.homes.map((h) => [h.role, h.writer ?? '(none)', h.epoch ?? '-', short(h.main ?? '-'), age(h.published), String(h.queued), h.current ? 'current' : 'BEHIND'])]);
       return `this host: ${r.host}\n${etcd}\n\n${hosts}\n${homes}`;
     },
+  }),
+  command({
+    name: 'cluster verify',
+    route: 'clusterVerify',
+    request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
+    print: (r) => `Home ${r.home}: main ${short(r.main ?? '-')} on the git server${r.current ? '' : ' (this host trails it)'}\n` +
+      `  ${r.merges} proposal(s) merged; merged twice: ${r.twice.length === 0 ? 'none' : r.twice.join(', ')}\n` +
+      `  queued: ${r.queued} (${r.queued_on_main} already on main, cleared by the next batch)\n` +
+      `  git fsck: ${r.fsck === '' ? 'clean' : r.fsck}\n${r.ok ? 'ok\n' : 'FAILED\n'}`,
+    failed: (r) => !r.ok,
+  }),
+  command({
+    name: 'cluster writer',
+    route: 'clusterWriter',
+    flags: ['move-to'],
+    request: (args) => {
+      const to = args.value('move-to');
+      if (!to) throw new Usage('say where the writer goes: --move-to <host> (or any)');
+      return { params: { role: args.need(2, '<role>') }, body: { to } };
+    },
+    print: (r) => r.preferred === null ? `Home ${r.home}: its writer is chosen by the hosts again (now ${r.writer ?? 'none'})\n`
+      : r.writer === r.preferred ? `Home ${r.home}: its merge writer is ${r.writer}\n`
+        : `Home ${r.home}: its writer moves to ${r.preferred} at its next idle moment (now ${r.writer ?? 'none'})\n`,
+  }),
+  command({
+    name: 'cluster leave',
+    route: 'clusterLeave',
+    flags: ['drain'],
+    request: (args) => {
+      if (!args.has('drain')) throw new Usage('nas cluster leave --drain: this host hands over its writer roles and stands for none (say --drain)');
+      return { params: {}, body: {} };
+    },
+    print: (r) => `host ${r.host} stands for no writer role now${r.released.length ? `; handed over: ${r.released.join(', ')}` : ''}` +
+      `${r.held.length ? `; still held (no other host takes them): ${r.held.join(', ')}` : ''}\n`,
+  }),
+  command({
+    name: 'cluster join',
+    route: 'clusterJoin',
+    request: () => ({ params: {}, body: {} }),
+    print: (r) => `host ${r.host} stands for writer again\n`,
   }),
 ];
