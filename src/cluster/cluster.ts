@@ -9,11 +9,13 @@ import { ClusterEtcd } from './etcd.js';
 import { Membership, rankFor, type HostRecord } from './hosts.js';
 import { accessOf, seedHome, servedHomes, type SeedOutcome } from './seed.js';
 import { MergeWriter, type Decision, type Filer } from './writer.js';
-import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
+import type { Proposal, ProposalResult } from './proposal.js';
 import { clusterMeter } from './cluster-meter.js';
 import { clusterStatus, type ClusterStatus } from './status.js';
 import { BranchNames } from './branch-names.js';
 import { verifyHome, type VerifyReport } from './verify.js';
+import { BranchSync, type ElsewhereBranch } from './branch-sync.js';
+import { Asking } from './asking.js';
 
 /**
  * This host's part in a cluster (nasd.yaml `cluster:`): every Home it serves is also in a repository on the git
@@ -38,20 +40,20 @@ export interface ClusterHomes {
   refreshMains(): Promise<void>;
   /** Open (mount) a Home whose Store was just made from the git server. */
   open(role: string): Promise<void>;
+  /** Show the branches other hosts hold, read-only at their last pushed heads. */
+  showElsewhere(role: string, branches: ElsewhereBranch[]): Promise<void>;
 }
 
-/** How long a proposal or a decision waits for the writer's answer before the caller is told it is queued. */
-const ANSWER_WAIT_MS = 60_000;
 
 export class Cluster {
   private homes!: ClusterHomes;
   private filer!: Filer;
   private readonly writers = new Map<string, MergeWriter>();
   private readonly campaigning = new Set<string>();
-  private readonly waiters = new Map<string, (r: ProposalResult) => void>();
   private readonly following = new Map<string, Promise<void>>();
   private watcher: Watcher | null = null;
   private timer: NodeJS.Timeout | null = null;
+  private slowTimer: NodeJS.Timeout | null = null;
   private closed = false;
   /** When this host's main of each Home last differed from the published one (its lag). */
   private readonly behindSince = new Map<string, number>();
@@ -59,6 +61,8 @@ export class Cluster {
   private readonly preferred = new Map<string, string>();
   readonly started = new Date().toISOString();
   readonly branchNames: BranchNames;
+  private readonly asking: Asking;
+  private branches!: BranchSync;
 
   private constructor(
     readonly config: ClusterConfig,
@@ -70,6 +74,7 @@ export class Cluster {
     private readonly stateDir: string,
   ) {
     this.branchNames = new BranchNames(etcd, config.host, log);
+    this.asking = new Asking(etcd, config.host, (role) => this.follow(role));
   }
 
   /**
@@ -105,11 +110,12 @@ export class Cluster {
   async attach(homes: ClusterHomes, filer: Filer): Promise<void> {
     this.homes = homes;
     this.filer = filer;
+    this.branches = new BranchSync(this.config.host, this.config.push, (role, branches) => homes.showElsewhere(role, branches), this.log);
     await this.membership.join();
     this.membership.onLost = () => {
       for (const w of this.writers.values()) w.stop();
     };
-    this.membership.onRejoined = () => void this.reconcile();
+    this.membership.onRejoined = () => void this.tick();
     for (const p of await this.etcd.list<{ host: string }>('homes/')) {
       if (p.key.endsWith('/prefer')) this.preferred.set(p.key.split('/')[1], p.value.host);
     }
@@ -119,8 +125,10 @@ export class Cluster {
     // A watch that reconnects may have missed events: reconcile at once.
     this.watcher.on('connected', () => void this.reconcile());
     this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'cluster: the etcd watch failed; it reconnects'));
-    this.timer = setInterval(() => void this.reconcile(), Math.min(this.config.reconcile_s * 1000, 1000 * this.config.writer_ttl_s));
+    this.timer = setInterval(() => void this.tick(), (1000 * this.config.writer_ttl_s) / 2);
+    this.slowTimer = setInterval(() => void this.reconcile(), this.config.reconcile_s * 1000);
     this.timer.unref();
+    this.slowTimer.unref();
     await this.reconcile();
   }
 
@@ -179,21 +187,51 @@ export class Cluster {
       const writer = this.writers.get(role);
       if (writer) writer.poke(what === 'queue' ? parsed<Proposal>(value) : undefined);
     } else if (what === 'results' && kind === 'put' && id) {
-      const result = this.waiters.has(id) ? parsed<ProposalResult>(value) : undefined;
-      if (result) this.waiters.get(id)!(result);
+      this.asking.answered(id, value);
     }
   }
 
   /**
-   * The slow pass (and after every watch reconnect): main compared with the server's, a writer for every Home
-   * that has none, and writers moved to where rendezvous hashing puts them.
+   * The fast pass, every half TTL, from etcd alone (one keys-only read): a writer stood for where a Home has
+   * none, writers moved to where rendezvous hashing puts them, the queue depth for the metrics.
+   */
+  private ticking = false;
+  async tick(): Promise<void> {
+    if (this.ticking || this.closed) return;
+    this.ticking = true;
+    try {
+      const started = performance.now();
+      const keys = await this.etcd.kv.getAll().prefix('homes/').keys();
+      clusterMeter.etcd((performance.now() - started) / 1000);
+      const written = new Set<string>();
+      const queued = new Map<string, number>();
+      for (const key of keys) {
+        const [, role, what] = key.split('/');
+        if (what === 'writer') written.add(role);
+        else if (what === 'queue') queued.set(role, (queued.get(role) ?? 0) + 1);
+      }
+      for (const role of this.served()) {
+        clusterMeter.queue(role, queued.get(role) ?? 0);
+        if (!written.has(role)) await this.campaign(role);
+      }
+      await this.rebalance();
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'cluster: etcd pass failed; the next one retries');
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  /**
+   * The slow pass (every `reconcile`, and after a watch reconnects), against the git server whatever etcd said:
+   * Homes put there by other hosts are taken, main is compared and followed, and branches are exchanged
+   * (branch-sync.ts: this host's pushed, the others' shown read-only).
    */
   private reconciling = false;
   async reconcile(): Promise<void> {
     if (this.reconciling || this.closed) return;
     this.reconciling = true;
     try {
-      clusterMeter.etcd(await this.etcd.ping());
       for (const role of await this.wanted()) {
         try {
           if (!this.homes.storeOf(role)) {
@@ -201,23 +239,21 @@ export class Cluster {
             if ((await this.seed(role)) === 'fetched') await this.homes.open(role);
             continue;
           }
-          if (!this.writers.has(role)) {
-            const theirs = (await this.server(role).refs(MAIN_REF)).get(MAIN_REF);
-            if (theirs) await this.follow(role, theirs);
-            else await this.seed(role);
-            await this.campaign(role);
-          }
-          clusterMeter.queue(role, await this.etcd.count(`homes/${role}/queue/`));
+          const refs = await this.server(role).refs();
+          const theirs = refs.get(MAIN_REF);
+          if (!theirs) await this.seed(role);
+          else if (!this.writers.has(role)) await this.follow(role, theirs, refs.get(PRS_REF) ?? null);
+          await this.branches.sync(role, this.homes.storeOf(role)!, this.server(role), refs);
         } catch (err) {
           this.log.warn({ role, err: (err as Error).message }, 'cluster: reconcile of the Home failed; the next pass retries');
         }
       }
-      await this.rebalance();
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'cluster: reconcile pass failed; the next one retries');
     } finally {
       this.reconciling = false;
     }
+    await this.tick();
   }
 
   /**
@@ -314,56 +350,14 @@ export class Cluster {
     }
   }
 
-  /**
-   * Propose a branch's head: pushed to this host's prefix on the git server, queued in etcd, and answered by
-   * the writer (wherever it is) with the PR it filed. Acknowledged once queued: a writer that dies after that
-   * leaves it queued for the next.
-   */
-  async propose(role: string, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>): Promise<ProposalResult> {
-    const server = this.server(role);
-    try {
-      await server.push([{ from: p.head, to: hostBranchRef(this.config.host, p.branch), expected: 'any' }]);
-    } catch (err) {
-      throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
-    }
-    const proposal: Proposal = { ...p, id: proposalId(this.config.host), host: this.config.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads) };
-    return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal);
+  /** Propose a branch's head through the Home's writer, wherever it runs (asking.ts). */
+  propose(role: string, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>): Promise<ProposalResult> {
+    return this.asking.propose(role, this.server(role), p);
   }
 
   /** A person's decision on a PR, carried out by the Home's writer (it alone writes main and the records). */
-  async decide(role: string, d: Omit<Decision, 'id' | 'host' | 'at'>): Promise<ProposalResult> {
-    const decision: Decision = { ...d, id: proposalId(this.config.host), host: this.config.host, at: new Date().toISOString() };
-    return this.ask(role, `decisions/${decision.id}`, decision.id, decision);
-  }
-
-  private async ask(role: string, key: string, id: string, value: object): Promise<ProposalResult> {
-    const answered = new Promise<ProposalResult>((resolve) => this.waiters.set(id, resolve));
-    try {
-      try {
-        await this.etcd.kv.put(`homes/${role}/${key}`).value(JSON.stringify(value));
-      } catch (err) {
-        throw new UserError(`cannot reach etcd, so nothing was queued (${(err as Error).message}): try again`, 503);
-      }
-      const queued = performance.now();
-      const deadline = Date.now() + ANSWER_WAIT_MS;
-      let result: ProposalResult | null = null;
-      while (!result && Date.now() < deadline) {
-        // The watch answers at once; the read is for an event the watch missed (a reconnect).
-        result = await Promise.race([answered, new Promise<null>((r) => setTimeout(() => r(null), 2000))]);
-        result ??= (await this.etcd.json<ProposalResult>(`homes/${role}/results/${id}`).catch(() => null))?.value ?? null;
-      }
-      if (!result) {
-        throw new UserError(`queued as ${id}, but Home ${role}'s merge writer has not answered within ${ANSWER_WAIT_MS / 1000} s: ` +
-          'it is taken when a writer is elected; nothing is lost (see nas cluster status)', 504);
-      }
-      result.waited_ms = Math.round(performance.now() - queued);
-      await this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined);
-      // The PR records may have moved without main (a PR that waits): fetched whatever main says.
-      await this.follow(role);
-      return result;
-    } finally {
-      this.waiters.delete(id);
-    }
+  decide(role: string, d: Omit<Decision, 'id' | 'host' | 'at'>): Promise<ProposalResult> {
+    return this.asking.decide(role, d);
   }
 
   /**
@@ -381,7 +375,7 @@ export class Cluster {
   /** `nas cluster join`: stand for writer again after a drain. */
   async undrain(): Promise<{ host: string }> {
     await this.membership.update({ draining: false });
-    void this.reconcile();
+    void this.tick();
     return { host: this.config.host };
   }
 
@@ -422,6 +416,7 @@ export class Cluster {
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.slowTimer) clearInterval(this.slowTimer);
     const writers = [...this.writers.values()];
     for (const w of writers) w.stop();
     await Promise.all(writers.map((w) => w.done));

@@ -20,6 +20,8 @@ export class MainView implements View {
     layer: GitLayer,
     readonly owner: Owner,
     private readonly scratchRoots: string[],
+    /** In a cluster, a branch another host holds, shown read-only here: that host's name. */
+    readonly elsewhere?: string,
   ) {
     this.layer = layer;
   }
@@ -93,8 +95,12 @@ export class MainView implements View {
 }
 
 /** What any mutation of main gets, as policy decides it (the adapter sends main's mutations here). */
-export function mainRefusal(view: { name: string }, op: Mutation, rel: string): FsError {
+export function mainRefusal(view: { name: string; elsewhere?: string }, op: Mutation, rel: string): FsError {
   const code = checkMutation('main', DEFAULT_RULES, op, rel) ?? 'EROFS';
+  if (view.elsewhere) {
+    return fsError('EROFS', `${view.name} is held by host ${view.elsewhere} and shown here read-only at its last pushed head: write in it on ${view.elsewhere}, ` +
+      `or bring it here with nas branch move ${view.name} --to <this host>`);
+  }
   const colon = view.name.indexOf(':');
   if (colon > 0) return fsError(code, `${view.name} is history (a checkpoint or a commit), read-only; to work from it: nas restore ${view.name.slice(0, colon)}@<branch> ${view.name.slice(colon + 1)}`);
   return fsError(code, `${view.name} is main, the protected main line, read-only: write in a branch, e.g. ${view.name}@<branch> under the mount (nas branch create ${view.name}/<branch> makes one)`);

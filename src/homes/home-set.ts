@@ -72,6 +72,8 @@ export interface Mounted {
   checkpoints: Map<string, MainView>;
   /** Read-only views of commits looked up by id (`<role>:<commit>`), the most recently used last. */
   commits: Map<string, MainView>;
+  /** In a cluster, branches other hosts hold (`<role>@<branch>`), read-only at their last pushed heads. */
+  elsewhere: Map<string, MainView>;
   /** The Home's quota across all branches: every branch's Space adds to it. */
   pool: Space;
   /** Retired (and its successor), or the Home it succeeds. */
@@ -152,7 +154,7 @@ export class HomeSet {
     for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
     const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config.maintenance));
     const mounted: Mounted = {
-      home, config, main, branches: new Map(), records: new Map(), checkpoints: new Map(), commits: new Map(),
+      home, config, main, branches: new Map(), records: new Map(), checkpoints: new Map(), commits: new Map(), elsewhere: new Map(),
       pool: new Space(config.limits.home_quota_bytes),
       life: await new Lifecycle(home.store, home.identity).get(),
     };
@@ -172,6 +174,23 @@ export class HomeSet {
     const layer = new GitLayer(m.home.store, await m.home.store.readCommit(commit));
     const view = new MainView(`${role}:${name}`, layer, this.opts.owner, []);
     m.checkpoints.set(name, view);
+  }
+
+  /** The branches other hosts hold, as the git server has them (src/cluster): shown read-only, the host named. */
+  async showElsewhere(role: string, branches: { branch: string; host: string; commit: string }[]): Promise<void> {
+    const m = this.mounted(role);
+    const wanted = new Map(branches.filter((b) => !m.branches.has(b.branch)).map((b) => [b.branch, b]));
+    let changed = false;
+    for (const branch of m.elsewhere.keys()) if (!wanted.has(branch)) changed = m.elsewhere.delete(branch);
+    for (const [branch, b] of wanted) {
+      const shown = m.elsewhere.get(branch);
+      if (shown?.head === b.commit && shown.elsewhere === b.host) continue;
+      const layer = new GitLayer(m.home.store, await m.home.store.readCommit(b.commit));
+      if (shown?.elsewhere === b.host) shown.setHead(layer);
+      else m.elsewhere.set(branch, new MainView(`${role}@${branch}`, layer, this.opts.owner, [], b.host));
+      changed = true;
+    }
+    if (changed) await this.viewsChanged(role);
   }
 
   async openBranch(m: Mounted, record: BranchRecord): Promise<BranchView> {

@@ -27,6 +27,7 @@ export class MountTable {
       const role = m.home.role;
       names.push(role);
       for (const branch of m.branches.keys()) names.push(`${role}@${branch}`);
+      for (const branch of m.elsewhere.keys()) names.push(`${role}@${branch}`);
       for (const checkpoint of m.checkpoints.keys()) names.push(`${role}:${checkpoint}`);
     }
     return names;
@@ -55,7 +56,7 @@ export class MountTable {
     const m = this.homes.find(at < 0 ? name : name.slice(0, at));
     if (!m) return undefined;
     const branch = name.slice(at + 1);
-    return at < 0 || branch === 'main' ? m.main : m.branches.get(branch);
+    return at < 0 || branch === 'main' ? m.main : (m.branches.get(branch) ?? m.elsewhere.get(branch));
   }
 
   /**

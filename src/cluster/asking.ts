@@ -1,0 +1,86 @@
+import type { ServerRepo } from '../store/store.js';
+import { UserError } from '../util/errors.js';
+import type { ClusterEtcd } from './etcd.js';
+import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
+import type { Decision } from './writer.js';
+
+/**
+ * Asking a Home's merge writer, wherever it runs: a proposal or a decision is put in etcd, and the answer comes
+ * back as a result key the writer publishes with main (seen by the watch, or read if the watch missed it).
+ */
+
+/** How long a proposal or a decision waits for the writer's answer before the caller is told it is queued. */
+const ANSWER_WAIT_MS = 60_000;
+
+export class Asking {
+  private readonly waiters = new Map<string, (r: ProposalResult) => void>();
+
+  constructor(
+    private readonly etcd: ClusterEtcd,
+    private readonly host: string,
+    /** Bring this host's main and PR records to the server's once answered. */
+    private readonly follow: (role: string) => Promise<void>,
+  ) {}
+
+  /** A result key the watch saw. */
+  answered(id: string, value: string): void {
+    const waiter = this.waiters.get(id);
+    if (!waiter) return;
+    try {
+      waiter(JSON.parse(value) as ProposalResult);
+    } catch {
+      // not readable: the read after the wait finds it, or the caller is told it is queued
+    }
+  }
+
+  /**
+   * Propose a branch's head: pushed to this host's prefix on the git server, queued in etcd, and answered by
+   * the writer (wherever it is) with the PR it filed. Acknowledged once queued: a writer that dies after that
+   * leaves it queued for the next.
+   */
+  async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>): Promise<ProposalResult> {
+    try {
+      await server.push([{ from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }]);
+    } catch (err) {
+      throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
+    }
+    const proposal: Proposal = { ...p, id: proposalId(this.host), host: this.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads) };
+    return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal);
+  }
+
+  /** A person's decision on a PR, carried out by the Home's writer (it alone writes main and the records). */
+  async decide(role: string, d: Omit<Decision, 'id' | 'host' | 'at'>): Promise<ProposalResult> {
+    const decision: Decision = { ...d, id: proposalId(this.host), host: this.host, at: new Date().toISOString() };
+    return this.ask(role, `decisions/${decision.id}`, decision.id, decision);
+  }
+
+  private async ask(role: string, key: string, id: string, value: object): Promise<ProposalResult> {
+    const answered = new Promise<ProposalResult>((resolve) => this.waiters.set(id, resolve));
+    try {
+      try {
+        await this.etcd.kv.put(`homes/${role}/${key}`).value(JSON.stringify(value));
+      } catch (err) {
+        throw new UserError(`cannot reach etcd, so nothing was queued (${(err as Error).message}): try again`, 503);
+      }
+      const queued = performance.now();
+      const deadline = Date.now() + ANSWER_WAIT_MS;
+      let result: ProposalResult | null = null;
+      while (!result && Date.now() < deadline) {
+        // The watch answers at once; the read is for an event the watch missed (a reconnect).
+        result = await Promise.race([answered, new Promise<null>((r) => setTimeout(() => r(null), 2000))]);
+        result ??= (await this.etcd.json<ProposalResult>(`homes/${role}/results/${id}`).catch(() => null))?.value ?? null;
+      }
+      if (!result) {
+        throw new UserError(`queued as ${id}, but Home ${role}'s merge writer has not answered within ${ANSWER_WAIT_MS / 1000} s: ` +
+          'it is taken when a writer is elected; nothing is lost (see nas cluster status)', 504);
+      }
+      result.waited_ms = Math.round(performance.now() - queued);
+      await this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined);
+      // The PR records may have moved without main (a PR that waits): fetched whatever main says.
+      await this.follow(role);
+      return result;
+    } finally {
+      this.waiters.delete(id);
+    }
+  }
+}
