@@ -155,6 +155,7 @@ describe('coverage of the contract', () => {
     'diff': ['diff', 'demo@draft', 'before-refactor', 'abc1234', '--path', 'outbox'],
     'why': ['why', '/agents/demo/AGENTS.md', '--limit', '5'],
     'share smb': ['share', 'smb', '--print'],
+    'cluster status': ['cluster', 'status'],
   };
 
   it("builds, for every command, a request the daemon's validation accepts", async () => {

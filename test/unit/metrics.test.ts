@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/daemon/config.js';
 import { mountCall } from '../../src/daemon/mount-helper.js';
-import { Meter } from '../../src/metrics/meter.js';
+import { Meter, meter } from '../../src/metrics/meter.js';
+import { clusterMeter } from '../../src/cluster/cluster-meter.js';
 import type { HomeSample } from '../../src/metrics/state-gauges.js';
 import { key, parseExposition, total } from '../prom-text.js';
 
@@ -102,8 +103,43 @@ describe('metrics exposition', () => {
     expect([0, 3]).toContain(r.status);
   });
 
+  /**
+   * The cluster's families (src/cluster/cluster-meter.ts): made on first use in the process's one meter, as
+   * nasd does when metrics are on. Every call of clusterMeter once.
+   */
+  async function clusterExposed(): Promise<string> {
+    meter.enable();
+    clusterMeter.writer('demo', true);
+    clusterMeter.writer('ops', false);
+    clusterMeter.failover('demo');
+    clusterMeter.published('demo');
+    clusterMeter.published('demo');
+    clusterMeter.queue('demo', 3);
+    clusterMeter.lag('demo', 0.4);
+    clusterMeter.etcd(0.003);
+    return meter.expose();
+  }
+
+  it('the cluster\'s families: valid text, counters ending in _total, each with its help, the values recorded', async () => {
+    const e = parseExposition(await clusterExposed());
+    const names = ['nas_cluster_writer', 'nas_cluster_queue_depth', 'nas_cluster_main_lag_seconds', 'nas_cluster_failovers_total', 'nas_cluster_published_total', 'nas_cluster_etcd_seconds'];
+    expect([...e.families.keys()].filter((f) => f.startsWith('nas_cluster_')).sort()).toEqual([...names].sort());
+    for (const name of names) {
+      const f = e.families.get(name)!;
+      expect(f.help.length, name).toBeGreaterThan(10);
+      if (f.type === 'counter') expect(name).toMatch(/_total$/);
+    }
+    expect(e.samples.get(key('nas_cluster_writer', { home: 'demo' }))).toBe(1);
+    expect(e.samples.get(key('nas_cluster_writer', { home: 'ops' }))).toBe(0);
+    expect(e.samples.get(key('nas_cluster_published_total', { home: 'demo' }))).toBe(2);
+    expect(e.samples.get(key('nas_cluster_queue_depth', { home: 'demo' }))).toBe(3);
+    expect(e.samples.get('nas_cluster_etcd_seconds_count')).toBe(1);
+  });
+
   it("the Grafana dashboard (contrib/grafana/agent-nas.json) asks only for metrics nasd exposes", async () => {
+    // nasd's own families and, in a cluster, the cluster's (the same registry when nasd runs).
     const e = parseExposition(await exposed());
+    for (const [name, family] of parseExposition(await clusterExposed()).families) if (name.startsWith('nas_cluster_')) e.families.set(name, family);
     const dash = JSON.parse(await fs.readFile(path.resolve(import.meta.dirname, '../../contrib/grafana/agent-nas.json'), 'utf8'));
     const exprs: string[] = dash.panels.flatMap((p: { targets?: { expr: string }[] }) => (p.targets ?? []).map((t) => t.expr));
     expect(exprs.length).toBeGreaterThan(30);

@@ -8,6 +8,9 @@ import { ROOT } from '../helpers.js';
 
 const exec = promisify(execFile);
 
+/** systemd-analyze (Debian's systemd package), when it is installed: it reads units offline, no running systemd needed. */
+const analyze = await exec('systemd-analyze', ['--version']).then(() => true, () => false);
+
 /** The systemd units (issue 23, item 14): what nasd.yaml may change is asked of nasd, never written in a unit. */
 describe('systemd units', () => {
   const unit = async (name: string) => fs.readFile(`${ROOT}/systemd/${name}`, 'utf8');
@@ -34,6 +37,38 @@ describe('systemd units', () => {
     // A shell's $ is written $$ (systemd would expand $name itself).
     for (const line of [...values(nasd, 'ExecStartPost'), ...values(nasd, 'ExecStopPost')]) expect(line.replace(/\$\$/g, '')).not.toMatch(/\$/);
     expect(values(nasd, 'LimitNOFILE')).toHaveLength(1);
+  });
+
+  it('the cluster drop-in adds etcd and the git server to the unit\'s allow list, by address, and lifts nothing else', async () => {
+    const nasd = await unit('nasd.service');
+    const dropIn = await unit('nasd-cluster.conf.example');
+    expect(values(nasd, 'IPAddressDeny')).toEqual(['any']);
+    expect(values(nasd, 'IPAddressAllow')).toEqual(['localhost']);
+    // Added to the list (an empty IPAddressAllow= would reset it, a name is ignored by systemd), the deny kept.
+    const allowed = values(dropIn, 'IPAddressAllow');
+    expect(allowed.length).toBeGreaterThan(0);
+    for (const v of allowed) expect(v).toMatch(/^[0-9a-f.:/]+( [0-9a-f.:/]+)*$/i);
+    const keys = dropIn.split('\n').filter((l) => /^[A-Za-z]+=/.test(l)).map((l) => l.slice(0, l.indexOf('=')));
+    expect([...new Set(keys)].sort()).toEqual(['After', 'IPAddressAllow', 'TimeoutStartSec', 'Wants']);
+    expect(await fs.readFile(`${ROOT}/README.md`, 'utf8')).toContain('systemd/nasd-cluster.conf.example');
+  });
+
+  it.skipIf(!analyze)('systemd-analyze verify reads every unit, and nasd.service with the cluster drop-in, without a word', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-units-verify-'));
+    try {
+      // The units as installed, the checkout standing in for /opt/agent-nas (verify checks that each command exists).
+      const units = (await fs.readdir(`${ROOT}/systemd`)).filter((f) => /\.(service|timer)$/.test(f));
+      for (const name of units) await fs.writeFile(`${dir}/${name}`, (await unit(name)).replaceAll('/opt/agent-nas', ROOT));
+      await fs.mkdir(`${dir}/nasd.service.d`);
+      await fs.writeFile(`${dir}/nasd.service.d/cluster.conf`, await unit('nasd-cluster.conf.example'));
+      const r = await exec('systemd-analyze', ['verify', ...units.map((u) => `./${u}`)], { cwd: dir }).catch((err) => err as { stdout: string; stderr: string });
+      expect(r.stdout + r.stderr).toBe('');
+      // ... and it did read the drop-in.
+      const show = await exec('systemd-analyze', ['verify', './nasd.service'], { cwd: dir, env: { ...process.env, SYSTEMD_LOG_LEVEL: 'debug' } });
+      expect(show.stdout + show.stderr).toContain(`DropIn Path: ${dir}/nasd.service.d/cluster.conf`);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('nasd --print-config answers from nasd.yaml, as nasd would use it', async () => {
