@@ -204,6 +204,9 @@ export const ROUTES = {
   clusterVerify: { method: 'POST', path: '/v1/cluster/verify/:role', body: none, who: anyone },
   clusterLeave: { method: 'POST', path: '/v1/cluster/leave', body: none, who: owner('draining this host of its writer roles') },
   clusterJoin: { method: 'POST', path: '/v1/cluster/join', body: none, who: owner('letting this host stand for writer again') },
+  moveBranch: {
+    method: 'POST', path: '/v1/homes/:role/branches/:branch/move', body: { to: 'string', force: 'boolean?' }, who: owner('moving a branch to another host'),
+  },
   clusterWriter: { method: 'POST', path: '/v1/cluster/writer/:role', body: { to: 'string' }, who: owner('moving a Home\'s merge writer') },
 } as const satisfies Record<string, RouteSpec>;
 
@@ -270,6 +273,7 @@ export interface Results {
   clusterVerify: VerifyReport;
   clusterLeave: { host: string; released: string[]; held: string[] };
   clusterJoin: { host: string };
+  moveBranch: { branch: string; from: string; to: string; head: string };
   clusterWriter: { home: string; writer: string | null; preferred: string | null };
 }
 

@@ -70,6 +70,8 @@ export interface BranchListing extends BranchRecord {
   quota?: { used: number; limit: number };
   /** Bytes in the branch's upper directory by class: scratch (workspace/, ignored paths) and versioned. */
   bytes?: { scratch: number; versioned: number };
+  /** In a cluster, the host that holds it when that is another: shown here read-only at its last pushed head. */
+  host?: string;
 }
 
 export type { BranchResolved, BranchUpdated } from './branch-update.js';

@@ -52,6 +52,7 @@ const FLAGS = {
   all: { takes: 'switch' },
   'move-to': { takes: 'value', needs: 'a host name (or any)' },
   drain: { takes: 'switch' },
+  force: { takes: 'switch' },
   take: { takes: 'value', needs: 'a side: branch or main' },
 } as const satisfies Record<string, FlagSpec>;
 

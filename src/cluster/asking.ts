@@ -38,9 +38,9 @@ export class Asking {
    * the writer (wherever it is) with the PR it filed. Acknowledged once queued: a writer that dies after that
    * leaves it queued for the next.
    */
-  async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>): Promise<ProposalResult> {
+  async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>, serialized: <T>(fn: () => Promise<T>) => Promise<T>): Promise<ProposalResult> {
     try {
-      await server.push([{ from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }]);
+      await serialized(() => server.push([{ from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }]));
     } catch (err) {
       throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
     }
@@ -54,14 +54,22 @@ export class Asking {
     return this.ask(role, `decisions/${decision.id}`, decision.id, decision);
   }
 
-  private async ask(role: string, key: string, id: string, value: object): Promise<ProposalResult> {
-    const answered = new Promise<ProposalResult>((resolve) => this.waiters.set(id, resolve));
-    try {
+  /** Put `value` at `homes/<role>/<key>` and wait for the result `homes/<role>/results/<id>` (any host may answer). */
+  async ask(role: string, key: string, id: string, value: object): Promise<ProposalResult> {
+    return this.wait(role, id, async () => {
       try {
         await this.etcd.kv.put(`homes/${role}/${key}`).value(JSON.stringify(value));
       } catch (err) {
         throw new UserError(`cannot reach etcd, so nothing was queued (${(err as Error).message}): try again`, 503);
       }
+    });
+  }
+
+  /** Wait for the result `homes/<role>/results/<id>` of what `start` puts in etcd. */
+  async wait(role: string, id: string, start: () => Promise<void> = async () => undefined): Promise<ProposalResult> {
+    const answered = new Promise<ProposalResult>((resolve) => this.waiters.set(id, resolve));
+    try {
+      await start();
       const queued = performance.now();
       const deadline = Date.now() + ANSWER_WAIT_MS;
       let result: ProposalResult | null = null;
@@ -71,8 +79,8 @@ export class Asking {
         result ??= (await this.etcd.json<ProposalResult>(`homes/${role}/results/${id}`).catch(() => null))?.value ?? null;
       }
       if (!result) {
-        throw new UserError(`queued as ${id}, but Home ${role}'s merge writer has not answered within ${ANSWER_WAIT_MS / 1000} s: ` +
-          'it is taken when a writer is elected; nothing is lost (see nas cluster status)', 504);
+        throw new UserError(`queued as ${id}, but no host has answered within ${ANSWER_WAIT_MS / 1000} s: ` +
+          'it is taken when the host it waits for is up; nothing is lost (see nas cluster status)', 504);
       }
       result.waited_ms = Math.round(performance.now() - queued);
       await this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined);

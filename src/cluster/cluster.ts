@@ -16,6 +16,7 @@ import { BranchNames } from './branch-names.js';
 import { verifyHome, type VerifyReport } from './verify.js';
 import { BranchSync, type ElsewhereBranch } from './branch-sync.js';
 import { Asking } from './asking.js';
+import { BranchMoves, type BranchHost } from './branch-move.js';
 
 /**
  * This host's part in a cluster (nasd.yaml `cluster:`): every Home it serves is also in a repository on the git
@@ -62,6 +63,7 @@ export class Cluster {
   readonly started = new Date().toISOString();
   readonly branchNames: BranchNames;
   private readonly asking: Asking;
+  private readonly moves: BranchMoves;
   private branches!: BranchSync;
 
   private constructor(
@@ -75,6 +77,7 @@ export class Cluster {
   ) {
     this.branchNames = new BranchNames(etcd, config.host, log);
     this.asking = new Asking(etcd, config.host, (role) => this.follow(role));
+    this.moves = new BranchMoves(etcd, config.host, this.branchNames, this.asking, () => membership.live(), (role) => this.server(role), log);
   }
 
   /**
@@ -107,9 +110,10 @@ export class Cluster {
   }
 
   /** Start serving: follow main, stand for writer of every Home, answer what etcd says. */
-  async attach(homes: ClusterHomes, filer: Filer): Promise<void> {
+  async attach(homes: ClusterHomes, filer: Filer, branchHost: BranchHost): Promise<void> {
     this.homes = homes;
     this.filer = filer;
+    this.moves.host = branchHost;
     this.branches = new BranchSync(this.config.host, this.config.push, (role, branches) => homes.showElsewhere(role, branches), this.log);
     await this.membership.join();
     this.membership.onLost = () => {
@@ -164,6 +168,14 @@ export class Cluster {
     return store.server(repoUrl(this.config, role), accessOf(this.config));
   }
 
+  /** This host's pushes of its own branches to a Home's repository, one at a time (two force pushes of one ref race). */
+  private readonly pushes = new Map<string, Promise<unknown>>();
+  private pushing<T>(role: string, fn: () => Promise<T>): Promise<T> {
+    const next = (this.pushes.get(role) ?? Promise.resolve()).then(fn, fn);
+    this.pushes.set(role, next.catch(() => undefined));
+    return next;
+  }
+
   isWriter(role: string): boolean {
     return this.writers.has(role);
   }
@@ -186,6 +198,8 @@ export class Cluster {
     } else if ((what === 'queue' || what === 'decisions') && kind === 'put') {
       const writer = this.writers.get(role);
       if (writer) writer.poke(what === 'queue' ? parsed<Proposal>(value) : undefined);
+    } else if (what === 'moves' && kind === 'put') {
+      void this.moves.onEvent(role, value);
     } else if (what === 'results' && kind === 'put' && id) {
       this.asking.answered(id, value);
     }
@@ -243,7 +257,7 @@ export class Cluster {
           const theirs = refs.get(MAIN_REF);
           if (!theirs) await this.seed(role);
           else if (!this.writers.has(role)) await this.follow(role, theirs, refs.get(PRS_REF) ?? null);
-          await this.branches.sync(role, this.homes.storeOf(role)!, this.server(role), refs);
+          await this.pushing(role, () => this.branches.sync(role, this.homes.storeOf(role)!, this.server(role), refs));
         } catch (err) {
           this.log.warn({ role, err: (err as Error).message }, 'cluster: reconcile of the Home failed; the next pass retries');
         }
@@ -352,7 +366,12 @@ export class Cluster {
 
   /** Propose a branch's head through the Home's writer, wherever it runs (asking.ts). */
   propose(role: string, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>): Promise<ProposalResult> {
-    return this.asking.propose(role, this.server(role), p);
+    return this.asking.propose(role, this.server(role), p, (fn) => this.pushing(role, fn));
+  }
+
+  /** `nas branch move`: the branch goes to another host (branch-move.ts). */
+  moveBranch(role: string, branch: string, to: string, force: boolean): Promise<{ branch: string; from: string; to: string; head: string }> {
+    return this.moves.move(role, branch, to, force);
   }
 
   /** A person's decision on a PR, carried out by the Home's writer (it alone writes main and the records). */

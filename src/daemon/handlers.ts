@@ -145,6 +145,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     clusterVerify: ({ params }) => clustered(flows).verify(params.role),
     clusterLeave: () => clustered(flows).drain(),
     clusterJoin: () => clustered(flows).undrain(),
+    moveBranch: ({ params, body }) => clustered(flows).moveBranch(params.role, params.branch, body.to, body.force ?? false),
     clusterWriter: ({ params, body }) => clustered(flows).moveWriter(params.role, body.to),
     archiveHome: ({ params }) => lifecycle.archive(params.role),
     unarchiveHome: ({ params }) => lifecycle.unarchive(params.role),

@@ -143,7 +143,7 @@ async function main(): Promise<void> {
     roles: () => homes.roles(), storeOf: (r) => homes.find(r)?.home.store ?? null, refreshMains: () => homes.refreshMains(),
     open: async (r) => void (await homes.open(await Home.open(config.state_dir, r, config.identity))),
     showElsewhere: (r, branches) => homes.showElsewhere(r, branches),
-  }, flows.prs).catch(async (err) => {
+  }, flows.prs, flows.branches).catch(async (err) => {
     // A host of the same name that started meanwhile: this one goes, leaving nothing mounted.
     server.close();
     await binds.stop();

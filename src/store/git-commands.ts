@@ -155,7 +155,7 @@ export class GitCommands {
 
   /**
    * git talking to the cluster's git server (src/store/server-repo.ts): the operator's URL, so http:// too (a lab
-   * server on a private network); `config` carries the credentials (an ssh key, an HTTP header).
+   * server on a private network); `env` carries the credentials (an ssh key, an HTTP header).
    */
   withServer(args: string[], config: string[], timeoutMs: number, env: NodeJS.ProcessEnv = {}): Promise<string> {
     const transports = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never', ...['https', 'http', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];

@@ -24,21 +24,25 @@ export class StalePush extends Error {
 export class ServerRepo {
   constructor(private readonly git: GitCommands, readonly url: string, private readonly access: ServerAccess) {}
 
-  private async config(): Promise<{ config: string[]; env: NodeJS.ProcessEnv }> {
-    const config: string[] = [];
+  /** The credentials, in git's environment (never on its command line, where another user's ps would see them). */
+  private async env(): Promise<NodeJS.ProcessEnv> {
     const env: NodeJS.ProcessEnv = {};
     if (this.access.key) env.GIT_SSH_COMMAND = `ssh -i '${this.access.key.replace(/'/g, '')}' -o IdentitiesOnly=yes -o BatchMode=yes`;
     if (this.access.tokenFile) {
       const { readFile } = await import('node:fs/promises');
       const token = (await readFile(this.access.tokenFile, 'utf8')).trim();
-      config.push('-c', `http.extraHeader=Authorization: Bearer ${token}`);
+      Object.assign(env, { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'http.extraHeader', GIT_CONFIG_VALUE_0: `Authorization: Bearer ${token}` });
     }
-    return { config, env };
+    return env;
   }
 
   private async git_(args: string[]): Promise<string> {
-    const { config, env } = await this.config();
-    return this.git.withServer(args, config, this.access.timeoutMs, env);
+    try {
+      return await this.git.withServer(args, [], this.access.timeoutMs, await this.env());
+    } catch (err) {
+      // git's words without the -c settings nasd adds.
+      throw new Error((err as Error).message.replace(/^git (?:-c \S+ )+/, 'git '));
+    }
   }
 
   /** Every ref the server holds under `prefix` (all of them without one), with its commit. */

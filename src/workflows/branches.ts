@@ -63,7 +63,9 @@ export class Branches {
       // Merged only while it holds nothing more: written since, it is live again (the next pass drops the mark).
       const done = merged && view && stillMerged(view, merged) ? { merged } : {};
       return { ...r, ...done, head: view?.head, expired: view?.expired ?? false, pending: view?.pendingChanges ?? 0, quota: view?.quota, bytes: await view?.bytesByClass() };
-    }));
+    })).then((here) => [...here, ...[...m.elsewhere].map(([name, v]) => ({
+      name, from: '?', base: '?', created: '?', ttl: '?', expires: '?', head: v.head, expired: false, pending: 0, host: v.elsewhere,
+    }))]);
   }
 
   /**
@@ -225,6 +227,34 @@ export class Branches {
       await this.homes.bindScratch(view);
       throw err;
     }
+  }
+
+  /**
+   * In a cluster, a branch goes to another host (nas branch move, cluster/branch-move.ts): out of the mount and
+   * what is pending committed, its head pushed (`push`), then its ref, record and directory go here. Its PRs
+   * stay: they are the Home's writer's. A push that fails leaves the branch here as it was.
+   */
+  async handOver(role: string, branch: string, push: (head: string) => Promise<void>): Promise<{ head: string; ttl: string }> {
+    const m = this.homes.mounted(role);
+    const view = this.homes.branch(role, branch);
+    const record = m.records.get(branch);
+    await this.close(m, branch, view, `${view.name} moved to another host: write in it there`);
+    try {
+      await push(view.head);
+    } catch (err) {
+      if (record) await this.homes.openBranch(m, record);
+      throw err;
+    }
+    await m.home.removeBranch(branch);
+    await this.homes.viewsChanged(role);
+    return { head: view.head, ttl: record?.ttl ?? '48h' };
+  }
+
+  /** A branch another host handed over: made here at its head (its name is this host's already). */
+  async takeOver(role: string, branch: string, head: string, ttl: string): Promise<void> {
+    const m = this.homes.mounted(role);
+    await this.homes.openBranch(m, await m.home.createBranch(branch, { at: head, ttl, defaultTtl: m.config.limits.branch_ttl_default }));
+    await this.homes.viewsChanged(role);
   }
 
   /** The branch's ref, record and directory go (its view is closed), and with them its PRs still undecided. */

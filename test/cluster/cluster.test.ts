@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { DIR_PREFIX, eventually, removeTree } from '../helpers.js';
+import { DIR_PREFIX, codeOf, eventually, removeTree } from '../helpers.js';
 import { startEtcd, startGitServer, type EtcdCluster, type GitServer } from './harness.js';
 import { ClusterHost, filesOnMain, fsck, newWriter, percentile, proposalsOnMain, writerInEtcd } from './hosts.js';
 
@@ -31,7 +31,7 @@ let git: GitServer;
 let repo: string;
 const hosts: ClusterHost[] = [];
 /** Every proposal acknowledged (its PR returned), with the file it added. */
-const acknowledged: { id: string; file: string }[] = [];
+const acknowledged: { id: string; files: string[] }[] = [];
 let proposed = 0;
 let seq = 0;
 
@@ -47,7 +47,7 @@ async function proposeFrom(h: ClusterHost): Promise<{ ok: boolean; ms: number; s
   const ms = performance.now() - started;
   if (r.code !== 0) return { ok: false, ms, stderr: r.stderr, file };
   const pr = JSON.parse(r.stdout) as { state: string; provenance: { proposal: string }; cluster: { waited_ms: number; published_at: string } };
-  acknowledged.push({ id: pr.provenance.proposal, file });
+  acknowledged.push({ id: pr.provenance.proposal, files: [file] });
   return { ok: true, ms, state: pr.state, stderr: '', file, waited: pr.cluster.waited_ms, published: Date.parse(pr.cluster.published_at) };
 }
 
@@ -59,7 +59,7 @@ async function tally(scenario: string, notes: string): Promise<Row> {
   for (const id of onMain) counts.set(id, (counts.get(id) ?? 0) + 1);
   const row: Row = {
     scenario, proposed, acknowledged: acknowledged.length, onMain: onMain.length,
-    lost: acknowledged.filter((a) => !counts.has(a.id) || !files.has(a.file)).length,
+    lost: acknowledged.filter((a) => !counts.has(a.id) || a.files.some((f) => !files.has(f))).length,
     twice: [...counts.values()].filter((c) => c > 1).length,
     fsck: await fsck(repo), notes,
   };
@@ -174,13 +174,48 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     expect((await b.nas('branch', 'discard', 'demo/named-once')).code).toBe(0);
   });
 
+  it('a branch shows on the other hosts read-only at its pushed head; a write there is EROFS and nas why names the host', async () => {
+    const [a, b] = hosts;
+    const branch = `shown-${++seq}`;
+    await a.branchWith(branch, 'outbox/wip.md', 'work in progress\n');
+    const shown = path.join(b.mnt, `demo@${branch}`, 'outbox/wip.md');
+    expect(await eventually(() => fs.readFile(shown, 'utf8').catch(() => null), `demo@${branch} on host b`, 20_000)).toBe('work in progress\n');
+    expect(await codeOf(fs.writeFile(path.join(b.mnt, `demo@${branch}`, 'outbox/mine.md'), 'x'))).toBe('EROFS');
+    const why = await b.nas('why', path.join(b.mnt, `demo@${branch}`, 'outbox/mine.md'));
+    expect(why.stdout).toContain(`demo@${branch} is held by host a`);
+    // Gone on a, gone on b.
+    expect((await a.nas('branch', 'discard', `demo/${branch}`)).code).toBe(0);
+    await eventually(async () => !(await fs.readdir(b.mnt)).includes(`demo@${branch}`), `demo@${branch} gone from host b`, 20_000);
+  });
+
+  it('nas branch move: the holder commits and hands the branch over; the new host writes in it and proposes it', async () => {
+    const [a, b] = hosts;
+    const branch = `moving-${++seq}`;
+    await a.branchWith(branch, 'outbox/cluster/moved.txt', 'begun on a\n');
+    // Written but not yet committed when the move is asked: the holder commits it first.
+    await fs.writeFile(path.join(a.mnt, `demo@${branch}`, 'outbox/cluster/late.txt'), 'still pending on a\n');
+    const moved = await b.nasJson<{ from: string; to: string }>('branch', 'move', `demo@${branch}`, '--to', 'b');
+    expect(moved).toMatchObject({ from: 'a', to: 'b' });
+    const here = path.join(b.mnt, `demo@${branch}`, 'outbox/cluster');
+    expect(await fs.readFile(path.join(here, 'late.txt'), 'utf8')).toBe('still pending on a\n');
+    await fs.writeFile(path.join(here, 'added-on-b.txt'), 'b\n');
+    await b.daemon.sync(`demo/${branch}`);
+    // On a it is no longer a's own (at most shown read-only, held by b).
+    expect((await a.nasJson<{ name: string; host?: string }[]>('branch', 'list', 'demo')).some((x) => x.name === branch && x.host !== 'b')).toBe(false);
+    const r = await b.nasJson<{ state: string; provenance: { proposal: string } }>('propose', `demo/${branch}`, '--intent', 'moved work');
+    expect(r.state).toBe('merged');
+    proposed++;
+    acknowledged.push({ id: r.provenance.proposal, files: ['moved.txt', 'late.txt', 'added-on-b.txt'] });
+  });
+
   it('the Human Gate on any host: a PR that waits is approved on another host than the writer and merges', async () => {
     const writer = await settledWriter();
     const [proposer, approver] = hosts.filter((h) => h !== writer);
     // A deletion waits for a person.
+    if (acknowledged.length === 0) expect((await proposeFrom(proposer)).state).toBe('merged');
     const branch = `gate-${++seq}`;
     expect((await proposer.nas('branch', 'create', `demo/${branch}`)).code).toBe(0);
-    const victim = acknowledged[0].file;
+    const victim = acknowledged[0].files[0];
     await fs.rm(path.join(proposer.mnt, `demo@${branch}`, 'outbox/cluster', victim));
     await proposer.daemon.sync(`demo/${branch}`);
     const waiting = await proposer.nasJson<{ id: number; state: string }>('propose', `demo/${branch}`, '--intent', 'remove one file');
@@ -290,7 +325,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     const again = await h.nas('--json', 'propose', `demo/down-${seq}`, '--intent', 'after the git server came back');
     expect(again.stderr).toBe('');
     proposed++;
-    acknowledged.push({ id: JSON.parse(again.stdout).provenance.proposal, file: 'during-down.txt' });
+    acknowledged.push({ id: JSON.parse(again.stdout).provenance.proposal, files: ['during-down.txt'] });
     const row = await tally('git server down 10 s', 'the proposal during the outage was refused (not acknowledged); the same branch merged after');
     expectNothingLost(row);
   });

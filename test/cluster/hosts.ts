@@ -28,7 +28,8 @@ export function clusterYaml(o: HostOptions): string {
     git: { url: `http://127.0.0.1:${o.git.port}/{home}.git`, timeout: '10s' },
     etcd: { endpoints: o.etcd.endpoints, prefix: '/agent-nas-test', timeout_ms: 1500 },
     writer_ttl: o.ttl ?? '2s',
-    reconcile: '5s',
+    reconcile: '3s',
+    push: 'commit',
     homes: o.homes ?? 'all',
     ...o.override,
   };

@@ -156,6 +156,11 @@ describe('coverage of the contract', () => {
     'why': ['why', '/agents/demo/AGENTS.md', '--limit', '5'],
     'share smb': ['share', 'smb', '--print'],
     'cluster status': ['cluster', 'status'],
+    'cluster verify': ['cluster', 'verify', 'demo'],
+    'cluster writer': ['cluster', 'writer', 'demo', '--move-to', 'nas-b'],
+    'cluster leave': ['cluster', 'leave', '--drain'],
+    'cluster join': ['cluster', 'join'],
+    'branch move': ['branch', 'move', 'demo@draft', '--to', 'nas-b', '--force'],
   };
 
   it("builds, for every command, a request the daemon's validation accepts", async () => {

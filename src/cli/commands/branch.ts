@@ -1,4 +1,4 @@
-import { Usage, branchSpec } from '../args.js';
+import { Usage, branchSpec, splitTarget } from '../args.js';
 import { command } from '../command.js';
 import { short, size, table } from '../format.js';
 
@@ -7,7 +7,8 @@ export const help = {
     'usage: nas branch create <role>/<branch> [--from <branch>|main] [--ttl 48h] [--run ID]\n' +
     '       nas branch list <role>\n       nas branch discard <role>/<branch>\n' +
     '       nas branch extend <role>/<branch> --ttl 24h\n       nas branch update <role>/<branch>\n' +
-    '       nas branch resolve <role>/<branch> <path> --take branch|main\n\n' +
+    '       nas branch resolve <role>/<branch> <path> --take branch|main\n' +
+    '       nas branch move <role>@<branch> --to <host> [--force]\n\n' +
     'When a branch\'s TTL passes, what is pending is committed, its leases end, its view turns read-only\n' +
     '(EROFS) and its waiting PR is marked expired; after the Home\'s branch_grace (7d) its work goes to the\n' +
     'recycle area and it is removed. A branch whose PR merged is listed merged and removed after the Home\'s\n' +
@@ -20,7 +21,9 @@ export const help = {
     'and the branch cannot be proposed until they are edited away. A file that cannot hold them (not text, deleted on\n' +
     'one side, a symlink) keeps one side\'s version for now and is unresolved (listed; exit 1): the branch cannot be\n' +
     'proposed until a person picks a side with resolve (by the same rights as update); the other side goes to the\n' +
-    'recycle area.\n',
+    'recycle area.\n' +
+    'move (owner; several hosts): the branch goes to another host; the host that holds it commits what is pending and\n' +
+    'hands it over. --force, when that host is down, takes the head it last pushed (what it did not push stays there).\n',
 };
 
 /** What an update left in a file both sides changed. */
@@ -46,7 +49,7 @@ export const commands = [
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => table([
       ['BRANCH', 'HEAD', 'FROM', 'STATE', 'EXPIRES', 'PENDING', 'VERSIONED', 'SCRATCH'],
-      ...r.map((b) => [b.name, short(b.head), b.from, b.merged ? `merged (PR ${b.merged.pr})` : b.expired ? 'expired' : 'live',
+      ...r.map((b) => [b.name, short(b.head), b.from, b.host ? `on host ${b.host} (read-only here)` : b.merged ? `merged (PR ${b.merged.pr})` : b.expired ? 'expired' : 'live',
         b.expired ? `${b.expires} (expired)` : b.expires, String(b.pending), size(b.bytes?.versioned), size(b.bytes?.scratch)]),
     ]),
   }),
@@ -105,5 +108,17 @@ export const commands = [
       return { params: { role, branch }, body: {} };
     },
     print: (r) => `discarded ${r.discarded}; ${r.recycled.length} file(s) moved to the recycle area\n`,
+  }),
+  command({
+    name: 'branch move',
+    route: 'moveBranch',
+    flags: ['to', 'force'],
+    request: (args) => {
+      const [role, branch] = splitTarget(args.need(2, '<role>@<branch>'));
+      const to = args.value('to');
+      if (!branch || !to) throw new Usage('nas branch move <role>@<branch> --to <host> [--force]');
+      return { params: { role, branch }, body: { to, force: args.has('force') } };
+    },
+    print: (r) => `${r.branch} moved from host ${r.from} to ${r.to} at ${short(r.head)}\n`,
   }),
 ];
