@@ -7,14 +7,20 @@ const TRASH_PER_PAGE = 25;
 async function homePage(role, trashPage = 0) {
   document.title = `${role} · Agent NAS`;
   const r = enc(role);
-  const [branches, trash, checkpoints, log, prs, stats] = await Promise.all([
+  const [branches, trash, checkpoints, log, prs, stats, cluster] = await Promise.all([
     get(`/v1/homes/${r}/branches`), get(`/v1/homes/${r}/trash`), get(`/v1/homes/${r}/checkpoints`),
     api('POST', `/v1/homes/${r}/log`, { limit: 20 }).then((x) => x.result), get(`/v1/homes/${r}/prs`), get(`/v1/homes/${r}/prs/stats`),
+    // On a host of a cluster: whether this host's main is the one the Home's writer published (null alone).
+    get('/v1/cluster').catch(() => null),
   ]);
+  const here = cluster?.homes.find((x) => x.role === role);
   document.getElementById('live').hidden = true; // this page is drawn once; reload to see changes
   show(
     h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ` / ${role}`),
     h('h1', {}, role),
+    here && !here.current ? h('p', { class: 'notice warn' }, `main as of ${log[0]?.time ?? 'its last fetch'} on this host (${cluster.host}): ` +
+      `it trails the main the Home's writer published ${here.published ?? ''}${cluster.etcd.ok ? '' : '; etcd is out of reach'}`) : null,
+    here ? h('p', { class: 'muted' }, `host ${cluster.host} · merge writer ${here.writer ?? '(none yet)'}`) : null,
     section('PRs over time', prChart(prs, stats)),
     section(`Branches (${branches.length})`, branches.length === 0 ? h('p', { class: 'muted' }, 'no branches') : h('table', {},
       h('thead', {}, h('tr', {}, ['branch', 'head', 'expires', 'pending', 'quota used', 'versioned', 'scratch'].map((x) => h('th', {}, x)))),
