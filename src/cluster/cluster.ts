@@ -7,7 +7,8 @@ import { UserError } from '../util/errors.js';
 import { repoUrl, type ClusterConfig } from './config.js';
 import { ClusterEtcd } from './etcd.js';
 import { Membership, rankFor, type HostRecord } from './hosts.js';
-import { accessOf, seedHome, servedHomes, type SeedOutcome } from './seed.js';
+import { accessOf, putOnServer, seedHome, servedHomes, type SeedOutcome } from './seed.js';
+import { mapLimit } from '../util/concurrency.js';
 import { MergeWriter, type Decision, type Filer } from './writer.js';
 import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
 import { clusterMeter } from './cluster-meter.js';
@@ -38,6 +39,16 @@ export interface ClusterHomes {
   open(role: string): Promise<void>;
 }
 
+/** Calls to the git server (ls-remote, fetch, push) at once when every Home is matched at start or compared by the reconcile. */
+const SERVER_CALLS = 8;
+
+/** A Home this host matched with the server: its main announced unless etcd knows it, so hosts serving "all" learn of it. */
+async function announce(etcd: ClusterEtcd, host: string, stateDir: string, role: string): Promise<void> {
+  const key = `homes/${role}/main`;
+  const commit = await (await Store.open(Home.dirFor(stateDir, role))).readRef(MAIN_REF);
+  await etcd.kv.if(key, 'Create', '==', 0).then(etcd.kv.put(key).value(JSON.stringify({ commit, epoch: '0', host, at: new Date().toISOString() }))).commit();
+}
+
 /** How long a proposal or a decision waits for the writer's answer before the caller is told it is queued. */
 const ANSWER_WAIT_MS = 60_000;
 
@@ -63,7 +74,9 @@ export class Cluster {
     readonly version: string,
     readonly seeded: Map<string, SeedOutcome>,
     private readonly stateDir: string,
-  ) {}
+  ) {
+    for (const [role, outcome] of seeded) if (outcome !== 'waiting') this.compared.set(role, performance.now());
+  }
 
   /**
    * Before the Homes open: reach etcd and the git server, match every Home with its repository (seed.ts) and
@@ -78,17 +91,26 @@ export class Cluster {
       throw new UserError(`cluster: cannot reach etcd at ${config.etcd.endpoints.join(', ')} within ${config.etcd.timeout_ms} ms (${(err as Error).message}): ` +
         'check cluster.etcd.endpoints, the TLS files and that etcd runs');
     }
+    let membership: Membership | null = null;
     try {
       const roles = new Set(await servedHomes(config, stateDir));
       if (config.homes === 'all') for (const key of await etcd.kv.getAll().prefix('homes/').keys()) if (key.endsWith('/main')) roles.add(key.split('/')[1]);
-      const seeded = new Map<string, SeedOutcome>();
-      for (const role of [...roles].sort()) seeded.set(role, await seedHome(config, stateDir, role, log));
+      // Every Home matched with its repository first, a few at a time, nothing pushed: one refused, nothing was written.
+      const sorted = [...roles].sort();
+      const outcomes = await mapLimit(sorted, SERVER_CALLS, (role) => seedHome(config, stateDir, role, log, true));
+      const seeded = new Map(sorted.map((role, i) => [role, outcomes[i]!]));
       const me: HostRecord = { host: config.host, version, homes: config.homes, started: new Date().toISOString(), pid: process.pid };
-      const membership = new Membership(etcd, me, config.writer_ttl_s, log);
+      membership = new Membership(etcd, me, config.writer_ttl_s, log);
       await membership.join();
+      // Then the Homes only this host had go to the server; each is announced, so hosts serving "all" learn of it.
+      await mapLimit(sorted, SERVER_CALLS, async (role) => {
+        if (seeded.get(role) === 'empty') seeded.set(role, await putOnServer(config, stateDir, role, log));
+        if (seeded.get(role) !== 'waiting') await announce(etcd, config.host, stateDir, role);
+      });
       log.info({ host: config.host, homes: Object.fromEntries(seeded) }, 'cluster: joined');
       return new Cluster(config, etcd, membership, log, version, seeded, stateDir);
     } catch (err) {
+      await membership?.leave();
       etcd.close();
       throw err;
     }
@@ -125,14 +147,18 @@ export class Cluster {
    * hosts serving "all" learn of it.
    */
   async seed(role: string): Promise<SeedOutcome> {
-    const outcome = await seedHome(this.config, this.stateDir, role, this.log);
-    if (outcome === 'seeded') {
-      const key = `homes/${role}/main`;
-      const commit = await (await Store.open(Home.dirFor(this.stateDir, role))).readRef(MAIN_REF);
-      await this.etcd.kv.if(key, 'Create', '==', 0).then(this.etcd.kv.put(key).value(JSON.stringify({ commit, epoch: '0', host: this.config.host, at: new Date().toISOString() }))).commit();
-      this.log.info({ role }, 'cluster: this host put the Home on the git server');
+    try {
+      const outcome = await seedHome(this.config, this.stateDir, role, this.log);
+      if (outcome === 'seeded') {
+        await announce(this.etcd, this.config.host, this.stateDir, role);
+        this.log.info({ role }, 'cluster: this host put the Home on the git server');
+      }
+      return outcome;
+    } catch (err) {
+      // Before attach() nasd stops on this (the demo Home at start): its name goes now, not after the TTL.
+      if (!this.homes) await this.close();
+      throw err;
     }
-    return outcome;
   }
 
   private served(): string[] {
@@ -174,35 +200,50 @@ export class Cluster {
    * that has none, and writers moved to where rendezvous hashing puts them.
    */
   private reconciling = false;
+  /** When each Home's main was last compared with the server's (at start, by the match with its repository). */
+  private readonly compared = new Map<string, number>();
   async reconcile(): Promise<void> {
     if (this.reconciling || this.closed) return;
     this.reconciling = true;
     try {
       clusterMeter.etcd(await this.etcd.ping());
-      for (const role of await this.wanted()) {
+      // Each tick stands for writer of the Homes that have none; the server is asked once per `reconcile` a Home.
+      const due = performance.now() - this.config.reconcile_s * 1000;
+      await mapLimit(await this.wanted(), SERVER_CALLS, async (role) => {
         try {
+          const fresh = (this.compared.get(role) ?? -Infinity) > due;
           if (!this.homes.storeOf(role)) {
             // A Home another host put on the server since this one started.
-            if ((await this.seed(role)) === 'fetched') await this.homes.open(role);
-            continue;
+            if (!fresh && (await this.seed(role)) === 'fetched') await this.opening(role);
+            this.compared.set(role, performance.now());
+            return;
           }
-          if (!this.writers.has(role)) {
+          if (!this.writers.has(role) && !fresh) {
             const theirs = (await this.server(role).refs(MAIN_REF)).get(MAIN_REF);
             if (theirs) await this.follow(role, theirs);
             else await this.seed(role);
-            await this.campaign(role);
+            this.compared.set(role, performance.now());
           }
+          if (!this.writers.has(role)) await this.campaign(role);
           clusterMeter.queue(role, await this.etcd.count(`homes/${role}/queue/`));
         } catch (err) {
           this.log.warn({ role, err: (err as Error).message }, 'cluster: reconcile of the Home failed; the next pass retries');
         }
-      }
+      });
       await this.rebalance();
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'cluster: reconcile pass failed; the next one retries');
     } finally {
       this.reconciling = false;
     }
+  }
+
+  /** Homes fetched by the reconcile open one at a time. */
+  private opened: Promise<void> = Promise.resolve();
+  private opening(role: string): Promise<void> {
+    const next = this.opened.then(() => this.homes.open(role));
+    this.opened = next.catch(() => undefined);
+    return next;
   }
 
   /**
@@ -245,7 +286,12 @@ export class Cluster {
     this.campaigning.add(role);
     try {
       const key = `homes/${role}/writer`;
-      if (await this.etcd.json(key)) return;
+      const held = await this.etcd.json<{ host: string }>(key);
+      if (held) {
+        // This host's role with no writer here (its release failed, etcd unreachable then): given back now.
+        if (held.value.host === this.config.host && !this.writers.has(role)) await this.etcd.kv.if(key, 'Create', '==', held.create).then(this.etcd.kv.delete().key(key)).commit();
+        return;
+      }
       const rank = rankFor(role, (await this.membership.live()).values()).indexOf(this.config.host);
       if (rank > 0) {
         await new Promise((r) => setTimeout(r, rank * 500));

@@ -17,9 +17,10 @@ import { repoUrl, type ClusterConfig } from './config.js';
  *   refs/nas/cluster/unpublished and replaced;
  * - a server repository with refs but no main, or a main with no history in common with this Home's: refused,
  *   with nothing written on the server.
+ * At start (`hold`) the pushes wait until every Home was matched ('empty'): one Home refused, nothing was written.
  */
 
-export type SeedOutcome = 'fetched' | 'seeded' | 'joined' | 'waiting';
+export type SeedOutcome = 'fetched' | 'seeded' | 'joined' | 'waiting' | 'empty';
 
 const SERVER_MAIN = 'refs/nas/cluster/server-main';
 
@@ -32,7 +33,7 @@ export async function servedHomes(c: ClusterConfig, stateDir: string): Promise<s
   return c.homes === 'all' ? Home.list(stateDir) : c.homes;
 }
 
-export async function seedHome(c: ClusterConfig, stateDir: string, role: string, log: Logger): Promise<SeedOutcome> {
+export async function seedHome(c: ClusterConfig, stateDir: string, role: string, log: Logger, hold = false): Promise<SeedOutcome> {
   const dir = Home.dirFor(stateDir, role);
   const url = repoUrl(c, role);
   const local = await exists(dir);
@@ -67,16 +68,7 @@ export async function seedHome(c: ClusterConfig, stateDir: string, role: string,
     }
     const ours = await store.readRef(MAIN_REF);
     if (!ours) throw new UserError(`Home ${role}: ${dir} has no main: not a Home`);
-    if (!theirs) {
-      try {
-        await server.push([{ from: MAIN_REF, to: MAIN_REF, expected: null }, ...((await store.readRef(PRS_REF)) ? [{ from: PRS_REF, to: PRS_REF, expected: null }] : [])]);
-        return 'seeded';
-      } catch (err) {
-        if (!(err instanceof StalePush)) throw err;
-        // Another host seeded it first: take its main as below.
-        return seedHome(c, stateDir, role, log);
-      }
-    }
+    if (!theirs) return hold ? 'empty' : putOnServer(c, stateDir, role, log);
     if (theirs === ours) {
       if (refs.has(PRS_REF)) await server.fetch([[PRS_REF, PRS_REF]]);
       return 'joined';
@@ -98,5 +90,19 @@ export async function seedHome(c: ClusterConfig, stateDir: string, role: string,
   } catch (err) {
     if (!local) await fs.rm(dir, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/** This host's Home into its empty repository on the server (compare-and-swap on absent refs): 'seeded', or the server's taken. */
+export async function putOnServer(c: ClusterConfig, stateDir: string, role: string, log: Logger): Promise<SeedOutcome> {
+  const store = await Store.open(Home.dirFor(stateDir, role));
+  try {
+    await store.server(repoUrl(c, role), accessOf(c)).push([{ from: MAIN_REF, to: MAIN_REF, expected: null },
+      ...((await store.readRef(PRS_REF)) ? [{ from: PRS_REF, to: PRS_REF, expected: null }] : [])]);
+    return 'seeded';
+  } catch (err) {
+    if (!(err instanceof StalePush)) throw err;
+    // Another host seeded it first: take its main.
+    return seedHome(c, stateDir, role, log);
   }
 }
