@@ -130,6 +130,8 @@ export class Cluster {
     // A watch that reconnects may have missed events: reconcile at once.
     this.watcher.on('connected', () => void this.reconcile());
     this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'cluster: the etcd watch failed; it reconnects'));
+    // From now on this host campaigns on a writer's departure: the others may hand it the roles it ranks first for.
+    await this.membership.serving();
     this.timer = setInterval(() => void this.reconcile(), Math.min(this.config.reconcile_s * 1000, 1000 * this.config.writer_ttl_s));
     this.timer.unref();
     await this.reconcile();
@@ -330,13 +332,13 @@ export class Cluster {
       .then(() => this.follow(role));
   }
 
-  /** Writers move to the host rendezvous hashing ranks first once it has been up a while, between batches. */
+  /** Writers move to the host rendezvous hashing ranks first once it has served 2 s, between batches. */
   private async rebalance(): Promise<void> {
     if (this.writers.size === 0 || this.closed) return;
     const live = await this.membership.live();
     for (const [role, writer] of this.writers) {
       const first = rankFor(role, live.values())[0];
-      const since = live.get(first)?.started;
+      const since = live.get(first)?.serving;
       if (first && first !== this.config.host && since && Date.now() - Date.parse(since) > 2000) {
         if ((await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
         this.log.info({ role, to: first }, 'cluster: handing the Home\'s writer role to the host ranked first for it');

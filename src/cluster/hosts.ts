@@ -15,6 +15,8 @@ export interface HostRecord {
   version: string;
   homes: string[] | 'all';
   started: string;
+  /** Since when it serves (its Homes mounted, standing for writer): writers move to it only after that. */
+  serving?: string;
   pid: number;
 }
 
@@ -60,6 +62,12 @@ export class Membership {
       }
       await new Promise((r) => setTimeout(r, 250));
     }
+  }
+
+  /** This host serves from now on: its record says so (on the same lease). */
+  async serving(): Promise<void> {
+    this.me.serving = new Date().toISOString();
+    if (this.leaseId) await this.etcd.kv.put(`hosts/${this.me.host}`).value(JSON.stringify(this.me)).lease(this.leaseId);
   }
 
   /**
