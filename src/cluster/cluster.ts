@@ -4,7 +4,7 @@ import { MAIN_REF, PRS_REF } from '../store/refs.js';
 import { Store, type ServerRepo } from '../store/store.js';
 import { Home } from '../home/home.js';
 import { UserError } from '../util/errors.js';
-import { repoUrl, type ClusterConfig } from './config.js';
+import { checkClusterFiles, repoUrl, type ClusterConfig } from './config.js';
 import { ClusterEtcd } from './etcd.js';
 import { Membership, rankFor, type HostRecord } from './hosts.js';
 import { accessOf, putOnServer, seedHome, servedHomes, type SeedOutcome } from './seed.js';
@@ -83,6 +83,7 @@ export class Cluster {
    * take this host's name. Any of these failing stops nasd with what to fix.
    */
   static async join(config: ClusterConfig, stateDir: string, log: Logger, version: string): Promise<Cluster> {
+    await checkClusterFiles(config);
     const etcd = await ClusterEtcd.connect(config.etcd);
     try {
       await etcd.ping();

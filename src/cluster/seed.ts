@@ -48,12 +48,20 @@ export async function seedHome(c: ClusterConfig, stateDir: string, role: string,
     try {
       refs = await server.refs();
     } catch (err) {
-      throw new UserError(`Home ${role}: cannot reach its repository on the git server (${url}): ${(err as Error).message.split('\n').slice(-2).join(' ')}. ` +
-        'Check cluster.git.url, the key and that the repository exists (one empty repository per Home, made on the forge)');
+      // git's own words, without the command line.
+      const words = (err as Error).message.replace(/^git [^\n]*? -- \S+: /, '').split('\n').slice(-2).join(' ');
+      if (/Authentication failed|could not read Username|Permission denied|returned error: 40[13]/.test(words)) {
+        throw new UserError(`Home ${role}: the git server refused this host's credentials for ${url} (${words}). ` +
+          'Check cluster.git.token_file (https) or cluster.git.key (ssh), and that they may read and push this repository');
+      }
+      throw new UserError(`Home ${role}: cannot reach its repository on the git server (${url}): ${words}. ` +
+        'Check cluster.git.url, that the server runs, and that the repository exists (one empty repository per Home, made on the forge)');
     }
     const theirs = refs.get(MAIN_REF);
     if (!theirs && refs.size > 0) {
-      throw new UserError(`Home ${role}: its repository on the git server (${url}) holds ${refs.size} ref(s) but no main: not this Home's. Give an empty repository`);
+      const some = [...refs.keys()].slice(0, 3).join(', ');
+      throw new UserError(`Home ${role}: its repository on the git server (${url}) holds ${refs.size} ref(s) (${some}${refs.size > 3 ? ', ...' : ''}) but no main: ` +
+        'not this Home\'s. Give this Home an empty repository of its own (cluster.git.url names it with {home})');
     }
     if (!local) {
       if (!theirs) {
