@@ -54,6 +54,8 @@ export interface DaemonOptions {
   fdStore?: boolean;
   /** More environment for nasd (the cluster suite's crash points). */
   env?: NodeJS.ProcessEnv;
+  /** How long nasd may take to be ready (15 s unless given: a cluster host matching hundreds of Homes takes longer). */
+  readyMs?: number;
 }
 
 /** nasd's sandbox as the unit makes it: $1 relay, $2 broker socket, then the command (one process, exec'd through). */
@@ -124,11 +126,12 @@ export class TestDaemon {
     });
     let waiting = true;
     const ready = (async () => {
-      for (let i = 0; i < 300 && waiting; i++) {
+      const readyMs = this.opts.readyMs ?? 15_000;
+      for (let i = 0; i < readyMs / 50 && waiting; i++) {
         if (this.log.includes('"nasd ready"')) return;
         await new Promise((r) => setTimeout(r, 50));
       }
-      throw new Error(`nasd was not ready after 15 s:\n${this.log}`);
+      throw new Error(`nasd was not ready after ${readyMs / 1000} s:\n${this.log}`);
     })();
     // Marked handled: either may settle while the owner record is being written; the race below still sees it.
     exited.catch(() => undefined);

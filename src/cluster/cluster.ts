@@ -2,14 +2,15 @@ import type { Logger } from 'pino';
 import type { Watcher } from 'etcd3';
 import { MAIN_REF, PRS_REF } from '../store/refs.js';
 import { Store, type ServerRepo } from '../store/store.js';
-import { Home } from '../home/home.js';
 import { UserError } from '../util/errors.js';
-import { repoUrl, type ClusterConfig } from './config.js';
+import { checkClusterFiles, repoUrl, type ClusterConfig } from './config.js';
 import { ClusterEtcd } from './etcd.js';
-import { Membership, rankFor, type HostRecord } from './hosts.js';
-import { accessOf, seedHome, servedHomes, type SeedOutcome } from './seed.js';
+import { Membership, preferWriter, rankFor, type HostRecord } from './hosts.js';
+import { accessOf, announce, putOnServer, seedHome, servedHomes, type SeedOutcome } from './seed.js';
+import { mapLimit } from '../util/concurrency.js';
+import { MainFollower } from './follower.js';
 import { MergeWriter, type Decision, type Filer } from './writer.js';
-import type { Proposal, ProposalResult } from './proposal.js';
+import { parsed, type Proposal, type ProposalResult } from './proposal.js';
 import { clusterMeter } from './cluster-meter.js';
 import { clusterStatus, type ClusterStatus } from './status.js';
 import { BranchNames } from './branch-names.js';
@@ -25,14 +26,6 @@ import { BranchMoves, type BranchHost } from './branch-move.js';
  * slow reconcile whatever etcd says.
  */
 
-function parsed<T>(text: string): T | undefined {
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    return undefined;
-  }
-}
-
 /** What the cluster needs of the Homes this host has open. */
 export interface ClusterHomes {
   roles(): string[];
@@ -45,25 +38,26 @@ export interface ClusterHomes {
   showElsewhere(role: string, branches: ElsewhereBranch[]): Promise<void>;
 }
 
+/** Calls to the git server (ls-remote, fetch, push) at once when every Home is matched at start or compared by the reconcile. */
+const SERVER_CALLS = 8;
+
 
 export class Cluster {
   private homes!: ClusterHomes;
   private filer!: Filer;
   private readonly writers = new Map<string, MergeWriter>();
   private readonly campaigning = new Set<string>();
-  private readonly following = new Map<string, Promise<void>>();
   private watcher: Watcher | null = null;
   private timer: NodeJS.Timeout | null = null;
   private slowTimer: NodeJS.Timeout | null = null;
   private closed = false;
-  /** When this host's main of each Home last differed from the published one (its lag). */
-  private readonly behindSince = new Map<string, number>();
   /** Where an operator asked each Home's writer to be (`homes/<role>/prefer`), as the watch keeps it. */
   private readonly preferred = new Map<string, string>();
   readonly started = new Date().toISOString();
   readonly branchNames: BranchNames;
   private readonly asking: Asking;
   private readonly moves: BranchMoves;
+  private readonly follower: MainFollower;
   private branches!: BranchSync;
 
   private constructor(
@@ -77,7 +71,12 @@ export class Cluster {
   ) {
     this.branchNames = new BranchNames(etcd, config.host, log);
     this.asking = new Asking(etcd, config.host, (role) => this.follow(role));
+    this.follower = new MainFollower({
+      storeOf: (role) => this.homes.storeOf(role), writing: (role) => this.writers.has(role), server: (role) => this.server(role),
+      refreshMains: () => this.homes.refreshMains(), log,
+    });
     this.moves = new BranchMoves(etcd, config.host, this.branchNames, this.asking, () => membership.live(), (role) => this.server(role), log);
+    for (const [role, outcome] of seeded) if (outcome !== 'waiting') this.compared.set(role, performance.now());
   }
 
   /**
@@ -85,6 +84,7 @@ export class Cluster {
    * take this host's name. Any of these failing stops nasd with what to fix.
    */
   static async join(config: ClusterConfig, stateDir: string, log: Logger, version: string): Promise<Cluster> {
+    await checkClusterFiles(config);
     const etcd = await ClusterEtcd.connect(config.etcd);
     try {
       await etcd.ping();
@@ -93,17 +93,26 @@ export class Cluster {
       throw new UserError(`cluster: cannot reach etcd at ${config.etcd.endpoints.join(', ')} within ${config.etcd.timeout_ms} ms (${(err as Error).message}): ` +
         'check cluster.etcd.endpoints, the TLS files and that etcd runs');
     }
+    let membership: Membership | null = null;
     try {
       const roles = new Set(await servedHomes(config, stateDir));
       if (config.homes === 'all') for (const key of await etcd.kv.getAll().prefix('homes/').keys()) if (key.endsWith('/main')) roles.add(key.split('/')[1]);
-      const seeded = new Map<string, SeedOutcome>();
-      for (const role of [...roles].sort()) seeded.set(role, await seedHome(config, stateDir, role, log));
+      // Every Home matched with its repository first, a few at a time, nothing pushed: one refused, nothing was written.
+      const sorted = [...roles].sort();
+      const outcomes = await mapLimit(sorted, SERVER_CALLS, (role) => seedHome(config, stateDir, role, log, true));
+      const seeded = new Map(sorted.map((role, i) => [role, outcomes[i]!]));
       const me: HostRecord = { host: config.host, version, homes: config.homes, started: new Date().toISOString(), pid: process.pid };
-      const membership = new Membership(etcd, me, config.writer_ttl_s, log);
+      membership = new Membership(etcd, me, config.writer_ttl_s, log);
       await membership.checkName();
+      // Then the Homes only this host had go to the server; each is announced, so hosts serving "all" learn of it.
+      await mapLimit(sorted, SERVER_CALLS, async (role) => {
+        if (seeded.get(role) === 'empty') seeded.set(role, await putOnServer(config, stateDir, role, log));
+        if (seeded.get(role) !== 'waiting') await announce(etcd, config.host, stateDir, role);
+      });
       log.info({ host: config.host, homes: Object.fromEntries(seeded) }, 'cluster: joined');
       return new Cluster(config, etcd, membership, log, version, seeded, stateDir);
     } catch (err) {
+      await membership?.leave();
       etcd.close();
       throw err;
     }
@@ -129,6 +138,8 @@ export class Cluster {
     // A watch that reconnects may have missed events: reconcile at once.
     this.watcher.on('connected', () => void this.reconcile());
     this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'cluster: the etcd watch failed; it reconnects'));
+    // From now on this host campaigns on a writer's departure: the others may hand it the roles it ranks first for.
+    await this.membership.serving();
     this.timer = setInterval(() => void this.tick(), (1000 * this.config.writer_ttl_s) / 2);
     this.slowTimer = setInterval(() => void this.reconcile(), this.config.reconcile_s * 1000);
     this.timer.unref();
@@ -148,14 +159,18 @@ export class Cluster {
    * hosts serving "all" learn of it.
    */
   async seed(role: string): Promise<SeedOutcome> {
-    const outcome = await seedHome(this.config, this.stateDir, role, this.log);
-    if (outcome === 'seeded') {
-      const key = `homes/${role}/main`;
-      const commit = await (await Store.open(Home.dirFor(this.stateDir, role))).readRef(MAIN_REF);
-      await this.etcd.kv.if(key, 'Create', '==', 0).then(this.etcd.kv.put(key).value(JSON.stringify({ commit, epoch: '0', host: this.config.host, at: new Date().toISOString() }))).commit();
-      this.log.info({ role }, 'cluster: this host put the Home on the git server');
+    try {
+      const outcome = await seedHome(this.config, this.stateDir, role, this.log);
+      if (outcome === 'seeded') {
+        await announce(this.etcd, this.config.host, this.stateDir, role);
+        this.log.info({ role }, 'cluster: this host put the Home on the git server');
+      }
+      return outcome;
+    } catch (err) {
+      // Before attach() nasd stops on this (the demo Home at start): its name goes now, not after the TTL.
+      if (!this.homes) await this.close();
+      throw err;
     }
-    return outcome;
   }
 
   private served(): string[] {
@@ -242,26 +257,35 @@ export class Cluster {
    * (branch-sync.ts: this host's pushed, the others' shown read-only).
    */
   private reconciling = false;
+  /** When each Home's main was last compared with the server's (at start, by the match with its repository). */
+  private readonly compared = new Map<string, number>();
   async reconcile(): Promise<void> {
     if (this.reconciling || this.closed) return;
     this.reconciling = true;
     try {
-      for (const role of await this.wanted()) {
+      const due = performance.now() - this.config.reconcile_s * 1000;
+      await mapLimit(await this.wanted(), SERVER_CALLS, async (role) => {
         try {
+          // Matched with its repository at start a moment ago: not asked again in the first pass.
+          const fresh = (this.compared.get(role) ?? -Infinity) > due;
+          this.compared.delete(role);
           if (!this.homes.storeOf(role)) {
             // A Home another host put on the server since this one started.
-            if ((await this.seed(role)) === 'fetched') await this.homes.open(role);
-            continue;
+            if (!fresh && (await this.seed(role)) === 'fetched') await this.opening(role);
+            return;
           }
+          if (fresh) return;
           const refs = await this.server(role).refs();
           const theirs = refs.get(MAIN_REF);
           if (!theirs) await this.seed(role);
           else if (!this.writers.has(role)) await this.follow(role, theirs, refs.get(PRS_REF) ?? null);
           await this.pushing(role, () => this.branches.sync(role, this.homes.storeOf(role)!, this.server(role), refs));
+          // A role etcd says is this host's with no writer here (its release failed) is given back (campaign).
+          if (!this.writers.has(role)) await this.campaign(role);
         } catch (err) {
           this.log.warn({ role, err: (err as Error).message }, 'cluster: reconcile of the Home failed; the next pass retries');
         }
-      }
+      });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'cluster: reconcile pass failed; the next one retries');
     } finally {
@@ -270,34 +294,17 @@ export class Cluster {
     await this.tick();
   }
 
-  /**
-   * Make this host's main (and PR records) the server's: fetched, and the mount told. One fetch at a time per
-   * Home; a writer's own Store is never overwritten (it is what the server gets next).
-   */
-  follow(role: string, commit?: string, records?: string | null): Promise<void> {
-    const store = this.homes.storeOf(role);
-    if (!store || this.writers.has(role)) return Promise.resolve();
-    const prior = this.following.get(role) ?? Promise.resolve();
-    const next = prior.then(async () => {
-      if (this.writers.has(role)) return;
-      const ours = await store.readRef(MAIN_REF);
-      if (commit && ours === commit && (records === undefined || (await store.readRef(PRS_REF)) === records)) return this.current(role);
-      if (!this.behindSince.has(role)) this.behindSince.set(role, performance.now());
-      const t0 = performance.now();
-      await this.server(role).fetchMain(MAIN_REF, PRS_REF);
-      const t1 = performance.now();
-      if ((await store.readRef(MAIN_REF)) !== ours) await this.homes.refreshMains();
-      this.log.debug({ role, fetch_ms: Math.round(t1 - t0), refresh_ms: Math.round(performance.now() - t1) }, 'cluster: followed main');
-      this.current(role);
-    }).catch((err) => this.log.warn({ role, err: (err as Error).message }, 'cluster: cannot follow main from the git server; the reconcile retries'));
-    this.following.set(role, next);
+  /** Homes fetched by the reconcile open one at a time. */
+  private opened: Promise<void> = Promise.resolve();
+  private opening(role: string): Promise<void> {
+    const next = this.opened.then(() => this.homes.open(role));
+    this.opened = next.catch(() => undefined);
     return next;
   }
 
-  private current(role: string): void {
-    const since = this.behindSince.get(role);
-    clusterMeter.lag(role, since === undefined ? 0 : (performance.now() - since) / 1000);
-    this.behindSince.delete(role);
+  /** This host's main and PR records made the server's (follower.ts); never a writer's own. */
+  follow(role: string, commit?: string, records?: string | null): Promise<void> {
+    return this.follower.follow(role, commit, records);
   }
 
   /**
@@ -310,7 +317,12 @@ export class Cluster {
     this.campaigning.add(role);
     try {
       const key = `homes/${role}/writer`;
-      if (await this.etcd.json(key)) return;
+      const held = await this.etcd.json<{ host: string }>(key);
+      if (held) {
+        // This host's role with no writer here (its release failed, etcd unreachable then): given back now.
+        if (held.value.host === this.config.host && !this.writers.has(role)) await this.etcd.kv.if(key, 'Create', '==', held.create).then(this.etcd.kv.delete().key(key)).commit();
+        return;
+      }
       const rank = rankFor(role, (await this.membership.live()).values(), this.preferred.get(role)).indexOf(this.config.host);
       if (rank > 0) {
         await new Promise((r) => setTimeout(r, rank * 500));
@@ -349,13 +361,13 @@ export class Cluster {
       .then(() => this.follow(role));
   }
 
-  /** Writers move to the host rendezvous hashing ranks first once it has been up a while, between batches. */
+  /** Writers move to the host rendezvous hashing ranks first once it has served 2 s, between batches. */
   private async rebalance(): Promise<void> {
     if (this.writers.size === 0 || this.closed) return;
     const live = await this.membership.live();
     for (const [role, writer] of this.writers) {
       const first = rankFor(role, live.values(), this.preferred.get(role))[0];
-      const since = live.get(first)?.started;
+      const since = live.get(first)?.serving;
       if (this.membership.draining || (first && first !== this.config.host && since && Date.now() - Date.parse(since) > 2000)) {
         if (!this.membership.draining && (await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
         this.log.info({ role, to: first ?? null }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
@@ -402,22 +414,8 @@ export class Cluster {
    * `nas cluster writer <home> --move-to <host>`: the Home's writer goes to that host (a live one serving it) at
    * its next idle moment, and stays there while it is up; `any` gives the choice back to rendezvous hashing.
    */
-  async moveWriter(role: string, to: string): Promise<{ home: string; writer: string | null; preferred: string | null }> {
-    const key = `homes/${role}/prefer`;
-    if (to === 'any') await this.etcd.kv.delete().key(key);
-    else {
-      const host = (await this.membership.live()).get(to);
-      if (!host) throw new UserError(`no live host is named ${to}: see nas cluster status`, 404);
-      if (host.draining || !(host.homes === 'all' || host.homes.includes(role))) throw new UserError(`host ${to} does not stand for writer of Home ${role} (it is draining, or does not serve it)`, 409);
-      await this.etcd.kv.put(key).value(JSON.stringify({ host: to, at: new Date().toISOString() }));
-    }
-    const deadline = Date.now() + 15_000;
-    let writer = (await this.etcd.json<{ host: string }>(`homes/${role}/writer`))?.value.host ?? null;
-    while (to !== 'any' && writer !== to && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
-      writer = (await this.etcd.json<{ host: string }>(`homes/${role}/writer`))?.value.host ?? null;
-    }
-    return { home: role, writer, preferred: to === 'any' ? null : to };
+  moveWriter(role: string, to: string): Promise<{ home: string; writer: string | null; preferred: string | null }> {
+    return preferWriter(this.etcd, this.membership, role, to);
   }
 
   /** `nas cluster verify`: this host's copy brought up to the server's first (a writer's is the server's). */

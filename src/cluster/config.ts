@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises';
 import { UserError } from '../util/errors.js';
 import { parseDuration } from '../util/duration.js';
 import { validateRole } from '../util/names.js';
@@ -8,7 +9,8 @@ import { validateRole } from '../util/names.js';
  *
  * cluster:
  *   host: nas-a                                  # unique among the live hosts
- *   git: { url: "https://forge/agents/{home}.git", key: /etc/agent-nas/id_ed25519, timeout: 30s }
+ *   git: { url: "https://forge/agents/{home}.git", token_file: /etc/agent-nas/git-token, timeout: 30s }
+ *                                                # an ssh:// url takes key: /etc/agent-nas/id_ed25519 instead
  *   etcd: { endpoints: ["https://10.0.0.1:2379"], prefix: /agent-nas, timeout_ms: 2000, tls: { ca, cert, key } }
  *   writer_ttl: 10s        # a merge writer that stops answering loses its Homes after this
  *   batch: 16              # proposals merged per push of main
@@ -70,13 +72,24 @@ export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
   if (!/^(https?|ssh|git):\/\/[^-\s]|^\//.test(url) || /[\x00-\x20\x7f]/.test(url)) {
     throw new UserError(`${at}.git.url ${JSON.stringify(url)}: give an http(s)://, ssh:// or git:// URL (or an absolute path, for a lab)`);
   }
+  // Each credential goes with its transport: one the url does not use would be ignored, and every call refused.
+  const scheme = /^([a-z]+):\/\//.exec(url)?.[1] ?? 'path';
+  const kind = scheme === 'path' ? 'a path' : `${scheme === 'git' ? 'a' : 'an'} ${scheme}:// url`;
+  if (git.key !== undefined && scheme !== 'ssh') {
+    throw new UserError(`${at}.git.key is an ssh key, used with an ssh:// url only; ${kind} does not use it${scheme.startsWith('http') ? ': give the forge\'s access token as token_file instead' : ''}`);
+  }
+  if (git.token_file !== undefined && scheme !== 'http' && scheme !== 'https') {
+    throw new UserError(`${at}.git.token_file is an https access token, used with an http(s):// url only; ${kind} does not use it${scheme === 'ssh' ? ': give the ssh key as key instead' : ''}`);
+  }
 
   const etcd = mapping(doc.etcd, `${at}.etcd`);
   unknownKeys(etcd, ['endpoints', 'prefix', 'timeout_ms', 'tls'], `${at}.etcd`);
   const endpoints = etcd.endpoints;
   if (!Array.isArray(endpoints) || endpoints.length === 0) throw new UserError(`${at}.etcd.endpoints must list the etcd members' client URLs, e.g. [https://10.0.0.1:2379]`);
   for (const e of endpoints) {
-    if (typeof e !== 'string' || !/^https?:\/\/[^\s/]+$/.test(e.replace(/\/$/, ''))) throw new UserError(`${at}.etcd.endpoints: ${JSON.stringify(e)} is not http(s)://host:port`);
+    if (typeof e !== 'string' || !/^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[^\s/:[\]]+):\d+$/.test(e.replace(/\/$/, ''))) {
+      throw new UserError(`${at}.etcd.endpoints: ${JSON.stringify(e)} is not an etcd client URL: give http(s)://host:port, e.g. https://10.0.0.1:2379`);
+    }
   }
   const prefix = etcd.prefix === undefined ? '/agent-nas' : text(etcd.prefix, `${at}.etcd.prefix`);
   if (!/^\/[A-Za-z0-9_./-]*$/.test(prefix) || prefix.endsWith('/')) throw new UserError(`${at}.etcd.prefix ${JSON.stringify(prefix)}: a key path such as /agent-nas (no trailing /)`);
@@ -91,7 +104,12 @@ export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
   };
   const seconds = (v: unknown, where: string, dflt: number, min: number): number => {
     if (v === undefined) return dflt;
-    const s = parseDuration(String(v));
+    let s: number;
+    try {
+      s = parseDuration(String(v));
+    } catch (err) {
+      throw new UserError(`${where}: ${(err as Error).message}`);
+    }
     if (s < min) throw new UserError(`${where} must be at least ${min}s`);
     return s;
   };
@@ -128,6 +146,39 @@ export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
     reconcile_s: seconds(doc.reconcile, `${at}.reconcile`, 30, 1),
     homes,
   };
+}
+
+/**
+ * The files the block names (the git key or token, etcd's TLS files): each must be a file nasd can read, a token
+ * not empty. Checked when nasd starts, before etcd or the git server is asked anything.
+ */
+export async function checkClusterFiles(c: ClusterConfig): Promise<void> {
+  const files: [string, string | undefined, string][] = [
+    ['git.key', c.git.key, 'the ssh private key this host reaches the git server with'],
+    ['git.token_file', c.git.token_file, 'a file holding the access token this host reaches the git server with'],
+    ['etcd.tls.ca', c.etcd.tls?.ca, 'the CA certificate that signed etcd\'s'],
+    ['etcd.tls.cert', c.etcd.tls?.cert, 'this host\'s client certificate for etcd'],
+    ['etcd.tls.key', c.etcd.tls?.key, 'the private key of that certificate'],
+  ];
+  for (const [setting, file, what] of files) {
+    if (file === undefined) continue;
+    let size: number;
+    try {
+      const handle = await fs.open(file, 'r');
+      try {
+        const st = await handle.stat();
+        if (!st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
+        size = st.size;
+      } finally {
+        await handle.close();
+      }
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const why = code === 'ENOENT' ? 'there is no such file' : code === 'EISDIR' ? 'it is not a file' : code === 'EACCES' ? 'nasd may not read it' : (err as Error).message;
+      throw new UserError(`cluster.${setting} ${file}: ${why}. Give ${what}`);
+    }
+    if (setting === 'git.token_file' && size === 0) throw new UserError(`cluster.git.token_file ${file} is empty. Give ${what}`);
+  }
 }
 
 /** Where a Home's repository is on the git server. */

@@ -15,6 +15,8 @@ export interface HostRecord {
   version: string;
   homes: string[] | 'all';
   started: string;
+  /** Since when it serves (its Homes mounted, standing for writer): writers move to it only after that. */
+  serving?: string;
   pid: number;
   /** `nas cluster leave --drain`: serving, but standing for no writer role. */
   draining?: boolean;
@@ -78,6 +80,12 @@ export class Membership {
       if (Date.now() > deadline) throw this.taken((await this.etcd.json<HostRecord>(key).catch(() => null))?.value);
       await new Promise((r) => setTimeout(r, 250));
     }
+  }
+
+  /** This host serves from now on: its record says so (on the same lease). */
+  async serving(): Promise<void> {
+    this.me.serving = new Date().toISOString();
+    if (this.leaseId) await this.etcd.kv.put(`hosts/${this.me.host}`).value(JSON.stringify(this.me)).lease(this.leaseId);
   }
 
   /**
@@ -152,4 +160,24 @@ export function rankFor(role: string, hosts: Iterable<HostRecord>, preferred?: s
   const serving = [...hosts].filter((h) => !h.draining && (h.homes === 'all' || h.homes.includes(role))).map((h) => h.host);
   const score = (host: string) => (host === preferred ? 2 ** 32 : createHash('sha256').update(`${host}\0${role}`).digest().readUInt32BE(0));
   return serving.sort((a, b) => score(b) - score(a) || (a < b ? -1 : 1));
+}
+
+/** `nas cluster writer <home> --move-to <host>|any`: the preference put in etcd, and where the writer is after (waited up to 15 s). */
+export async function preferWriter(etcd: ClusterEtcd, membership: Membership, role: string, to: string): Promise<{ home: string; writer: string | null; preferred: string | null }> {
+  const key = `homes/${role}/prefer`;
+  if (to === 'any') await etcd.kv.delete().key(key);
+  else {
+    const host = (await membership.live()).get(to);
+    if (!host) throw new UserError(`no live host is named ${to}: see nas cluster status`, 404);
+    if (host.draining || !(host.homes === 'all' || host.homes.includes(role))) throw new UserError(`host ${to} does not stand for writer of Home ${role} (it is draining, or does not serve it)`, 409);
+    await etcd.kv.put(key).value(JSON.stringify({ host: to, at: new Date().toISOString() }));
+  }
+  const writer = async () => (await etcd.json<{ host: string }>(`homes/${role}/writer`))?.value.host ?? null;
+  const deadline = Date.now() + 15_000;
+  let now = await writer();
+  while (to !== 'any' && now !== to && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+    now = await writer();
+  }
+  return { home: role, writer: now, preferred: to === 'any' ? null : to };
 }

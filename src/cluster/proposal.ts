@@ -62,3 +62,12 @@ export function readsOf(text: string): { paths(): string[]; digest(): string; te
 
 /** Where a host's branch goes on the git server: only that host writes under its prefix. */
 export const hostBranchRef = (host: string, branch: string): string => `refs/nas/hosts/${host}/heads/${branch}`;
+
+/** A value from etcd as JSON, or undefined when it does not read. */
+export function parsed<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
+}

@@ -5,6 +5,7 @@ import { MAIN_REF, PRS_REF } from '../store/refs.js';
 import { StalePush, Store, type ServerAccess } from '../store/store.js';
 import { UserError } from '../util/errors.js';
 import { exists } from '../util/exists.js';
+import type { ClusterEtcd } from './etcd.js';
 import { repoUrl, type ClusterConfig } from './config.js';
 
 /**
@@ -17,9 +18,10 @@ import { repoUrl, type ClusterConfig } from './config.js';
  *   refs/nas/cluster/unpublished and replaced;
  * - a server repository with refs but no main, or a main with no history in common with this Home's: refused,
  *   with nothing written on the server.
+ * At start (`hold`) the pushes wait until every Home was matched ('empty'): one Home refused, nothing was written.
  */
 
-export type SeedOutcome = 'fetched' | 'seeded' | 'joined' | 'waiting';
+export type SeedOutcome = 'fetched' | 'seeded' | 'joined' | 'waiting' | 'empty';
 
 const SERVER_MAIN = 'refs/nas/cluster/server-main';
 
@@ -32,7 +34,7 @@ export async function servedHomes(c: ClusterConfig, stateDir: string): Promise<s
   return c.homes === 'all' ? Home.list(stateDir) : c.homes;
 }
 
-export async function seedHome(c: ClusterConfig, stateDir: string, role: string, log: Logger): Promise<SeedOutcome> {
+export async function seedHome(c: ClusterConfig, stateDir: string, role: string, log: Logger, hold = false): Promise<SeedOutcome> {
   const dir = Home.dirFor(stateDir, role);
   const url = repoUrl(c, role);
   const local = await exists(dir);
@@ -47,12 +49,20 @@ export async function seedHome(c: ClusterConfig, stateDir: string, role: string,
     try {
       refs = await server.refs();
     } catch (err) {
-      throw new UserError(`Home ${role}: cannot reach its repository on the git server (${url}): ${(err as Error).message.split('\n').slice(-2).join(' ')}. ` +
-        'Check cluster.git.url, the key and that the repository exists (one empty repository per Home, made on the forge)');
+      // git's own words, without the command line.
+      const words = (err as Error).message.replace(/^git [^\n]*? -- \S+: /, '').split('\n').slice(-2).join(' ');
+      if (/Authentication failed|could not read Username|Permission denied|returned error: 40[13]/.test(words)) {
+        throw new UserError(`Home ${role}: the git server refused this host's credentials for ${url} (${words}). ` +
+          'Check cluster.git.token_file (https) or cluster.git.key (ssh), and that they may read and push this repository');
+      }
+      throw new UserError(`Home ${role}: cannot reach its repository on the git server (${url}): ${words}. ` +
+        'Check cluster.git.url, that the server runs, and that the repository exists (one empty repository per Home, made on the forge)');
     }
     const theirs = refs.get(MAIN_REF);
     if (!theirs && refs.size > 0) {
-      throw new UserError(`Home ${role}: its repository on the git server (${url}) holds ${refs.size} ref(s) but no main: not this Home's. Give an empty repository`);
+      const some = [...refs.keys()].slice(0, 3).join(', ');
+      throw new UserError(`Home ${role}: its repository on the git server (${url}) holds ${refs.size} ref(s) (${some}${refs.size > 3 ? ', ...' : ''}) but no main: ` +
+        'not this Home\'s. Give this Home an empty repository of its own (cluster.git.url names it with {home})');
     }
     if (!local) {
       if (!theirs) {
@@ -67,16 +77,7 @@ export async function seedHome(c: ClusterConfig, stateDir: string, role: string,
     }
     const ours = await store.readRef(MAIN_REF);
     if (!ours) throw new UserError(`Home ${role}: ${dir} has no main: not a Home`);
-    if (!theirs) {
-      try {
-        await server.push([{ from: MAIN_REF, to: MAIN_REF, expected: null }, ...((await store.readRef(PRS_REF)) ? [{ from: PRS_REF, to: PRS_REF, expected: null }] : [])]);
-        return 'seeded';
-      } catch (err) {
-        if (!(err instanceof StalePush)) throw err;
-        // Another host seeded it first: take its main as below.
-        return seedHome(c, stateDir, role, log);
-      }
-    }
+    if (!theirs) return hold ? 'empty' : putOnServer(c, stateDir, role, log);
     if (theirs === ours) {
       if (refs.has(PRS_REF)) await server.fetch([[PRS_REF, PRS_REF]]);
       return 'joined';
@@ -99,4 +100,25 @@ export async function seedHome(c: ClusterConfig, stateDir: string, role: string,
     if (!local) await fs.rm(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/** This host's Home into its empty repository on the server (compare-and-swap on absent refs): 'seeded', or the server's taken. */
+export async function putOnServer(c: ClusterConfig, stateDir: string, role: string, log: Logger): Promise<SeedOutcome> {
+  const store = await Store.open(Home.dirFor(stateDir, role));
+  try {
+    await store.server(repoUrl(c, role), accessOf(c)).push([{ from: MAIN_REF, to: MAIN_REF, expected: null },
+      ...((await store.readRef(PRS_REF)) ? [{ from: PRS_REF, to: PRS_REF, expected: null }] : [])]);
+    return 'seeded';
+  } catch (err) {
+    if (!(err instanceof StalePush)) throw err;
+    // Another host seeded it first: take its main.
+    return seedHome(c, stateDir, role, log);
+  }
+}
+
+/** A Home this host matched with the server: its main announced unless etcd knows it, so hosts serving "all" learn of it. */
+export async function announce(etcd: ClusterEtcd, host: string, stateDir: string, role: string): Promise<void> {
+  const key = `homes/${role}/main`;
+  const commit = await (await Store.open(Home.dirFor(stateDir, role))).readRef(MAIN_REF);
+  await etcd.kv.if(key, 'Create', '==', 0).then(etcd.kv.put(key).value(JSON.stringify({ commit, epoch: '0', host, at: new Date().toISOString() }))).commit();
 }

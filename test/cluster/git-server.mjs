@@ -3,8 +3,9 @@
 // smart HTTP by `git http-backend` run as CGI, one process per request. No dependencies, no authentication:
 // it listens on loopback only in the tests.
 //
-//   node test/cluster/git-server.mjs --root DIR --listen 127.0.0.1:PORT
+//   node test/cluster/git-server.mjs --root DIR --listen 127.0.0.1:PORT [--token TOKEN]
 //
+// With --token, a request without `Authorization: Bearer TOKEN` (nasd's cluster.git.token_file) is answered 401.
 // PORT 0 picks a free port. Once it accepts connections it prints `listening <port>` on stdout.
 // Repositories are not created on demand (a forge makes them when the operator asks): `git init --bare`
 // them under the root first (harness.ts createRepo).
@@ -13,16 +14,18 @@ import http from 'node:http';
 import path from 'node:path';
 
 function usage(msg) {
-  process.stderr.write(`git-server: ${msg}\nusage: node git-server.mjs --root DIR --listen HOST:PORT\n`);
+  process.stderr.write(`git-server: ${msg}\nusage: node git-server.mjs --root DIR --listen HOST:PORT [--token TOKEN]\n`);
   process.exit(2);
 }
 
 let root;
 let listen;
+let token;
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   if (argv[i] === '--root') root = argv[++i];
   else if (argv[i] === '--listen') listen = argv[++i];
+  else if (argv[i] === '--token') token = argv[++i];
   else usage(`unknown argument ${argv[i]}`);
 }
 if (!root || !listen) usage('--root and --listen are required');
@@ -60,6 +63,11 @@ serverConfig.forEach(([key, value], i) => {
 const cgis = new Set();
 
 function handle(req, res) {
+  if (token !== undefined && req.headers.authorization !== `Bearer ${token}`) {
+    req.resume();
+    res.writeHead(401, { 'WWW-Authenticate': 'Basic realm="git"', 'Content-Type': 'text/plain' }).end('a token is required\n');
+    return;
+  }
   const q = req.url.indexOf('?');
   let pathInfo;
   try {

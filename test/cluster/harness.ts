@@ -289,8 +289,11 @@ export async function createRepo(root: string, home: string): Promise<string> {
   return repo;
 }
 
-/** test/cluster/git-server.mjs over <dir>/repos on 127.0.0.1 (a free port unless given), its log in <dir>/git-server.log. */
-export async function startGitServer(opts: { dir: string; port?: number }): Promise<GitServer> {
+/**
+ * test/cluster/git-server.mjs over <dir>/repos on 127.0.0.1 (a free port unless given), its log in <dir>/git-server.log;
+ * with `token`, every request must carry it (Authorization: Bearer).
+ */
+export async function startGitServer(opts: { dir: string; port?: number; token?: string }): Promise<GitServer> {
   const root = path.join(opts.dir, 'repos');
   const log = path.join(opts.dir, 'git-server.log');
   fs.mkdirSync(root, { recursive: true });
@@ -298,7 +301,7 @@ export async function startGitServer(opts: { dir: string; port?: number }): Prom
 
   const launch = async (port: number): Promise<number> => {
     fs.appendFileSync(log, `--- harness: starting the git server on port ${port} at ${new Date().toISOString()}\n`);
-    const p = new Proc(process.execPath, [GIT_SERVER, '--root', root, '--listen', `127.0.0.1:${port}`], log, process.env, 'pipe');
+    const p = new Proc(process.execPath, [GIT_SERVER, '--root', root, '--listen', `127.0.0.1:${port}`, ...(opts.token ? ['--token', opts.token] : [])], log, process.env, 'pipe');
     proc = p;
     let out = '';
     p.child.stdout!.on('data', (d) => (out += d));

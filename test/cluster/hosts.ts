@@ -20,6 +20,10 @@ export interface HostOptions {
   crashAt?: string;
   /** Settings written over the cluster block's (bad input). */
   override?: Record<string, unknown>;
+  /** How long start() waits for nasd to be ready (TestDaemon's 15 s unless given). */
+  readyMs?: number;
+  /** nasd.yaml's text as given, instead of the block made from these options (malformed YAML). */
+  raw?: string;
 }
 
 export function clusterYaml(o: HostOptions): string {
@@ -54,11 +58,12 @@ export class ClusterHost {
     await fs.mkdir(this.o.dir, { recursive: true });
     await fs.chmod(this.o.dir, 0o755);
     const config = path.join(this.o.dir, 'nasd.yaml');
-    await fs.writeFile(config, clusterYaml(this.o));
+    await fs.writeFile(config, this.o.raw ?? clusterYaml(this.o));
     this.daemon = await TestDaemon.start({
       dir: this.o.dir,
       extraArgs: ['--config', config, ...(this.o.demo ? ['--demo'] : [])],
       env: { NAS_TEST_CLUSTER_CRASH_AT: this.o.crashAt ?? '' },
+      ...(this.o.readyMs ? { readyMs: this.o.readyMs } : {}),
     });
     return this;
   }

@@ -1,0 +1,47 @@
+import type { Logger } from 'pino';
+import { MAIN_REF, PRS_REF } from '../store/refs.js';
+import type { ServerRepo, Store } from '../store/store.js';
+import { clusterMeter } from './cluster-meter.js';
+
+/**
+ * Following main: this host's main and PR records made the server's (one fetch), and the mount told, as for a
+ * local merge. One fetch at a time per Home; a writer's own Store is never overwritten (it is what the server
+ * gets next). How long this host trailed is the lag metric.
+ */
+export class MainFollower {
+  private readonly following = new Map<string, Promise<void>>();
+  /** When this host's main of each Home last differed from the published one. */
+  private readonly behindSince = new Map<string, number>();
+
+  constructor(private readonly o: {
+    storeOf(role: string): Store | null;
+    writing(role: string): boolean;
+    server(role: string): ServerRepo;
+    refreshMains(): Promise<void>;
+    log: Logger;
+  }) {}
+
+  /** `commit` and `records`: what was published, when known (nothing is fetched if this host has them). */
+  follow(role: string, commit?: string, records?: string | null): Promise<void> {
+    const store = this.o.storeOf(role);
+    if (!store || this.o.writing(role)) return Promise.resolve();
+    const prior = this.following.get(role) ?? Promise.resolve();
+    const next = prior.then(async () => {
+      if (this.o.writing(role)) return;
+      const ours = await store.readRef(MAIN_REF);
+      if (commit && ours === commit && (records === undefined || (await store.readRef(PRS_REF)) === records)) return this.current(role);
+      if (!this.behindSince.has(role)) this.behindSince.set(role, performance.now());
+      await this.o.server(role).fetchMain(MAIN_REF, PRS_REF);
+      if ((await store.readRef(MAIN_REF)) !== ours) await this.o.refreshMains();
+      this.current(role);
+    }).catch((err) => this.o.log.warn({ role, err: (err as Error).message }, 'cluster: cannot follow main from the git server; the reconcile retries'));
+    this.following.set(role, next);
+    return next;
+  }
+
+  private current(role: string): void {
+    const since = this.behindSince.get(role);
+    clusterMeter.lag(role, since === undefined ? 0 : (performance.now() - since) / 1000);
+    this.behindSince.delete(role);
+  }
+}
