@@ -12,6 +12,7 @@ import { MergeWriter, type Decision, type Filer } from './writer.js';
 import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
 import { clusterMeter } from './cluster-meter.js';
 import { clusterStatus, type ClusterStatus } from './status.js';
+import { Outbox } from './outbox.js';
 
 /**
  * This host's part in a cluster (nasd.yaml `cluster:`): every Home it serves is also in a repository on the git
@@ -54,6 +55,7 @@ export class Cluster {
   /** When this host's main of each Home last differed from the published one (its lag). */
   private readonly behindSince = new Map<string, number>();
   readonly started = new Date().toISOString();
+  private readonly outbox: Outbox;
 
   private constructor(
     readonly config: ClusterConfig,
@@ -63,7 +65,9 @@ export class Cluster {
     readonly version: string,
     readonly seeded: Map<string, SeedOutcome>,
     private readonly stateDir: string,
-  ) {}
+  ) {
+    this.outbox = new Outbox(`${stateDir}/cluster/outbox`, log);
+  }
 
   /**
    * Before the Homes open: reach etcd and the git server, match every Home with its repository (seed.ts) and
@@ -164,40 +168,54 @@ export class Cluster {
       if (writer) writer.poke(what === 'queue' ? parsed<Proposal>(value) : undefined);
     }
     else if (what === 'results' && kind === 'put' && id) {
+      if (this.outbox.sent.delete(id)) void this.answeredLater(role, id, parsed<ProposalResult>(value));
       const result = this.waiters.has(id) ? parsed<ProposalResult>(value) : undefined;
       if (result) this.waiters.get(id)!(result);
     }
   }
 
+  /** A proposal sent from the outbox was answered: no one waits for it here, so its result goes, and main follows. */
+  private async answeredLater(role: string, id: string, r: ProposalResult | undefined): Promise<void> {
+    this.log.info({ role, proposal: id, pr: r?.pr ?? null, state: r?.state ?? null, error: r?.error ?? null }, 'cluster: a proposal made while etcd was out of reach was answered');
+    await this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined);
+    if (r?.main) await this.follow(role, r.main);
+  }
+
   /**
    * The slow pass (and after every watch reconnect): main compared with the server's, a writer for every Home
-   * that has none, and writers moved to where rendezvous hashing puts them.
+   * that has none, what waits in the outbox queued, and writers moved to where rendezvous hashing puts them.
+   * With etcd out of reach, main still follows the server's.
    */
   private reconciling = false;
   async reconcile(): Promise<void> {
     if (this.reconciling || this.closed) return;
     this.reconciling = true;
     try {
-      clusterMeter.etcd(await this.etcd.ping());
-      for (const role of await this.wanted()) {
+      const etcdUp = await this.etcd.ping().then((s) => (clusterMeter.etcd(s), true), (err: Error) => {
+        this.log.warn({ err: err.message }, 'cluster: etcd is out of reach; main follows the git server meanwhile');
+        return false;
+      });
+      for (const role of etcdUp ? await this.wanted() : this.served()) {
         try {
           if (!this.homes.storeOf(role)) {
             // A Home another host put on the server since this one started.
-            if ((await this.seed(role)) === 'fetched') await this.homes.open(role);
+            if (etcdUp && (await this.seed(role)) === 'fetched') await this.homes.open(role);
             continue;
           }
           if (!this.writers.has(role)) {
             const theirs = (await this.server(role).refs(MAIN_REF)).get(MAIN_REF);
             if (theirs) await this.follow(role, theirs);
-            else await this.seed(role);
-            await this.campaign(role);
+            else if (etcdUp) await this.seed(role);
+            if (etcdUp) await this.campaign(role);
           }
+          if (!etcdUp) continue;
+          await this.outbox.send(role, this.etcd);
           clusterMeter.queue(role, await this.etcd.count(`homes/${role}/queue/`));
         } catch (err) {
           this.log.warn({ role, err: (err as Error).message }, 'cluster: reconcile of the Home failed; the next pass retries');
         }
       }
-      await this.rebalance();
+      if (etcdUp) await this.rebalance();
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'cluster: reconcile pass failed; the next one retries');
     } finally {
@@ -312,7 +330,7 @@ export class Cluster {
       throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
     }
     const proposal: Proposal = { ...p, id: proposalId(this.config.host), host: this.config.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads) };
-    return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal);
+    return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal, true);
   }
 
   /** A person's decision on a PR, carried out by the Home's writer (it alone writes main and the records). */
@@ -321,13 +339,17 @@ export class Cluster {
     return this.ask(role, `decisions/${decision.id}`, decision.id, decision);
   }
 
-  private async ask(role: string, key: string, id: string, value: object): Promise<ProposalResult> {
+  /** keep: a proposal, kept in the outbox when etcd cannot be reached (its head is on the git server already). */
+  private async ask(role: string, key: string, id: string, value: object, keep = false): Promise<ProposalResult> {
     const answered = new Promise<ProposalResult>((resolve) => this.waiters.set(id, resolve));
     try {
       try {
         await this.etcd.kv.put(`homes/${role}/${key}`).value(JSON.stringify(value));
       } catch (err) {
-        throw new UserError(`cannot reach etcd, so nothing was queued (${(err as Error).message}): try again`, 503);
+        if (!keep) throw new UserError(`cannot reach etcd, so nothing was queued (${(err as Error).message}): try again`, 503);
+        await this.outbox.keep(value as Proposal);
+        throw new UserError(`queued on this host as ${id}: etcd cannot be reached (${(err as Error).message}); the proposal goes to ` +
+          `Home ${role}'s merge writer once it can, and the PR shows in nas pr list then. Nothing is lost`, 202);
       }
       const queued = performance.now();
       const deadline = Date.now() + ANSWER_WAIT_MS;
