@@ -56,6 +56,10 @@ export class Cluster {
   private readonly behindSince = new Map<string, number>();
   readonly started = new Date().toISOString();
   private readonly outbox: Outbox;
+  /** When this host first saw each live host (by its own clock: a record's `started` is by the other host's). */
+  private readonly seen = new Map<string, number>();
+  /** When this host last handed each Home's writer role on: if it got the role back (not taken), not again soon. */
+  private readonly handed = new Map<string, number>();
 
   private constructor(
     readonly config: ClusterConfig,
@@ -302,15 +306,24 @@ export class Cluster {
       .then(() => this.follow(role));
   }
 
-  /** Writers move to the host rendezvous hashing ranks first once it has been up a while, between batches. */
+  /**
+   * Writers move to the host rendezvous hashing ranks first once it has been up a while (as this host saw it
+   * come: the hosts' clocks may differ), between batches.
+   */
   private async rebalance(): Promise<void> {
-    if (this.writers.size === 0 || this.closed) return;
+    if (this.closed) return;
     const live = await this.membership.live();
+    const who = (h: HostRecord) => `${h.host} ${h.pid} ${h.started}`;
+    const now = new Set([...live.values()].map(who));
+    for (const h of now) if (!this.seen.has(h)) this.seen.set(h, performance.now());
+    for (const h of this.seen.keys()) if (!now.has(h)) this.seen.delete(h);
     for (const [role, writer] of this.writers) {
       const first = rankFor(role, live.values())[0];
-      const since = live.get(first)?.started;
-      if (first && first !== this.config.host && since && Date.now() - Date.parse(since) > 2000) {
+      const since = first ? this.seen.get(who(live.get(first)!)) : undefined;
+      if (first && first !== this.config.host && since !== undefined && performance.now() - since > 2000) {
+        if (performance.now() - (this.handed.get(role) ?? -Infinity) < 5_000 * this.config.writer_ttl_s) continue;
         if ((await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
+        this.handed.set(role, performance.now());
         this.log.info({ role, to: first }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
         writer.stop();
       }
