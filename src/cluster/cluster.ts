@@ -51,6 +51,7 @@ export class Cluster {
   private readonly following = new Map<string, Promise<void>>();
   private watcher: Watcher | null = null;
   private timer: NodeJS.Timeout | null = null;
+  private vacancyTimer: NodeJS.Timeout | null = null;
   private closed = false;
   /** When this host's main of each Home last differed from the published one (its lag). */
   private readonly behindSince = new Map<string, number>();
@@ -118,7 +119,27 @@ export class Cluster {
     this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'cluster: the etcd watch failed; it reconnects'));
     this.timer = setInterval(() => void this.reconcile(), Math.min(this.config.reconcile_s * 1000, 1000 * this.config.writer_ttl_s));
     this.timer.unref();
+    this.vacancyTimer = setInterval(() => void this.vacancies(), 250 * this.config.writer_ttl_s);
+    this.vacancyTimer.unref();
     await this.reconcile();
+  }
+
+  /**
+   * Stand at once for the Homes whose writer key is gone, every quarter TTL: a watch whose etcd member was cut
+   * off along with the writer's host misses the key's deletion in silence, and the reconcile comes later.
+   */
+  private looking = false;
+  private async vacancies(): Promise<void> {
+    if (this.looking || this.closed || !this.membership.fresh()) return;
+    this.looking = true;
+    try {
+      const keys = new Set(await this.etcd.kv.getAll().prefix('homes/').keys());
+      for (const role of this.served()) if (!keys.has(`homes/${role}/writer`)) void this.campaign(role);
+    } catch {
+      // etcd out of reach: the reconcile says so
+    } finally {
+      this.looking = false;
+    }
   }
 
   /** The Homes this host should serve: the configured ones, or with "all" every Home here and every one etcd knows. */
@@ -392,6 +413,7 @@ export class Cluster {
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.vacancyTimer) clearInterval(this.vacancyTimer);
     const writers = [...this.writers.values()];
     for (const w of writers) w.stop();
     await Promise.all(writers.map((w) => w.done));
