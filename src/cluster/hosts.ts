@@ -93,12 +93,13 @@ export class Membership {
       this.onLost();
       void this.rejoin();
     };
-    // Each beat tries twice, half the beat each: the etcd client picks a member at random for every call.
+    // Each beat tries twice (the etcd client picks a member at random for every call), each try a beat long: a
+    // shorter deadline failed calls on a loaded machine, and each failure closes the client's channel to that member.
     const beat = async () => {
       for (let attempt = 0; attempt < 2 && this.lease === lease; attempt++) {
         const sent = performance.now();
         try {
-          await lease.keepaliveOnce({ deadline: Date.now() + every / 2 });
+          await lease.keepaliveOnce({ deadline: Date.now() + every });
           if (sent > this.lastAlive) this.lastAlive = sent;
           return;
         } catch (err) {
