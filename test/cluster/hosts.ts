@@ -24,6 +24,8 @@ export interface HostOptions {
   netns?: string;
   /** More environment for nasd (a clock ahead: faketime). */
   env?: NodeJS.ProcessEnv;
+  /** nasd's --log-level (default info). */
+  logLevel?: string;
 }
 
 export function clusterYaml(o: HostOptions): string {
@@ -41,6 +43,8 @@ export function clusterYaml(o: HostOptions): string {
 
 export class ClusterHost {
   daemon!: TestDaemon;
+  /** The logs of this host's earlier daemons (before a restart). */
+  readonly earlier: string[] = [];
   constructor(readonly o: HostOptions) {}
 
   get dir(): string {
@@ -58,9 +62,10 @@ export class ClusterHost {
     await fs.chmod(this.o.dir, 0o755);
     const config = path.join(this.o.dir, 'nasd.yaml');
     await fs.writeFile(config, clusterYaml(this.o));
+    if (this.daemon) this.earlier.push(this.daemon.log);
     this.daemon = await TestDaemon.start({
       dir: this.o.dir,
-      extraArgs: ['--config', config, ...(this.o.demo ? ['--demo'] : [])],
+      extraArgs: ['--config', config, ...(this.o.demo ? ['--demo'] : []), ...(this.o.logLevel ? ['--log-level', this.o.logLevel] : [])],
       env: { NAS_TEST_CLUSTER_CRASH_AT: this.o.crashAt ?? '', ...this.o.env },
       ...(this.o.netns ? { prefix: ['ip', 'netns', 'exec', this.o.netns] } : {}),
     });

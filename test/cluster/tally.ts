@@ -42,8 +42,8 @@ export class Ledger {
   proposed = 0;
   seq = 0;
 
-  /** repo: the Home's bare repository on the git server (read directly, not over the network). */
-  constructor(private readonly repo: () => string) {}
+  /** repo: the Home's bare repository on the git server (read directly, not over the network); trace: each proposal's start and end. */
+  constructor(private readonly repo: () => string, private readonly trace: (what: string) => void = () => undefined) {}
 
   /** Make a fresh branch on a host: one new file under outbox/cluster/. */
   async branch(h: ClusterHost): Promise<{ branch: string; file: string; n: number }> {
@@ -58,8 +58,10 @@ export class Ledger {
   async propose(h: ClusterHost, made: { branch: string; file: string; n: number }): Promise<Proposed> {
     this.proposed++;
     const started = performance.now();
+    this.trace(`${h.o.name} proposes ${made.branch}`);
     const r = await h.nas('--json', 'propose', `demo/${made.branch}`, '--intent', `cluster proposal ${made.n}`);
     const ms = performance.now() - started;
+    this.trace(`${h.o.name} proposed ${made.branch} in ${Math.round(ms)} ms: ${r.code === 0 ? 'acknowledged' : r.stderr.trim().slice(0, 160)}`);
     if (r.code !== 0) return { ok: false, ms, stderr: r.stderr, file: made.file, branch: made.branch };
     const pr = JSON.parse(r.stdout) as { state: string; provenance: { proposal: string }; cluster: { waited_ms: number; published_at: string } };
     this.acknowledged.push({ id: pr.provenance.proposal, file: made.file });
