@@ -59,8 +59,6 @@ export class Cluster {
   private readonly outbox: Outbox;
   /** When this host first saw each live host (by its own clock: a record's `started` is by the other host's). */
   private readonly seen = new Map<string, number>();
-  /** When this host last handed each Home's writer role on: if it got the role back (not taken), not again soon. */
-  private readonly handed = new Map<string, number>();
 
   private constructor(
     readonly config: ClusterConfig,
@@ -342,9 +340,7 @@ export class Cluster {
       const first = rankFor(role, live.values())[0];
       const since = first ? this.seen.get(who(live.get(first)!)) : undefined;
       if (first && first !== this.config.host && since !== undefined && performance.now() - since > 2000) {
-        if (performance.now() - (this.handed.get(role) ?? -Infinity) < 5_000 * this.config.writer_ttl_s) continue;
         if ((await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
-        this.handed.set(role, performance.now());
         this.log.info({ role, to: first }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
         writer.stop();
       }
