@@ -95,6 +95,21 @@ async function newWriterSince(not: ClusterHost, since: number): Promise<{ host: 
   return { host: polled.host, ms: at === undefined ? polled.ms : at - since };
 }
 
+/** The host ranked first for the Home (rendezvous hashing): where its writer role settles. */
+function rankedFirst(): ClusterHost {
+  const first = rankFor('demo', hosts.map((h) => ({ host: h.o.name, homes: 'all', version: '', started: '', pid: 0 })))[0];
+  return hosts.find((h) => h.o.name === first)!;
+}
+
+/** Wait until the writer role is settled on the host ranked first (after a heal it moves back there). */
+async function writerSettledOnFirst(): Promise<ClusterHost> {
+  const first = rankedFirst();
+  await eventually(async () => (await writerInEtcd(etcd!)) === first.o.name, `the writer role on ${first.o.name}`, 45_000);
+  const w = await settledWriter(etcd!, hosts);
+  expect(w.o.name).toBe(first.o.name);
+  return w;
+}
+
 async function hostRecord(name: string): Promise<boolean> {
   return (await etcd!.etcdctl(['get', `/agent-nas-test/hosts/${name}`, '--keys-only'])).stdout.trim() !== '';
 }
@@ -149,7 +164,7 @@ describe('the cluster through network partitions (network namespaces)', () => {
   });
 
   it('the writer\'s host cut off from etcd only: another host writes within TTL + 1 s; its proposal waits and is sent on heal', async () => {
-    const w = await settledWriter(etcd!, hosts);
+    const w = await writerSettledOnFirst();
     step(`writer settled on ${w.o.name}`);
     const wip = net!.ip(w.o.name);
     const others = hosts.filter((h) => h !== w);
@@ -192,7 +207,7 @@ describe('the cluster through network partitions (network namespaces)', () => {
   }, 90_000);
 
   it('the writer\'s host cut off entirely: another host writes within TTL + 1 s; after heal it rejoins, follows main and its branch merges', async () => {
-    const w = await settledWriter(etcd!, hosts);
+    const w = await writerSettledOnFirst();
     step(`writer settled on ${w.o.name}`);
     const wip = net!.ip(w.o.name);
     const others = hosts.filter((h) => h !== w);
@@ -258,9 +273,7 @@ describe('the cluster through network partitions (network namespaces)', () => {
   }, 90_000);
 
   it('one host\'s clock 300 s ahead: nothing changes (the writer comes back to it, proposals land once)', async () => {
-    // The host ranked first for the Home, where its writer role settles.
-    const first = rankFor('demo', hosts.map((h) => ({ host: h.o.name, homes: 'all', version: '', started: '', pid: 0 })))[0];
-    const w = hosts.find((h) => h.o.name === first)!;
+    const w = rankedFirst();
     await w.stop();
     await w.start({ env: { LD_PRELOAD: faketimeLib(), FAKETIME: '+300', FAKETIME_DONT_FAKE_MONOTONIC: '1' } });
     step(`${w.o.name} restarted with its clock 300 s ahead`);
