@@ -56,6 +56,8 @@ export interface DaemonOptions {
   env?: NodeJS.ProcessEnv;
   /** How long nasd may take to be ready (15 s unless given: a cluster host matching hundreds of Homes takes longer). */
   readyMs?: number;
+  /** What nasd runs under, exec'ing it (the pid stays nasd's): e.g. ['ip', 'netns', 'exec', NS] (test/cluster/netns.ts). */
+  prefix?: string[];
 }
 
 /** nasd's sandbox as the unit makes it: $1 relay, $2 broker socket, then the command (one process, exec'd through). */
@@ -112,11 +114,12 @@ export class TestDaemon {
       `${ROOT}/dist/src/daemon/main.js`, '--state-dir', this.state, '--mount', this.mnt, '--socket', this.socket,
       '--commit-window-ms', String(this.opts.windowMs ?? 50), '--log-level', 'info', '--web-listen', '127.0.0.1:0', ...(this.opts.extraArgs ?? []),
     ];
+    const plain = [...(this.opts.prefix ?? []), process.execPath, ...args];
     this.child = this.opts.sandboxBroker
       ? spawn('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', SANDBOX, 'sandbox', `${ROOT}/libexec/nas-mount-relay`, this.opts.sandboxBroker, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
       : this.opts.fdStore
         ? spawn('python3', [`${ROOT}/test/fixtures/fd-store.py`, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
-        : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], ...(this.opts.env ? { env: { ...process.env, ...this.opts.env } } : {}) });
+        : spawn(plain[0]!, plain.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], ...(this.opts.env ? { env: { ...process.env, ...this.opts.env } } : {}) });
     this.child.stdout!.on('data', (d) => (this.log += d));
     this.child.stderr!.on('data', (d) => (this.log += d));
     let onExit: (code: number | null) => void = () => undefined;

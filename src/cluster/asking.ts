@@ -3,6 +3,7 @@ import { UserError } from '../util/errors.js';
 import type { ClusterEtcd } from './etcd.js';
 import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
 import type { Decision } from './writer.js';
+import type { Outbox } from './outbox.js';
 
 /**
  * Asking a Home's merge writer, wherever it runs: a proposal or a decision is put in etcd, and the answer comes
@@ -20,10 +21,13 @@ export class Asking {
     private readonly host: string,
     /** Bring this host's main and PR records to the server's once answered. */
     private readonly follow: (role: string) => Promise<void>,
+    private readonly outbox: Outbox,
   ) {}
 
   /** A result key the watch saw. */
-  answered(id: string, value: string): void {
+  answered(role: string, id: string, value: string): void {
+    // Sent from the outbox: no one waits for it here, so its result goes, and main follows.
+    if (this.outbox.sent.delete(id)) void this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined).then(() => this.follow(role));
     const waiter = this.waiters.get(id);
     if (!waiter) return;
     try {
@@ -45,7 +49,12 @@ export class Asking {
       throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
     }
     const proposal: Proposal = { ...p, id: proposalId(this.host), host: this.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads) };
-    return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal);
+    return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal, async (err) => {
+      // Its head is on the git server already: it waits in the outbox and is queued once etcd answers.
+      await this.outbox.keep(proposal);
+      throw new UserError(`queued on this host as ${proposal.id}: etcd cannot be reached (${err.message}); the proposal goes to ` +
+        `Home ${role}'s merge writer once it can, and the PR shows in nas pr list then. Nothing is lost`, 202);
+    });
   }
 
   /** A person's decision on a PR, carried out by the Home's writer (it alone writes main and the records). */
@@ -54,12 +63,16 @@ export class Asking {
     return this.ask(role, `decisions/${decision.id}`, decision.id, decision);
   }
 
-  /** Put `value` at `homes/<role>/<key>` and wait for the result `homes/<role>/results/<id>` (any host may answer). */
-  async ask(role: string, key: string, id: string, value: object): Promise<ProposalResult> {
+  /**
+   * Put `value` at `homes/<role>/<key>` and wait for the result `homes/<role>/results/<id>` (any host may answer);
+   * `unreached` says what happens when etcd cannot take it (by default: nothing was queued, try again).
+   */
+  async ask(role: string, key: string, id: string, value: object, unreached?: (err: Error) => Promise<never>): Promise<ProposalResult> {
     return this.wait(role, id, async () => {
       try {
         await this.etcd.kv.put(`homes/${role}/${key}`).value(JSON.stringify(value));
       } catch (err) {
+        if (unreached) return unreached(err as Error);
         throw new UserError(`cannot reach etcd, so nothing was queued (${(err as Error).message}): try again`, 503);
       }
     });

@@ -3,10 +3,10 @@ import type { Watcher } from 'etcd3';
 import { MAIN_REF, PRS_REF } from '../store/refs.js';
 import { Store, type ServerRepo } from '../store/store.js';
 import { UserError } from '../util/errors.js';
-import { checkClusterFiles, repoUrl, type ClusterConfig } from './config.js';
-import { ClusterEtcd } from './etcd.js';
-import { Membership, preferWriter, rankFor, type HostRecord } from './hosts.js';
-import { accessOf, announce, putOnServer, seedHome, servedHomes, type SeedOutcome } from './seed.js';
+import { repoUrl, type ClusterConfig } from './config.js';
+import type { ClusterEtcd } from './etcd.js';
+import { Membership, preferWriter, rankFor } from './hosts.js';
+import { accessOf, announce, seedHome, type SeedOutcome } from './seed.js';
 import { mapLimit } from '../util/concurrency.js';
 import { MainFollower } from './follower.js';
 import { MergeWriter, type Decision, type Filer } from './writer.js';
@@ -18,6 +18,8 @@ import { verifyHome, type VerifyReport } from './verify.js';
 import { BranchSync, type ElsewhereBranch } from './branch-sync.js';
 import { Asking } from './asking.js';
 import { BranchMoves, type BranchHost } from './branch-move.js';
+import { Outbox } from './outbox.js';
+import { joinCluster, SERVER_CALLS } from './joining.js';
 
 /**
  * This host's part in a cluster (nasd.yaml `cluster:`): every Home it serves is also in a repository on the git
@@ -38,9 +40,6 @@ export interface ClusterHomes {
   showElsewhere(role: string, branches: ElsewhereBranch[]): Promise<void>;
 }
 
-/** Calls to the git server (ls-remote, fetch, push) at once when every Home is matched at start or compared by the reconcile. */
-const SERVER_CALLS = 8;
-
 
 export class Cluster {
   private homes!: ClusterHomes;
@@ -58,6 +57,7 @@ export class Cluster {
   private readonly asking: Asking;
   private readonly moves: BranchMoves;
   private readonly follower: MainFollower;
+  private readonly outbox: Outbox;
   private branches!: BranchSync;
 
   private constructor(
@@ -70,7 +70,8 @@ export class Cluster {
     private readonly stateDir: string,
   ) {
     this.branchNames = new BranchNames(etcd, config.host, log);
-    this.asking = new Asking(etcd, config.host, (role) => this.follow(role));
+    this.outbox = new Outbox(`${stateDir}/cluster/outbox`, log);
+    this.asking = new Asking(etcd, config.host, (role) => this.follow(role), this.outbox);
     this.follower = new MainFollower({
       storeOf: (role) => this.homes.storeOf(role), writing: (role) => this.writers.has(role), server: (role) => this.server(role),
       refreshMains: () => this.homes.refreshMains(), log,
@@ -80,42 +81,12 @@ export class Cluster {
   }
 
   /**
-   * Before the Homes open: reach etcd and the git server, match every Home with its repository (seed.ts) and
-   * take this host's name. Any of these failing stops nasd with what to fix.
+   * Before the Homes open: reach etcd and the git server, match every Home with its repository and take this
+   * host's name (joining.ts). Any of these failing stops nasd with what to fix.
    */
   static async join(config: ClusterConfig, stateDir: string, log: Logger, version: string): Promise<Cluster> {
-    await checkClusterFiles(config);
-    const etcd = await ClusterEtcd.connect(config.etcd);
-    try {
-      await etcd.ping();
-    } catch (err) {
-      etcd.close();
-      throw new UserError(`cluster: cannot reach etcd at ${config.etcd.endpoints.join(', ')} within ${config.etcd.timeout_ms} ms (${(err as Error).message}): ` +
-        'check cluster.etcd.endpoints, the TLS files and that etcd runs');
-    }
-    let membership: Membership | null = null;
-    try {
-      const roles = new Set(await servedHomes(config, stateDir));
-      if (config.homes === 'all') for (const key of await etcd.kv.getAll().prefix('homes/').keys()) if (key.endsWith('/main')) roles.add(key.split('/')[1]);
-      // Every Home matched with its repository first, a few at a time, nothing pushed: one refused, nothing was written.
-      const sorted = [...roles].sort();
-      const outcomes = await mapLimit(sorted, SERVER_CALLS, (role) => seedHome(config, stateDir, role, log, true));
-      const seeded = new Map(sorted.map((role, i) => [role, outcomes[i]!]));
-      const me: HostRecord = { host: config.host, version, homes: config.homes, started: new Date().toISOString(), pid: process.pid };
-      membership = new Membership(etcd, me, config.writer_ttl_s, log);
-      await membership.checkName();
-      // Then the Homes only this host had go to the server; each is announced, so hosts serving "all" learn of it.
-      await mapLimit(sorted, SERVER_CALLS, async (role) => {
-        if (seeded.get(role) === 'empty') seeded.set(role, await putOnServer(config, stateDir, role, log));
-        if (seeded.get(role) !== 'waiting') await announce(etcd, config.host, stateDir, role);
-      });
-      log.info({ host: config.host, homes: Object.fromEntries(seeded) }, 'cluster: joined');
-      return new Cluster(config, etcd, membership, log, version, seeded, stateDir);
-    } catch (err) {
-      await membership?.leave();
-      etcd.close();
-      throw err;
-    }
+    const { etcd, membership, seeded } = await joinCluster(config, stateDir, log, version);
+    return new Cluster(config, etcd, membership, log, version, seeded, stateDir);
   }
 
   /** Start serving: follow main, stand for writer of every Home, answer what etcd says. */
@@ -140,7 +111,7 @@ export class Cluster {
     this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'cluster: the etcd watch failed; it reconnects'));
     // From now on this host campaigns on a writer's departure: the others may hand it the roles it ranks first for.
     await this.membership.serving();
-    this.timer = setInterval(() => void this.tick(), (1000 * this.config.writer_ttl_s) / 2);
+    this.timer = setInterval(() => void this.tick(), (1000 * this.config.writer_ttl_s) / 4);
     this.slowTimer = setInterval(() => void this.reconcile(), this.config.reconcile_s * 1000);
     this.timer.unref();
     this.slowTimer.unref();
@@ -216,13 +187,14 @@ export class Cluster {
     } else if (what === 'moves' && kind === 'put') {
       void this.moves.onEvent(role, value);
     } else if (what === 'results' && kind === 'put' && id) {
-      this.asking.answered(id, value);
+      this.asking.answered(role, id, value);
     }
   }
 
   /**
-   * The fast pass, every half TTL, from etcd alone (one keys-only read): a writer stood for where a Home has
-   * none, writers moved to where rendezvous hashing puts them, the queue depth for the metrics.
+   * The fast pass, every quarter TTL, from etcd alone (one keys-only read): a writer stood for where a Home has
+   * none (a watch whose etcd member was cut off with the writer's host misses the key's deletion in silence),
+   * writers moved to where rendezvous hashing puts them, what waits in the outbox queued, the queue depth.
    */
   private ticking = false;
   async tick(): Promise<void> {
@@ -241,8 +213,9 @@ export class Cluster {
       }
       for (const role of this.served()) {
         clusterMeter.queue(role, queued.get(role) ?? 0);
-        if (!written.has(role)) await this.campaign(role);
+        if (!written.has(role) && this.membership.fresh()) await this.campaign(role);
       }
+      await this.outbox.send(this.etcd);
       await this.rebalance();
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'cluster: etcd pass failed; the next one retries');
@@ -254,7 +227,7 @@ export class Cluster {
   /**
    * The slow pass (every `reconcile`, and after a watch reconnects), against the git server whatever etcd said:
    * Homes put there by other hosts are taken, main is compared and followed, and branches are exchanged
-   * (branch-sync.ts: this host's pushed, the others' shown read-only).
+   * (branch-sync.ts: this host's pushed, the others' shown read-only). With etcd out of reach, main still follows.
    */
   private reconciling = false;
   /** When each Home's main was last compared with the server's (at start, by the match with its repository). */
@@ -264,24 +237,29 @@ export class Cluster {
     this.reconciling = true;
     try {
       const due = performance.now() - this.config.reconcile_s * 1000;
-      await mapLimit(await this.wanted(), SERVER_CALLS, async (role) => {
+      const etcdUp = await this.etcd.ping().then(() => true, (err: Error) => {
+        this.log.warn({ err: err.message }, 'cluster: etcd is out of reach; main follows the git server meanwhile');
+        return false;
+      });
+      await mapLimit(etcdUp ? await this.wanted() : this.served(), SERVER_CALLS, async (role) => {
         try {
           // Matched with its repository at start a moment ago: not asked again in the first pass.
           const fresh = (this.compared.get(role) ?? -Infinity) > due;
           this.compared.delete(role);
           if (!this.homes.storeOf(role)) {
             // A Home another host put on the server since this one started.
-            if (!fresh && (await this.seed(role)) === 'fetched') await this.opening(role);
+            if (!fresh && etcdUp && (await this.seed(role)) === 'fetched') await this.opening(role);
             return;
           }
           if (fresh) return;
           const refs = await this.server(role).refs();
           const theirs = refs.get(MAIN_REF);
-          if (!theirs) await this.seed(role);
-          else if (!this.writers.has(role)) await this.follow(role, theirs, refs.get(PRS_REF) ?? null);
+          if (!theirs) {
+            if (etcdUp) await this.seed(role);
+          } else if (!this.writers.has(role)) await this.follow(role, theirs, refs.get(PRS_REF) ?? null);
           await this.pushing(role, () => this.branches.sync(role, this.homes.storeOf(role)!, this.server(role), refs));
           // A role etcd says is this host's with no writer here (its release failed) is given back (campaign).
-          if (!this.writers.has(role)) await this.campaign(role);
+          if (!this.writers.has(role) && etcdUp) await this.campaign(role);
         } catch (err) {
           this.log.warn({ role, err: (err as Error).message }, 'cluster: reconcile of the Home failed; the next pass retries');
         }
@@ -361,14 +339,17 @@ export class Cluster {
       .then(() => this.follow(role));
   }
 
-  /** Writers move to the host rendezvous hashing ranks first once it has served 2 s, between batches. */
+  /**
+   * Writers move to the host rendezvous hashing ranks first once it has served 2 s (as this host saw it come:
+   * the hosts' clocks may differ), between batches.
+   */
   private async rebalance(): Promise<void> {
-    if (this.writers.size === 0 || this.closed) return;
+    if (this.closed) return;
     const live = await this.membership.live();
+    const serving = this.membership.servingFor(live);
     for (const [role, writer] of this.writers) {
       const first = rankFor(role, live.values(), this.preferred.get(role))[0];
-      const since = live.get(first)?.serving;
-      if (this.membership.draining || (first && first !== this.config.host && since && Date.now() - Date.parse(since) > 2000)) {
+      if (this.membership.draining || (first && first !== this.config.host && (serving.get(first) ?? 0) > 2000)) {
         if (!this.membership.draining && (await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
         this.log.info({ role, to: first ?? null }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
         writer.stop();

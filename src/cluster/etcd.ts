@@ -8,6 +8,14 @@ import type { ClusterConfig } from './config.js';
  * from git: who writes each Home's main, the proposals queued for it, and the "main moved" marks.
  */
 
+interface Backoff {
+  readonly duration: number;
+  next(): Backoff;
+}
+
+/** A watch that lost its stream tries again every half second (the library's default backs off to 30 s: long after a partition healed). */
+const WATCH_BACKOFF: Backoff = { duration: 500, next: () => WATCH_BACKOFF };
+
 export class ClusterEtcd {
   private constructor(private readonly client: Etcd3, readonly kv: Namespace, readonly timeoutMs: number) {}
 
@@ -22,6 +30,14 @@ export class ClusterEtcd {
       hosts: c.endpoints,
       ...(tls ? { credentials: tls } : {}),
       dialTimeout: c.timeout_ms,
+      // A partition drops packets without closing anything: pings find a dead connection within 8 s (etcd refuses
+      // pings more often than every 5 s), so the watch reconnects rather than waiting on it in silence. And back
+      // within a second of a member answering again: gRPC's reconnect backoff otherwise grows to two minutes.
+      grpcOptions: {
+        'grpc.keepalive_time_ms': 6000, 'grpc.keepalive_timeout_ms': 2000,
+        'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 1000,
+      },
+      faultHandling: { watchBackoff: WATCH_BACKOFF },
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + c.timeout_ms }),
     });
     return new ClusterEtcd(client, client.namespace(`${c.prefix}/`), c.timeout_ms);
@@ -52,9 +68,9 @@ export class ClusterEtcd {
     return this.kv.getAll().prefix(prefix).count();
   }
 
-  /** A lease of this host's (its liveness): kept alive until it is revoked or etcd says it is gone ('lost'). */
+  /** A lease of this host's (its liveness), kept alive by the caller (hosts.ts); 'lost' once etcd says it is gone. */
   lease(ttlSeconds: number): Lease {
-    return this.kv.lease(ttlSeconds);
+    return this.kv.lease(ttlSeconds, { autoKeepAlive: false });
   }
 
   /** Watch keys under a prefix (no deadline: a stream); the watcher reconnects by itself. */

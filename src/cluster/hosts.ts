@@ -89,8 +89,8 @@ export class Membership {
   }
 
   /**
-   * Whether the lease surely still holds at etcd: a keepalive answered within the TTL (less a margin). The
-   * library itself gives up only after twice the TTL; a writer must not act that long on a lapsed role.
+   * Whether the lease surely still holds at etcd: a keepalive sent less than the TTL ago (less a margin) was
+   * answered, and etcd counts the TTL from when it got it. A writer must not act on a role that may have lapsed.
    */
   fresh(): boolean {
     return this.leaseId !== '' && performance.now() - this.lastAlive < this.ttl * 1000 - 300;
@@ -98,19 +98,47 @@ export class Membership {
 
   private lastAlive = 0;
 
+  /**
+   * Keep the lease alive: a keepalive every quarter TTL, each a call of its own with a deadline, so one sent to
+   * an etcd member that no longer answers (a partition drops packets, nothing is closed) costs a quarter TTL, not
+   * the lease: the library's own keepalive stream notices the silence only after the whole TTL, when etcd has let
+   * the lease go. None answered for a TTL: the lease is taken as lost (and revoked, should etcd still answer).
+   */
   private watchLease(lease: Lease, id: string): void {
     this.lease = lease;
     this.leaseId = id;
     this.lastAlive = performance.now();
-    lease.on('keepaliveSucceeded', () => (this.lastAlive = performance.now()));
-    lease.on('lost', (err) => {
+    const every = Math.max(200, (this.ttl * 1000) / 4);
+    const lost = (err: Error) => {
+      clearInterval(timer);
       if (this.closed || this.lease !== lease) return;
       this.log.warn({ err: err.message, host: this.me.host }, 'cluster: this host lost its etcd lease (cut off, or paused past its TTL): its writer roles lapsed; rejoining');
       this.lease = null;
       this.leaseId = '';
+      void lease.revoke().catch(() => undefined);
       this.onLost();
       void this.rejoin();
-    });
+    };
+    // Each beat tries twice (the etcd client picks a member at random for every call), each try a beat long: a
+    // shorter deadline failed calls on a loaded machine, and each failure closes the client's channel to that member.
+    const beat = async () => {
+      for (let attempt = 0; attempt < 2 && this.lease === lease; attempt++) {
+        const sent = performance.now();
+        try {
+          await lease.keepaliveOnce({ deadline: Date.now() + every });
+          if (sent > this.lastAlive) this.lastAlive = sent;
+          return;
+        } catch (err) {
+          this.log.debug({ err: (err as Error).message, host: this.me.host }, 'cluster: a keepalive of this host\'s lease failed');
+        }
+      }
+    };
+    const timer = setInterval(() => {
+      if (this.lease !== lease) return void clearInterval(timer);
+      if (performance.now() - this.lastAlive > this.ttl * 1000) return lost(new Error(`no keepalive answered for ${this.ttl} s`));
+      void beat();
+    }, every);
+    lease.on('lost', lost);
   }
 
   private async rejoin(): Promise<void> {
@@ -138,6 +166,17 @@ export class Membership {
   }
 
   /** The hosts alive now, by name. */
+  private readonly seen = new Map<string, number>();
+
+  /** How long (ms) each live host has served, as this host saw it come: the hosts' clocks may differ. */
+  servingFor(live: Map<string, HostRecord>): Map<string, number> {
+    const who = (h: HostRecord) => `${h.host} ${h.pid} ${h.started}`;
+    const serving = new Map([...live.values()].filter((h) => h.serving).map((h) => [who(h), h.host]));
+    for (const h of serving.keys()) if (!this.seen.has(h)) this.seen.set(h, performance.now());
+    for (const h of this.seen.keys()) if (!serving.has(h)) this.seen.delete(h);
+    return new Map([...serving].map(([h, host]) => [host, performance.now() - this.seen.get(h)!]));
+  }
+
   async live(): Promise<Map<string, HostRecord>> {
     return new Map((await this.etcd.list<HostRecord>('hosts/')).map((h) => [h.value.host, h.value]));
   }

@@ -167,10 +167,19 @@ export class GitCommands {
     return new Promise((resolve, reject) => {
       // No terminal prompts: a remote that wants a password fails instead of waiting forever.
       const env = { ...process.env, GIT_TERMINAL_PROMPT: '0', ...extraEnv };
-      const child = spawn('git', ['--git-dir', this.gitDir, ...args], { stdio: [stdin, 'pipe', 'pipe'], env });
+      // With a deadline, a process group of its own, killed whole: git's transport helper (git-remote-http, ssh)
+      // waiting on a dead network would otherwise hold the pipes, and the call, open for minutes.
+      const child = spawn('git', ['--git-dir', this.gitDir, ...args], { stdio: [stdin, 'pipe', 'pipe'], env, detached: timeoutMs > 0 });
       let out = '';
       let err = '';
-      const timer = timeoutMs > 0 ? setTimeout(() => child.kill('SIGKILL'), timeoutMs) : undefined;
+      const kill = () => {
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          child.kill('SIGKILL');
+        }
+      };
+      const timer = timeoutMs > 0 ? setTimeout(kill, timeoutMs) : undefined;
       child.stdout!.on('data', (d) => (out += d));
       child.stderr!.on('data', (d) => (err += d));
       child.on('error', reject);

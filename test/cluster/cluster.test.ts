@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { DIR_PREFIX, codeOf, eventually, removeTree } from '../helpers.js';
 import { startEtcd, startGitServer, type EtcdCluster, type GitServer } from './harness.js';
-import { ClusterHost, filesOnMain, fsck, newWriter, percentile, proposalsOnMain, writerInEtcd } from './hosts.js';
+import { ClusterHost, newWriter, percentile, writerInEtcd } from './hosts.js';
+import { expectNothingLost, Ledger, type Proposed, settledWriter as settledWriterOf, writerHost as writerHostOf } from './tally.js';
 
 /**
  * Several hosts serving one Home through a git server (git http-backend behind test/cluster/git-server.mjs) and a
@@ -13,86 +14,16 @@ import { ClusterHost, filesOnMain, fsck, newWriter, percentile, proposalsOnMain,
  * table (also written to a results file); what users check is asserted, times are printed, never asserted.
  */
 
-interface Row {
-  scenario: string;
-  proposed: number;
-  acknowledged: number;
-  onMain: number;
-  lost: number;
-  twice: number;
-  fsck: boolean;
-  notes: string;
-}
-
-const rows: Row[] = [];
 let dir: string;
 let etcd: EtcdCluster;
 let git: GitServer;
 let repo: string;
 const hosts: ClusterHost[] = [];
-/** Every proposal acknowledged (its PR returned), with the file it added. */
-const acknowledged: { id: string; files: string[] }[] = [];
-let proposed = 0;
-let seq = 0;
-
-/** Propose a fresh branch from a host: one new file under outbox/cluster/. */
-async function proposeFrom(h: ClusterHost): Promise<{ ok: boolean; ms: number; state?: string; stderr: string; file: string; waited?: number; published?: number }> {
-  const n = ++seq;
-  const branch = `c${n}-${h.o.name}`;
-  const file = `f${n}.txt`;
-  await h.branchWith(branch, `outbox/cluster/${file}`, `proposal ${n} from ${h.o.name}\n`);
-  proposed++;
-  const started = performance.now();
-  const r = await h.nas('--json', 'propose', `demo/${branch}`, '--intent', `cluster proposal ${n}`);
-  const ms = performance.now() - started;
-  if (r.code !== 0) return { ok: false, ms, stderr: r.stderr, file };
-  const pr = JSON.parse(r.stdout) as { state: string; provenance: { proposal: string }; cluster: { waited_ms: number; published_at: string } };
-  acknowledged.push({ id: pr.provenance.proposal, files: [file] });
-  return { ok: true, ms, state: pr.state, stderr: '', file, waited: pr.cluster.waited_ms, published: Date.parse(pr.cluster.published_at) };
-}
-
-/** The invariants after a scenario, as a row: nothing acknowledged missing from main, nothing merged twice, fsck clean. */
-async function tally(scenario: string, notes: string): Promise<Row> {
-  const onMain = await proposalsOnMain(repo);
-  const files = new Set(await filesOnMain(repo, 'outbox/cluster'));
-  const counts = new Map<string, number>();
-  for (const id of onMain) counts.set(id, (counts.get(id) ?? 0) + 1);
-  const row: Row = {
-    scenario, proposed, acknowledged: acknowledged.length, onMain: onMain.length,
-    lost: acknowledged.filter((a) => !counts.has(a.id) || a.files.some((f) => !files.has(f))).length,
-    twice: [...counts.values()].filter((c) => c > 1).length,
-    fsck: await fsck(repo), notes,
-  };
-  rows.push(row);
-  return row;
-}
-
-function expectNothingLost(row: Row): void {
-  expect(row.lost).toBe(0);
-  expect(row.twice).toBe(0);
-  expect(row.fsck).toBe(true);
-}
-
-/** The host that holds the demo Home's writer role now. */
-async function writerHost(): Promise<ClusterHost> {
-  const name = await eventually(() => writerInEtcd(etcd), 'a writer for demo', 15_000);
-  return hosts.find((h) => h.o.name === name)!;
-}
-
-/** Wait until the writer role settles on one host for a moment (rebalancing moves it once a host rejoins). */
-async function settledWriter(): Promise<ClusterHost> {
-  let last = '';
-  let since = performance.now();
-  await eventually(async () => {
-    const w = (await writerInEtcd(etcd)) ?? '';
-    if (w !== last) {
-      last = w;
-      since = performance.now();
-    }
-    return w && performance.now() - since > 4000;
-  }, 'the writer role to settle', 40_000);
-  return hosts.find((h) => h.o.name === last)!;
-}
+const ledger = new Ledger(() => repo);
+const proposeFrom = (h: ClusterHost) => ledger.proposeFrom(h);
+const tally = (scenario: string, notes: string) => ledger.tally(scenario, notes);
+const writerHost = () => writerHostOf(etcd, hosts);
+const settledWriter = () => settledWriterOf(etcd, hosts);
 
 describe('several hosts serving one Home (git server + etcd)', () => {
   beforeAll(async () => {
@@ -112,11 +43,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     for (const h of hosts) await h.stop().catch(() => undefined);
     await git?.stop();
     await etcd?.stop();
-    const table = ['| scenario | proposed | acknowledged | on main | lost | merged twice | fsck | measured |', '|---|---|---|---|---|---|---|---|',
-      ...rows.map((r) => `| ${r.scenario} | ${r.proposed} | ${r.acknowledged} | ${r.onMain} | ${r.lost} | ${r.twice} | ${r.fsck ? 'clean' : 'FAILED'} | ${r.notes} |`)].join('\n');
-    const file = path.join(os.tmpdir(), 'agent-nas-cluster-results.md');
-    await fs.writeFile(file, `${table}\n`);
-    process.stdout.write(`\ncluster scenarios (also in ${file}):\n${table}\n`);
+    await ledger.print('cluster scenarios', 'agent-nas-cluster-results.md');
     if (dir) await removeTree(dir);
   }, 120_000);
 
@@ -153,7 +80,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
       })));
     }
     // A burst: 15 branches made first, proposed at once from all hosts; the writer merges them in batches.
-    const burst: Promise<Awaited<ReturnType<typeof proposeFrom>>>[] = [];
+    const burst: Promise<Proposed>[] = [];
     const started = performance.now();
     for (let i = 0; i < 15; i++) burst.push(proposeFrom(hosts[i % 3]));
     const done = await Promise.all(burst);
@@ -163,7 +90,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
       `nas propose p95 ${Math.round(percentile(latencies, 95))} ms; readable through the other hosts' mounts p95 ${Math.round(percentile(seen, 95))} ms after publishing; ` +
       `burst of 15 (branch, write, propose) in ${seconds.toFixed(1)} s`);
     expectNothingLost(row);
-    expect(row.onMain).toBe(acknowledged.length);
+    expect(row.onMain).toBe(ledger.acknowledged.length);
   }, 480_000);
 
   it('a branch name is one host\'s: a second host cannot make a branch of the same name', async () => {
@@ -181,7 +108,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
 
   it('a branch shows on the other hosts read-only at its pushed head; a write there is EROFS and nas why names the host', async () => {
     const [a, b] = hosts;
-    const branch = `shown-${++seq}`;
+    const branch = `shown-${++ledger.seq}`;
     await a.branchWith(branch, 'outbox/wip.md', 'work in progress\n');
     const shown = path.join(b.mnt, `demo@${branch}`, 'outbox/wip.md');
     expect(await eventually(() => fs.readFile(shown, 'utf8').catch(() => null), `demo@${branch} on host b`, 20_000)).toBe('work in progress\n');
@@ -195,7 +122,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
 
   it('nas branch move: the holder commits and hands the branch over; the new host writes in it and proposes it', async () => {
     const [a, b] = hosts;
-    const branch = `moving-${++seq}`;
+    const branch = `moving-${++ledger.seq}`;
     await a.branchWith(branch, 'outbox/cluster/moved.txt', 'begun on a\n');
     // Written but not yet committed when the move is asked: the holder commits it first.
     await fs.writeFile(path.join(a.mnt, `demo@${branch}`, 'outbox/cluster/late.txt'), 'still pending on a\n');
@@ -209,18 +136,18 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     expect((await a.nasJson<{ name: string; host?: string }[]>('branch', 'list', 'demo')).some((x) => x.name === branch && x.host !== 'b')).toBe(false);
     const r = await b.nasJson<{ state: string; provenance: { proposal: string } }>('propose', `demo/${branch}`, '--intent', 'moved work');
     expect(r.state).toBe('merged');
-    proposed++;
-    acknowledged.push({ id: r.provenance.proposal, files: ['moved.txt', 'late.txt', 'added-on-b.txt'] });
+    ledger.proposed++;
+    ledger.acknowledged.push({ id: r.provenance.proposal, files: ['moved.txt', 'late.txt', 'added-on-b.txt'] });
   });
 
   it('the Human Gate on any host: a PR that waits is approved on another host than the writer and merges', async () => {
     const writer = await settledWriter();
     const [proposer, approver] = hosts.filter((h) => h !== writer);
     // A deletion waits for a person.
-    if (acknowledged.length === 0) expect((await proposeFrom(proposer)).state).toBe('merged');
-    const branch = `gate-${++seq}`;
+    if (ledger.acknowledged.length === 0) expect((await proposeFrom(proposer)).state).toBe('merged');
+    const branch = `gate-${++ledger.seq}`;
     expect((await proposer.nas('branch', 'create', `demo/${branch}`)).code).toBe(0);
-    const victim = acknowledged[0].files[0];
+    const victim = ledger.acknowledged[0].files[0];
     await fs.rm(path.join(proposer.mnt, `demo@${branch}`, 'outbox/cluster', victim));
     await proposer.daemon.sync(`demo/${branch}`);
     const waiting = await proposer.nasJson<{ id: number; state: string }>('propose', `demo/${branch}`, '--intent', 'remove one file');
@@ -230,7 +157,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     const approved = await approver.nasJson<{ state: string }>('pr', 'approve', 'demo', String(waiting.id));
     expect(approved.state).toBe('merged');
     await eventually(async () => !(await fs.readdir(path.join(writer.mnt, 'demo/outbox/cluster'))).includes(victim), `${victim} gone from main on the writer host`);
-    acknowledged.splice(0, 1);
+    ledger.acknowledged.splice(0, 1);
   });
 
   it('operators move a writer, drain a host and verify main against the queue', async () => {
@@ -242,7 +169,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     const drained = await other.nasJson<{ released: string[]; held: string[] }>('cluster', 'leave', '--drain');
     expect(drained).toMatchObject({ released: ['demo'], held: [] });
     await eventually(async () => ((await writerInEtcd(etcd)) ?? other.o.name) !== other.o.name, 'the role on another host');
-    expect((await other.proposeBranch(`drained-${++seq}`)).state).toBe('merged');
+    expect((await other.proposeBranch(`drained-${++ledger.seq}`)).state).toBe('merged');
     expect((await other.nas('cluster', 'join')).code).toBe(0);
     await eventually(async () => (await writerInEtcd(etcd)) === other.o.name, 'the role back on the preferred host', 20_000);
     expect((await writer.nas('cluster', 'writer', 'demo', '--move-to', 'any')).code).toBe(0);
@@ -313,12 +240,12 @@ describe('several hosts serving one Home (git server + etcd)', () => {
 
   it('the git server down for 10 s: a proposal is refused with why and nothing half-done; after it returns, it merges', async () => {
     const h = hosts[1];
-    await h.branchWith(`down-${++seq}`, 'outbox/cluster/during-down.txt', 'made while the git server was down\n');
+    await h.branchWith(`down-${++ledger.seq}`, 'outbox/cluster/during-down.txt', 'made while the git server was down\n');
     await git.stop();
     const started = performance.now();
     let refused;
     try {
-      refused = await h.nas('propose', `demo/down-${seq}`, '--intent', 'while the git server is down');
+      refused = await h.nas('propose', `demo/down-${ledger.seq}`, '--intent', 'while the git server is down');
     } finally {
       await new Promise((r) => setTimeout(r, Math.max(0, 10_000 - (performance.now() - started))));
       await git.restart();
@@ -327,10 +254,10 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     expect(refused.stderr).toMatch(/cannot push demo@down-\d+ to the git server, so nothing was proposed/);
     // Nothing was queued for it.
     expect((await etcd.etcdctl(['get', '--prefix', '/agent-nas-test/homes/demo/queue/', '--keys-only'])).stdout.trim()).toBe('');
-    const again = await h.nas('--json', 'propose', `demo/down-${seq}`, '--intent', 'after the git server came back');
+    const again = await h.nas('--json', 'propose', `demo/down-${ledger.seq}`, '--intent', 'after the git server came back');
     expect(again.stderr).toBe('');
-    proposed++;
-    acknowledged.push({ id: JSON.parse(again.stdout).provenance.proposal, files: ['during-down.txt'] });
+    ledger.proposed++;
+    ledger.acknowledged.push({ id: JSON.parse(again.stdout).provenance.proposal, files: ['during-down.txt'] });
     const row = await tally('git server down 10 s', 'the proposal during the outage was refused (not acknowledged); the same branch merged after');
     expectNothingLost(row);
   });

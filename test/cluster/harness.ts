@@ -62,12 +62,14 @@ class Proc {
   readonly exited: Promise<void>;
   private failed = false;
 
-  constructor(cmd: string, args: string[], readonly log: string, env: NodeJS.ProcessEnv, stdout: 'log' | 'pipe' = 'log') {
+  /** prefix: what runs it, e.g. `ip netns exec NS` (netns.ts); each execs the next, so the pid stays the program's. */
+  constructor(cmd: string, args: string[], readonly log: string, env: NodeJS.ProcessEnv, stdout: 'log' | 'pipe' = 'log', prefix: string[] = []) {
     // The file itself as stderr (and stdout unless asked for), not a pipe to us: the log is complete even when
     // the test process is stuck.
     const fd = fs.openSync(log, 'a');
     try {
-      this.child = spawn('setpriv', ['--pdeathsig', 'KILL', cmd, ...args], { env, stdio: ['ignore', stdout === 'log' ? fd : 'pipe', fd] });
+      const argv = [...prefix, 'setpriv', '--pdeathsig', 'KILL', cmd, ...args];
+      this.child = spawn(argv[0]!, argv.slice(1), { env, stdio: ['ignore', stdout === 'log' ? fd : 'pipe', fd] });
     } finally {
       fs.closeSync(fd);
     }
@@ -142,8 +144,9 @@ export interface EtcdCluster {
 }
 
 /** etcdctl (API v3) against these endpoints, with short timeouts: a member that is down must not stall a test. */
-export function etcdctl(endpoints: string[], args: string[], input?: string): Promise<RunResult> {
-  return run('etcdctl', [`--endpoints=${endpoints.join(',')}`, '--dial-timeout=1s', '--command-timeout=3s', ...args], {
+export function etcdctl(endpoints: string[], args: string[], input?: string, prefix: string[] = []): Promise<RunResult> {
+  const argv = [...prefix, 'etcdctl', `--endpoints=${endpoints.join(',')}`, '--dial-timeout=1s', '--command-timeout=3s', ...args];
+  return run(argv[0]!, argv.slice(1), {
     env: { ...cleanEnv(), ETCDCTL_API: '3' },
     input,
   });
@@ -154,16 +157,25 @@ export function etcdctl(endpoints: string[], args: string[], input?: string): Pr
  * `etcdctl endpoint health` says every member is healthy. heartbeatMs/electionMs are etcd's
  * --heartbeat-interval/--election-timeout (etcd's defaults: 100 and 1000).
  */
-export async function startEtcd(opts: { members: 1 | 3; dir: string; heartbeatMs?: number; electionMs?: number }): Promise<EtcdCluster> {
+export async function startEtcd(opts: {
+  members: 1 | 3; dir: string; heartbeatMs?: number; electionMs?: number;
+  /**
+   * Member i in network namespace `places[i].ns` on its address (ports 2379 and 2380 there: each has its own),
+   * etcdctl run through `vantage` (a command prefix into a namespace that reaches them all). Default: loopback.
+   */
+  places?: { ns: string; ip: string }[]; vantage?: string[];
+}): Promise<EtcdCluster> {
   fs.mkdirSync(opts.dir, { recursive: true });
   const n = opts.members;
-  const ports = await freePorts(2 * n);
+  const ports = opts.places ? opts.places.flatMap(() => [2379, 2380]) : await freePorts(2 * n);
+  const at = (i: number) => opts.places?.[i]?.ip ?? '127.0.0.1';
+  const etcdctlHere = (eps: string[], args: string[]) => etcdctl(eps, args, undefined, opts.vantage);
   const token = `nas-test-${randomBytes(6).toString('hex')}`;
   const procs: (Proc | null)[] = new Array(n).fill(null);
   const members: EtcdMember[] = Array.from({ length: n }, (_, i) => ({
     name: `m${i}`,
-    clientUrl: `http://127.0.0.1:${ports[2 * i]}`,
-    peerUrl: `http://127.0.0.1:${ports[2 * i + 1]}`,
+    clientUrl: `http://${at(i)}:${ports[2 * i]}`,
+    peerUrl: `http://${at(i)}:${ports[2 * i + 1]}`,
     dataDir: path.join(opts.dir, `m${i}`),
     log: path.join(opts.dir, `m${i}.log`),
     get pid() {
@@ -187,7 +199,7 @@ export async function startEtcd(opts: { members: 1 | 3; dir: string; heartbeatMs
       ...(opts.electionMs ? ['--election-timeout', String(opts.electionMs)] : []),
     ];
     fs.appendFileSync(m.log, `--- harness: starting ${m.name} at ${new Date().toISOString()}\n`);
-    procs[i] = new Proc('etcd', args, m.log, cleanEnv());
+    procs[i] = new Proc('etcd', args, m.log, cleanEnv(), 'log', opts.places ? ['ip', 'netns', 'exec', opts.places[i]!.ns] : []);
   };
 
   const running = () => members.filter((m) => m.pid !== null).map((m) => m.clientUrl);
@@ -200,7 +212,7 @@ export async function startEtcd(opts: { members: 1 | 3; dir: string; heartbeatMs
     for (;;) {
       const dead = which.filter((i) => !procs[i]?.running);
       if (dead.length) throw new Error(`etcd ${dead.map((i) => members[i]!.name).join(', ')} exited before it was healthy\n${tails(dead)}`);
-      last = await etcdctl(which.map((i) => endpoints[i]!), ['endpoint', 'health']);
+      last = await etcdctlHere(which.map((i) => endpoints[i]!), ['endpoint', 'health']);
       if (last.code === 0) return;
       if (Date.now() > until) {
         throw new Error(`etcd not healthy after ${ms / 1000} s: ${last.stdout}${last.stderr}\n${tails(which)}`);
@@ -226,7 +238,7 @@ export async function startEtcd(opts: { members: 1 | 3; dir: string; heartbeatMs
     async leader() {
       const until = Date.now() + 10_000;
       for (;;) {
-        const r = await etcdctl(running(), ['endpoint', 'status', '-w', 'json']);
+        const r = await etcdctlHere(running(), ['endpoint', 'status', '-w', 'json']);
         // Member ids are 64-bit: quote every long number before JSON.parse rounds them (and makes two ids equal).
         let status: { Endpoint: string; Status: { header: { member_id: string | number }; leader: string | number } }[] = [];
         try {
@@ -243,7 +255,7 @@ export async function startEtcd(opts: { members: 1 | 3; dir: string; heartbeatMs
       }
     },
     etcdctl(args, eps) {
-      return etcdctl(eps ?? running(), args);
+      return etcdctlHere(eps ?? running(), args);
     },
     async stop() {
       // One at a time: a leader told to stop hands its leadership to a live member, and waits for that (until
@@ -291,9 +303,10 @@ export async function createRepo(root: string, home: string): Promise<string> {
 
 /**
  * test/cluster/git-server.mjs over <dir>/repos on 127.0.0.1 (a free port unless given), its log in <dir>/git-server.log;
- * with `token`, every request must carry it (Authorization: Bearer).
+ * with `token`, every request must carry it (Authorization: Bearer); on `host` in network namespace `ns` (netns.ts).
  */
-export async function startGitServer(opts: { dir: string; port?: number; token?: string }): Promise<GitServer> {
+export async function startGitServer(opts: { dir: string; port?: number; token?: string; ns?: string; host?: string }): Promise<GitServer> {
+  const host = opts.host ?? '127.0.0.1';
   const root = path.join(opts.dir, 'repos');
   const log = path.join(opts.dir, 'git-server.log');
   fs.mkdirSync(root, { recursive: true });
@@ -301,7 +314,8 @@ export async function startGitServer(opts: { dir: string; port?: number; token?:
 
   const launch = async (port: number): Promise<number> => {
     fs.appendFileSync(log, `--- harness: starting the git server on port ${port} at ${new Date().toISOString()}\n`);
-    const p = new Proc(process.execPath, [GIT_SERVER, '--root', root, '--listen', `127.0.0.1:${port}`, ...(opts.token ? ['--token', opts.token] : [])], log, process.env, 'pipe');
+    const p = new Proc(process.execPath, [GIT_SERVER, '--root', root, '--listen', `${host}:${port}`, ...(opts.token ? ['--token', opts.token] : [])], log,
+      process.env, 'pipe', opts.ns ? ['ip', 'netns', 'exec', opts.ns] : []);
     proc = p;
     let out = '';
     p.child.stdout!.on('data', (d) => (out += d));
@@ -327,7 +341,7 @@ export async function startGitServer(opts: { dir: string; port?: number; token?:
   return {
     root,
     port,
-    url: (home) => `http://127.0.0.1:${port}/${home}.git`,
+    url: (home) => `http://${host}:${port}/${home}.git`,
     get pid() {
       const p = proc;
       return p && p.running ? p.pid : null;

@@ -24,12 +24,18 @@ export interface HostOptions {
   readyMs?: number;
   /** nasd.yaml's text as given, instead of the block made from these options (malformed YAML). */
   raw?: string;
+  /** Run nasd in this network namespace (netns.ts), with a mount namespace of its own: its mount is reached through nsenter. */
+  netns?: string;
+  /** More environment for nasd (a clock ahead: faketime). */
+  env?: NodeJS.ProcessEnv;
+  /** nasd's --log-level (default info). */
+  logLevel?: string;
 }
 
 export function clusterYaml(o: HostOptions): string {
   const block: Record<string, unknown> = {
     host: o.name,
-    git: { url: `http://127.0.0.1:${o.git.port}/{home}.git`, timeout: '10s' },
+    git: { url: o.git.url('{home}'), timeout: '10s' },
     etcd: { endpoints: o.etcd.endpoints, prefix: '/agent-nas-test', timeout_ms: 1500 },
     writer_ttl: o.ttl ?? '2s',
     reconcile: '3s',
@@ -42,6 +48,8 @@ export function clusterYaml(o: HostOptions): string {
 
 export class ClusterHost {
   daemon!: TestDaemon;
+  /** The logs of this host's earlier daemons (before a restart). */
+  readonly earlier: string[] = [];
   constructor(readonly o: HostOptions) {}
 
   get dir(): string {
@@ -59,11 +67,13 @@ export class ClusterHost {
     await fs.chmod(this.o.dir, 0o755);
     const config = path.join(this.o.dir, 'nasd.yaml');
     await fs.writeFile(config, this.o.raw ?? clusterYaml(this.o));
+    if (this.daemon) this.earlier.push(this.daemon.log);
     this.daemon = await TestDaemon.start({
       dir: this.o.dir,
-      extraArgs: ['--config', config, ...(this.o.demo ? ['--demo'] : [])],
-      env: { NAS_TEST_CLUSTER_CRASH_AT: this.o.crashAt ?? '' },
+      extraArgs: ['--config', config, ...(this.o.demo ? ['--demo'] : []), ...(this.o.logLevel ? ['--log-level', this.o.logLevel] : [])],
+      env: { NAS_TEST_CLUSTER_CRASH_AT: this.o.crashAt ?? '', ...this.o.env },
       ...(this.o.readyMs ? { readyMs: this.o.readyMs } : {}),
+      ...(this.o.netns ? { prefix: ['ip', 'netns', 'exec', this.o.netns] } : {}),
     });
     return this;
   }
@@ -88,9 +98,26 @@ export class ClusterHost {
   async branchWith(branch: string, rel: string, content: string): Promise<void> {
     const made = await this.nas('branch', 'create', `demo/${branch}`);
     if (made.code !== 0) throw new Error(`${this.o.name}: branch create ${branch}: ${made.stderr}`);
-    await fs.mkdir(path.dirname(this.daemon.path(`demo@${branch}`, rel)), { recursive: true });
-    await fs.writeFile(this.daemon.path(`demo@${branch}`, rel), content);
+    await this.writeFile(this.daemon.path(`demo@${branch}`, rel), content);
     await this.daemon.sync(`demo/${branch}`);
+  }
+
+  /** Write a file through the mount (creating its folder): directly, or from inside nasd's mount namespace. */
+  async writeFile(file: string, content: string): Promise<void> {
+    if (!this.o.netns) {
+      await fs.mkdir(path.dirname(file), { recursive: true });
+      await fs.writeFile(file, content);
+      return;
+    }
+    const r = await run('nsenter', ['-t', String(this.pid), '-m', 'sh', '-c', 'mkdir -p "$(dirname "$1")" && cat > "$1"', 'sh', file], { input: content });
+    if (r.code !== 0) throw new Error(`${this.o.name}: writing ${file} in nasd's mount namespace: ${r.stderr}`);
+  }
+
+  /** A file's text read through the mount (null: cannot be read). */
+  async readFile(file: string): Promise<string | null> {
+    if (!this.o.netns) return fs.readFile(file, 'utf8').catch(() => null);
+    const r = await run('nsenter', ['-t', String(this.pid), '-m', 'cat', file]);
+    return r.code === 0 ? r.stdout : null;
   }
 
   /** Propose a branch; the PR's state, or the refusal. */
