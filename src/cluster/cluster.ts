@@ -132,7 +132,7 @@ export class Cluster {
     this.watcher.on('connected', () => void this.reconcile());
     this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'cluster: the etcd watch failed; it reconnects'));
     // From now on this host campaigns on a writer's departure: the others may hand it the roles it ranks first for.
-    await this.membership.serving();
+    await this.membership.serving(true);
     this.timer = setInterval(() => void this.reconcile(), Math.min(this.config.reconcile_s * 1000, 1000 * this.config.writer_ttl_s));
     this.timer.unref();
     await this.reconcile();
@@ -180,7 +180,7 @@ export class Cluster {
 
   private onEvent(kind: 'put' | 'delete', key: string, value: string): void {
     const [top, role, what, id] = key.split('/');
-    if (top === 'hosts') return void this.rebalance();
+    if (top === 'hosts') return void this.rebalance().catch(() => undefined);
     if (top !== 'homes' || !role) return;
     this.log.debug({ key, kind }, 'cluster: etcd event');
     if (what === 'main' && kind === 'put' && !this.writers.has(role)) {
@@ -295,7 +295,10 @@ export class Cluster {
         if (held.value.host === this.config.host && !this.writers.has(role)) await this.etcd.kv.if(key, 'Create', '==', held.create).then(this.etcd.kv.delete().key(key)).commit();
         return;
       }
-      const rank = rankFor(role, (await this.membership.live()).values()).indexOf(this.config.host);
+      // Ranked among the hosts serving (one still opening its Homes, or stopping, takes no role now).
+      const serving = await this.membership.servingHosts();
+      const found = rankFor(role, serving).indexOf(this.config.host);
+      const rank = found < 0 ? serving.length : found;
       if (rank > 0) {
         await new Promise((r) => setTimeout(r, rank * 500));
         if (await this.etcd.json(key)) return;
@@ -333,18 +336,34 @@ export class Cluster {
       .then(() => this.follow(role));
   }
 
-  /** Writers move to the host rendezvous hashing ranks first once it has served 2 s, between batches. */
+  /**
+   * Writers move to the host rendezvous hashing ranks first once it has served 2 s (looked at again then), between
+   * batches; a few at a time.
+   */
+  private settling: NodeJS.Timeout | null = null;
+  /** Writers told to stop for another host (a writer ends its batch first): told once. */
+  private readonly handed = new WeakSet<MergeWriter>();
   private async rebalance(): Promise<void> {
     if (this.writers.size === 0 || this.closed) return;
-    const live = await this.membership.live();
-    for (const [role, writer] of this.writers) {
-      const first = rankFor(role, live.values())[0];
-      const since = live.get(first)?.serving;
-      if (first && first !== this.config.host && since && Date.now() - Date.parse(since) > 2000) {
-        if ((await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
-        this.log.info({ role, to: first }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
-        writer.stop();
-      }
+    const serving = await this.membership.servingHosts();
+    let soonest = Infinity;
+    await mapLimit([...this.writers], SERVER_CALLS, async ([role, writer]) => {
+      const first = rankFor(role, serving)[0];
+      const since = serving.find((h) => h.host === first)?.serving;
+      if (!first || first === this.config.host || !since) return;
+      const wait = Date.parse(since) + 2000 - Date.now();
+      if (wait > 0) return void (soonest = Math.min(soonest, wait));
+      if (this.handed.has(writer) || (await this.etcd.count(`homes/${role}/queue/`)) > 0) return;
+      this.handed.add(writer);
+      this.log.info({ role, to: first }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
+      writer.stop();
+    });
+    if (soonest < Infinity && !this.settling) {
+      this.settling = setTimeout(() => {
+        this.settling = null;
+        void this.rebalance().catch(() => undefined); // the reconcile's tick tries again
+      }, soonest + 100);
+      this.settling.unref();
     }
   }
 
@@ -404,8 +423,11 @@ export class Cluster {
   }
 
   async close(): Promise<void> {
+    // First the record: the others stop handing roles to this host before it lets its own go.
+    if (!this.closed && this.homes) await this.membership.serving(false).catch(() => undefined);
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.settling) clearTimeout(this.settling);
     const writers = [...this.writers.values()];
     for (const w of writers) w.stop();
     await Promise.all(writers.map((w) => w.done));

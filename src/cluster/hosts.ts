@@ -64,10 +64,19 @@ export class Membership {
     }
   }
 
-  /** This host serves from now on: its record says so (on the same lease). */
-  async serving(): Promise<void> {
-    this.me.serving = new Date().toISOString();
+  /**
+   * This host serves from now on (true), or stops serving (false, as it stops: its roles are not handed back to it
+   * while it lets them go): its record says so, on the same lease.
+   */
+  async serving(yes: boolean): Promise<void> {
+    if (yes) this.me.serving = new Date().toISOString();
+    else delete this.me.serving;
     if (this.leaseId) await this.etcd.kv.put(`hosts/${this.me.host}`).value(JSON.stringify(this.me)).lease(this.leaseId);
+  }
+
+  /** The hosts serving now (live, and attached): the ones writers are ranked among. */
+  async servingHosts(): Promise<HostRecord[]> {
+    return [...(await this.live()).values()].filter((h) => h.serving);
   }
 
   /**
