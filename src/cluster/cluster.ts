@@ -183,7 +183,8 @@ export class Cluster {
     if (top === 'hosts') return void this.rebalance().catch(() => undefined);
     if (top !== 'homes' || !role) return;
     this.log.debug({ key, kind }, 'cluster: etcd event');
-    if (what === 'main' && kind === 'put' && !this.writers.has(role)) {
+    if (what === 'main' && kind === 'put' && !this.homes.storeOf(role)) this.compared.delete(role);
+    else if (what === 'main' && kind === 'put' && !this.writers.has(role)) {
       // A value that does not read: the reconcile compares with the server.
       const commit = parsed<{ commit: string }>(value)?.commit;
       if (commit) void this.follow(role, commit);
@@ -216,9 +217,10 @@ export class Cluster {
         try {
           const fresh = (this.compared.get(role) ?? -Infinity) > due;
           if (!this.homes.storeOf(role)) {
-            // A Home another host put on the server since this one started.
-            if (!fresh && (await this.seed(role)) === 'fetched') await this.opening(role);
+            // A Home another host put on the server since this one started (its main announced: at once).
+            if (fresh) return;
             this.compared.set(role, performance.now());
+            if ((await this.seed(role)) === 'fetched') await this.opening(role);
             return;
           }
           if (!this.writers.has(role) && !fresh) {
