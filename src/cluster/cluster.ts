@@ -110,7 +110,7 @@ export class Cluster {
     this.watcher.on('connected', () => void this.reconcile());
     this.watcher.on('error', (err) => this.log.warn({ err: err.message }, 'cluster: the etcd watch failed; it reconnects'));
     // From now on this host campaigns on a writer's departure: the others may hand it the roles it ranks first for.
-    await this.membership.serving();
+    await this.membership.serving(true);
     this.timer = setInterval(() => void this.tick(), (1000 * this.config.writer_ttl_s) / 4);
     this.slowTimer = setInterval(() => void this.reconcile(), this.config.reconcile_s * 1000);
     this.timer.unref();
@@ -168,7 +168,7 @@ export class Cluster {
 
   private onEvent(kind: 'put' | 'delete', key: string, value: string): void {
     const [top, role, what, id] = key.split('/');
-    if (top === 'hosts') return void this.rebalance();
+    if (top === 'hosts') return void this.rebalance().catch(() => undefined);
     if (top !== 'homes' || !role) return;
     this.log.debug({ key, kind }, 'cluster: etcd event');
     if (what === 'main' && kind === 'put' && !this.writers.has(role)) {
@@ -301,7 +301,10 @@ export class Cluster {
         if (held.value.host === this.config.host && !this.writers.has(role)) await this.etcd.kv.if(key, 'Create', '==', held.create).then(this.etcd.kv.delete().key(key)).commit();
         return;
       }
-      const rank = rankFor(role, (await this.membership.live()).values(), this.preferred.get(role)).indexOf(this.config.host);
+      // Ranked among the hosts serving (one still opening its Homes, or stopping, takes no role now).
+      const serving = await this.membership.servingHosts();
+      const found = rankFor(role, serving, this.preferred.get(role)).indexOf(this.config.host);
+      const rank = found < 0 ? serving.length : found;
       if (rank > 0) {
         await new Promise((r) => setTimeout(r, rank * 500));
         if (await this.etcd.json(key)) return;
@@ -340,20 +343,36 @@ export class Cluster {
   }
 
   /**
-   * Writers move to the host rendezvous hashing ranks first once it has served 2 s (as this host saw it come:
-   * the hosts' clocks may differ), between batches.
+   * Writers move to the host rendezvous hashing ranks first once it has served 2 s (as this host saw it come: the
+   * hosts' clocks may differ; looked at again then), between batches; all of them when this host drains.
    */
+  private settling: NodeJS.Timeout | null = null;
+  /** Writers told to stop for another host (a writer ends its batch first): told once. */
+  private readonly handed = new WeakSet<MergeWriter>();
   private async rebalance(): Promise<void> {
     if (this.closed) return;
-    const live = await this.membership.live();
-    const serving = this.membership.servingFor(live);
-    for (const [role, writer] of this.writers) {
-      const first = rankFor(role, live.values(), this.preferred.get(role))[0];
-      if (this.membership.draining || (first && first !== this.config.host && (serving.get(first) ?? 0) > 2000)) {
-        if (!this.membership.draining && (await this.etcd.count(`homes/${role}/queue/`)) > 0) continue;
-        this.log.info({ role, to: first ?? null }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
-        writer.stop();
+    const serving = await this.membership.servingHosts();
+    const servedFor = this.membership.servingFor(serving);
+    let soonest = Infinity;
+    await mapLimit([...this.writers], SERVER_CALLS, async ([role, writer]) => {
+      const first = rankFor(role, serving, this.preferred.get(role))[0];
+      if (!this.membership.draining) {
+        if (!first || first === this.config.host) return;
+        const wait = 2000 - (servedFor.get(first) ?? 0);
+        if (wait > 0) return void (soonest = Math.min(soonest, wait));
+        if ((await this.etcd.count(`homes/${role}/queue/`)) > 0) return;
       }
+      if (this.handed.has(writer)) return;
+      this.handed.add(writer);
+      this.log.info({ role, to: first ?? null }, 'cluster: handing the Home\'s writer role to the host ranked first for it');
+      writer.stop();
+    });
+    if (soonest < Infinity && !this.settling) {
+      this.settling = setTimeout(() => {
+        this.settling = null;
+        void this.rebalance().catch(() => undefined); // the tick tries again
+      }, soonest + 100);
+      this.settling.unref();
     }
   }
 
@@ -412,9 +431,12 @@ export class Cluster {
   }
 
   async close(): Promise<void> {
+    // First the record: the others stop handing roles to this host before it lets its own go.
+    if (!this.closed && this.homes) await this.membership.serving(false).catch(() => undefined);
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     if (this.slowTimer) clearInterval(this.slowTimer);
+    if (this.settling) clearTimeout(this.settling);
     const writers = [...this.writers.values()];
     for (const w of writers) w.stop();
     await Promise.all(writers.map((w) => w.done));

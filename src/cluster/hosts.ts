@@ -82,10 +82,19 @@ export class Membership {
     }
   }
 
-  /** This host serves from now on: its record says so (on the same lease). */
-  async serving(): Promise<void> {
-    this.me.serving = new Date().toISOString();
+  /**
+   * This host serves from now on (true), or stops serving (false, as it stops: its roles are not handed back to it
+   * while it lets them go): its record says so, on the same lease.
+   */
+  async serving(yes: boolean): Promise<void> {
+    if (yes) this.me.serving = new Date().toISOString();
+    else delete this.me.serving;
     if (this.leaseId) await this.etcd.kv.put(`hosts/${this.me.host}`).value(JSON.stringify(this.me)).lease(this.leaseId);
+  }
+
+  /** The hosts serving now (live, and attached): the ones writers are ranked among. */
+  async servingHosts(): Promise<HostRecord[]> {
+    return [...(await this.live()).values()].filter((h) => h.serving);
   }
 
   /**
@@ -168,10 +177,10 @@ export class Membership {
   /** The hosts alive now, by name. */
   private readonly seen = new Map<string, number>();
 
-  /** How long (ms) each live host has served, as this host saw it come: the hosts' clocks may differ. */
-  servingFor(live: Map<string, HostRecord>): Map<string, number> {
+  /** How long (ms) each of these serving hosts has served, as this host saw it come: the hosts' clocks may differ. */
+  servingFor(hosts: HostRecord[]): Map<string, number> {
     const who = (h: HostRecord) => `${h.host} ${h.pid} ${h.started}`;
-    const serving = new Map([...live.values()].filter((h) => h.serving).map((h) => [who(h), h.host]));
+    const serving = new Map(hosts.map((h) => [who(h), h.host]));
     for (const h of serving.keys()) if (!this.seen.has(h)) this.seen.set(h, performance.now());
     for (const h of this.seen.keys()) if (!serving.has(h)) this.seen.delete(h);
     return new Map([...serving].map(([h, host]) => [host, performance.now() - this.seen.get(h)!]));

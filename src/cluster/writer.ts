@@ -122,12 +122,20 @@ export class MergeWriter {
     }
   }
 
-  /** Fetch the server's main and PR records over this host's (a writer starts from the truth). */
+  /**
+   * The server's main and PR records over this host's (a writer starts from the truth): asked first, fetched only
+   * where they differ. A host that just followed main (the usual new writer) makes one call, not a fetch and, for a
+   * Home with no PR yet, a second one without the records.
+   */
   private async resync(): Promise<void> {
-    const before = await this.store.readRef(MAIN_REF);
-    await this.server.fetchMain(MAIN_REF, PRS_REF);
-    // Fetched as the server had them: no one else pushes these refs while this writer holds its role.
-    [this.serverMain, this.serverPrs] = await Promise.all([this.store.readRef(MAIN_REF), this.store.readRef(PRS_REF)]);
+    const [before, records] = await Promise.all([this.store.readRef(MAIN_REF), this.store.readRef(PRS_REF)]);
+    const theirs = await this.server.refs(MAIN_REF, PRS_REF);
+    const stale = ([[MAIN_REF, before], [PRS_REF, records]] as const).filter(([ref, ours]) => theirs.has(ref) && theirs.get(ref) !== ours);
+    await this.server.fetch(stale.map(([ref]) => [ref, ref]));
+    // As the server had them: no one else pushes these refs while this writer holds its role. Records only this
+    // Store has (the server has none) go with the next push.
+    this.serverMain = theirs.get(MAIN_REF) ?? null;
+    this.serverPrs = theirs.get(PRS_REF) ?? null;
     if (before !== this.serverMain) this.onMain();
   }
 
