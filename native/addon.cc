@@ -47,7 +47,8 @@ static void serve(Mount* m, unsigned threads) {
   m->endcv.notify_all();
 }
 
-// The node table as a flat array: id, lookup count, number of names, then parent and name for each.
+// The node table as a flat array: id, lookup count, number of names, then parent and name for each; ids and
+// parents as decimal strings (id_value: exact up to 2^64).
 static napi_value export_nodes(napi_env env, Mount* m) {
   napi_value out;
   napi_create_array(env, &out);
@@ -56,11 +57,11 @@ static napi_value export_nodes(napi_env env, Mount* m) {
   auto num = [&](double d) { napi_value v; napi_create_double(env, d, &v); push(v); };
   std::lock_guard<std::mutex> lock(m->mu);
   for (auto& [id, n] : m->nodes) {
-    num(static_cast<double>(id));
+    push(id_value(env, id));
     num(static_cast<double>(n->nlookup));
     num(static_cast<double>(n->names.size()));
     for (auto& [parent, name] : n->names) {
-      num(static_cast<double>(parent));
+      push(id_value(env, parent));
       napi_value v;
       napi_create_string_utf8(env, name.data(), name.size(), &v);
       push(v);
@@ -74,11 +75,11 @@ static void import_nodes(napi_env env, Mount* m, napi_value array) {
   if (napi_get_array_length(env, array, &len) != napi_ok) return;
   auto at = [&](uint32_t i) { napi_value v; napi_get_element(env, array, i, &v); return v; };
   for (uint32_t i = 0; i + 3 <= len;) {
-    uint64_t id = static_cast<uint64_t>(number(env, at(i)));
+    uint64_t id = id_of(env, at(i));
     uint64_t nlookup = static_cast<uint64_t>(number(env, at(i + 1)));
     uint32_t names = static_cast<uint32_t>(number(env, at(i + 2)));
     i += 3;
-    if (id == FUSE_ROOT_ID) {  // the root is made at mount; its lookup count is the kernel's own
+    if (id == FUSE_ROOT_ID || id == 0) {  // the root is made at mount (its lookup count is the kernel's own); 0: unreadable
       i += 2 * names;
       continue;
     }
@@ -87,7 +88,7 @@ static void import_nodes(napi_env env, Mount* m, napi_value array) {
     n->nlookup = nlookup;
     m->nodes[id] = n;
     for (uint32_t k = 0; k < names && i + 2 <= len; k++, i += 2) {
-      uint64_t parent = static_cast<uint64_t>(number(env, at(i)));
+      uint64_t parent = id_of(env, at(i));
       std::string name = text(env, at(i + 1));
       n->names.emplace_back(parent, name);
       m->dentries[dentry_key(parent, name)] = id;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <node_api.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <string>
@@ -24,6 +26,26 @@ inline std::string text(napi_env env, napi_value v) {
 inline double number(napi_env env, napi_value v, double fallback = 0) {
   double out;
   return napi_get_value_double(env, v, &out) == napi_ok ? out : fallback;
+}
+
+// A 64-bit id (a node id, private ones from 2^62) as JS holds it exactly: a decimal string. A double steps by
+// 1,024 up there, so 2^62+1 and 2^62+2 would read back as one id. A number is taken too (ids below 2^53).
+inline napi_value id_value(napi_env env, uint64_t id) {
+  napi_value v;
+  std::string s = std::to_string(id);
+  napi_create_string_utf8(env, s.data(), s.size(), &v);
+  return v;
+}
+
+inline uint64_t id_of(napi_env env, napi_value v) {
+  napi_valuetype type;
+  if (napi_typeof(env, v, &type) != napi_ok) return 0;
+  if (type == napi_number) return static_cast<uint64_t>(number(env, v));
+  if (type != napi_string) return 0;
+  std::string s = text(env, v);
+  char* end = nullptr;
+  unsigned long long id = strtoull(s.c_str(), &end, 10);
+  return end && *end == '\0' && !s.empty() ? static_cast<uint64_t>(id) : 0;
 }
 
 inline napi_value property(napi_env env, napi_value object, const char* name) {
