@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { Etcd3, type Namespace, type Lease, type Watcher } from 'etcd3';
+import { Etcd3, GRPCDeadlineExceededError, isRecoverableError, type IOptions, type Namespace, type Lease, type Watcher } from 'etcd3';
 import type { ClusterConfig } from './config.js';
 
 /**
@@ -15,6 +15,32 @@ interface Backoff {
 
 /** A watch that lost its stream tries again every half second (the library's default backs off to 30 s: long after a partition healed). */
 const WATCH_BACKOFF: Backoff = { duration: 500, next: () => WATCH_BACKOFF };
+
+type Policy = NonNullable<NonNullable<IOptions['faultHandling']>['global']>;
+
+/**
+ * A call one member refuses or does not answer in time (dead, or cut off: packets dropped) is tried on the next
+ * member, three members at most. The library's default retries refusals only, and a deadline that passed on a
+ * dead leader failed `nas branch create` outright.
+ */
+const ON_ANOTHER_MEMBER = {
+  async execute<T>(fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        const again = isRecoverableError(err as Error) || err instanceof GRPCDeadlineExceededError;
+        if (!again || attempt >= 3) throw err;
+      }
+    }
+  },
+} as unknown as Policy;
+
+/**
+ * Every member stays in the rotation: the library's default stops calling a member for 5 s after 3 failures,
+ * and after a leader was killed and came back every member was shut off from the client that way at once.
+ */
+const EVERY_MEMBER = { execute: <T>(fn: () => Promise<T>) => fn() } as unknown as Policy;
 
 export class ClusterEtcd {
   private constructor(private readonly client: Etcd3, readonly kv: Namespace, readonly timeoutMs: number) {}
@@ -37,7 +63,7 @@ export class ClusterEtcd {
         'grpc.keepalive_time_ms': 6000, 'grpc.keepalive_timeout_ms': 2000,
         'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 1000,
       },
-      faultHandling: { watchBackoff: WATCH_BACKOFF },
+      faultHandling: { watchBackoff: WATCH_BACKOFF, global: ON_ANOTHER_MEMBER, host: () => EVERY_MEMBER },
       defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + c.timeout_ms }),
     });
     return new ClusterEtcd(client, client.namespace(`${c.prefix}/`), c.timeout_ms);

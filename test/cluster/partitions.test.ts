@@ -115,6 +115,17 @@ async function hostRecord(name: string): Promise<boolean> {
 }
 
 /** A proposal answered "queued on this host" (etcd out of reach): a promise to send it, held to like an acknowledgement. */
+/**
+ * What an agent writes during a cut, in a branch made before it (a new branch name is claimed in etcd): a file
+ * under outbox/cluster/, committed. Its name.
+ */
+async function writeDuring(h: ClusterHost, made: { branch: string; n: number }): Promise<string> {
+  const file = `f${made.n}-during-cut.txt`;
+  await h.writeFile(h.daemon.path(`demo@${made.branch}`, `outbox/cluster/${file}`), `written during the cut on ${h.o.name}\n`);
+  await h.daemon.sync(`demo/${made.branch}`);
+  return file;
+}
+
 function queuedLocally(r: Proposed): string | null {
   return /queued on this host as (\S+?)[:,;]? /.exec(r.stderr)?.[1] ?? null;
 }
@@ -169,6 +180,8 @@ describe('the cluster through network partitions (network namespaces)', () => {
     const wip = net!.ip(w.o.name);
     const others = hosts.filter((h) => h !== w);
     const before = (await mainPushes()).length;
+    // Made before the cut: a new branch name is claimed in etcd (the cut-off host refuses to make one).
+    const made = await ledger.branch(w);
     await net!.cut(w.o.name, 'etcd');
     const cutAt = Date.now();
     step(`cut ${w.o.name} from etcd`);
@@ -183,11 +196,12 @@ describe('the cluster through network partitions (network namespaces)', () => {
       for (const d of during) expect(d.state).toBe('merged');
       // The cut-off host still follows main from the git server (its reconcile), and its agents keep working.
       followed = await seenThrough(w, during[0]!.file, 20_000);
-      waiting = await ledger.proposeFrom(w);
+      const later = await writeDuring(w, made);
+      waiting = await ledger.propose(w, made);
       expect(waiting.ok).toBe(false);
       const id = queuedLocally(waiting);
       expect(id, waiting.stderr).toBeTruthy();
-      ledger.acknowledged.push({ id: id!, files: [waiting.file] });
+      ledger.acknowledged.push({ id: id!, files: [waiting.file, later] });
       pushes = (await mainPushes()).slice(before);
     } finally {
       await net!.heal(w.o.name);
@@ -214,12 +228,13 @@ describe('the cluster through network partitions (network namespaces)', () => {
     await leaderAwayFrom(hosts.indexOf(w));
     step(`etcd's leader is m${await etcd!.leader()}`);
     const before = (await mainPushes()).length;
+    const made = await ledger.branch(w);
     await net!.cut(w.o.name, 'all');
     const cutAt = Date.now();
     step(`cut ${w.o.name} off entirely`);
     let took: { host: string; ms: number };
     let during: Proposed[];
-    let made: Awaited<ReturnType<Ledger['branch']>>;
+    let later: string;
     let pushes: string[];
     try {
       took = await newWriterSince(w, cutAt);
@@ -227,7 +242,7 @@ describe('the cluster through network partitions (network namespaces)', () => {
       for (const d of during) expect(d.stderr).toBe('');
       for (const d of during) expect(d.state).toBe('merged');
       // Its agents keep writing branches; a proposal cannot reach the git server and is refused, nothing half-done.
-      made = await ledger.branch(w);
+      later = await writeDuring(w, made);
       const refused = await ledger.propose(w, made);
       expect(refused.ok).toBe(false);
       expect(refused.stderr).toMatch(/cannot push demo@\S+ to the git server, so nothing was proposed/);
@@ -243,6 +258,7 @@ describe('the cluster through network partitions (network namespaces)', () => {
     const again = await ledger.propose(w, made);
     expect(again.stderr).toBe('');
     expect(again.state).toBe('merged');
+    expect(await filesOnMain(repo, 'outbox/cluster')).toContain(later);
     // main moved during the cut, pushed by the new writer's address; never by the cut-off one after that.
     expect(pushes.filter((ip) => ip !== wip).length).toBeGreaterThan(0);
     expect(pushedAfterLosing(pushes, wip)).toBe(0);
