@@ -41,6 +41,8 @@ export class BranchMoves {
     private readonly asking: Asking,
     private readonly live: () => Promise<Map<string, HostRecord>>,
     private readonly server: (role: string) => ServerRepo,
+    /** This host's pushes of its branches to a Home's repository, one at a time (two pushes creating one ref race). */
+    private readonly pushing: <T>(role: string, fn: () => Promise<T>) => Promise<T>,
     private readonly log: Logger,
   ) {}
 
@@ -100,7 +102,7 @@ export class BranchMoves {
   private async handOut(role: string, move: Move): Promise<void> {
     const claim = `homes/${role}/branches/${move.branch}`;
     const { head, ttl } = await this.host.handOver(role, move.branch, async (h) => {
-      await this.server(role).push([{ from: h, to: hostBranchRef(this.me, move.branch), expected: 'any' }]);
+      await this.pushing(role, () => this.server(role).push([{ from: h, to: hostBranchRef(this.me, move.branch), expected: 'any' }]));
     });
     const handed: Move = { ...move, state: 'handed', head, ttl };
     await this.etcd.kv.if(claim, 'Value', '!=', '').then(

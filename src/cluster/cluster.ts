@@ -76,7 +76,8 @@ export class Cluster {
       storeOf: (role) => this.homes.storeOf(role), writing: (role) => this.writers.has(role), server: (role) => this.server(role),
       refreshMains: () => this.homes.refreshMains(), log,
     });
-    this.moves = new BranchMoves(etcd, config.host, this.branchNames, this.asking, () => membership.live(), (role) => this.server(role), log);
+    this.moves = new BranchMoves(etcd, config.host, this.branchNames, this.asking, () => membership.live(), (role) => this.server(role),
+      (role, fn) => this.pushing(role, fn), log);
     for (const [role, outcome] of seeded) if (outcome !== 'waiting') this.compared.set(role, performance.now());
   }
 

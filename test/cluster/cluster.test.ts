@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DIR_PREFIX, codeOf, eventually, removeTree } from '../helpers.js';
 import { startEtcd, startGitServer, type EtcdCluster, type GitServer } from './harness.js';
-import { ClusterHost, newWriter, percentile, writerInEtcd } from './hosts.js';
+import { ClusterHost, keepLogs, newWriter, percentile, writerInEtcd } from './hosts.js';
 import { expectNothingLost, Ledger, settledWriter as settledWriterOf, writerHost as writerHostOf } from './tally.js';
 
 /**
@@ -40,6 +40,7 @@ describe('several hosts serving one Home (git server + etcd)', () => {
   }, 180_000);
 
   afterAll(async () => {
+    await keepLogs(hosts, 'agent-nas-cluster-logs');
     for (const h of hosts) await h.stop().catch(() => undefined);
     await git?.stop();
     await etcd?.stop();

@@ -1,5 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import os from 'node:os';
 import { TestDaemon, run, eventually, type RunResult } from '../helpers.js';
 import type { EtcdCluster, GitServer } from './harness.js';
 
@@ -188,4 +189,12 @@ export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** Each host's nasd logs (every start) in <tmp>/<name>/<host>.log, for a failure's reading (overwritten by the next run); the folder. */
+export async function keepLogs(hosts: ClusterHost[], name: string): Promise<string> {
+  const logs = path.join(os.tmpdir(), name);
+  await fs.mkdir(logs, { recursive: true });
+  for (const h of hosts) await fs.writeFile(path.join(logs, `${h.o.name}.log`), [...h.earlier, h.daemon?.log ?? ''].join('')).catch(() => undefined);
+  return logs;
 }

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DIR_PREFIX, eventually, removeTree, run } from '../helpers.js';
 import { startEtcd, startGitServer, type EtcdCluster, type GitServer } from './harness.js';
-import { ClusterHost, filesOnMain, newWriter, writerInEtcd } from './hosts.js';
+import { ClusterHost, filesOnMain, keepLogs, newWriter, writerInEtcd } from './hosts.js';
 import { Net } from './netns.js';
 import { rankFor } from '../../src/cluster/hosts.js';
 import { expectNothingLost, Ledger, settledWriter, type Proposed } from './tally.js';
@@ -149,10 +149,7 @@ describe('the cluster through network partitions (network namespaces)', () => {
   }, 120_000);
 
   afterAll(async () => {
-    // Each nasd's log, for a failure's reading (overwritten by the next run).
-    const logs = path.join(os.tmpdir(), 'agent-nas-partition-logs');
-    await fs.mkdir(logs, { recursive: true });
-    for (const h of hosts) await fs.writeFile(path.join(logs, `${h.o.name}.log`), [...h.earlier, h.daemon?.log ?? ''].join('')).catch(() => undefined);
+    const logs = await keepLogs(hosts, 'agent-nas-partition-logs');
     await fs.writeFile(path.join(logs, 'steps.log'), `${steps.join('\n')}\n`);
     for (const m of etcd?.members ?? []) await fs.copyFile(m.log, path.join(logs, `etcd-${m.name}.log`)).catch(() => undefined);
     for (const h of hosts) await h.stop().catch(() => undefined);
