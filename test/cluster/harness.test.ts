@@ -39,9 +39,7 @@ describe('cluster harness', () => {
     await e.kill(leader, 'SIGKILL');
     expect(e.members[leader]!.pid).toBeNull();
     // Two of three are a quorum: once they have elected a new leader (about one election timeout), writes go on.
-    const killedAt = Date.now();
     await eventually(async () => (await e.etcdctl(['put', 'k', 'v2'])).code === 0, 'a put with the leader gone', 10_000);
-    expect(Date.now() - killedAt).toBeLessThan(10_000);
     expect(await e.leader()).not.toBe(leader);
 
     // Back with its data dir and ports: it catches up, and a (linearizable) read through it sees the new value.
