@@ -12,13 +12,15 @@ import { hostBranchRef, proposalId } from './proposal.js';
  * it (what is pending is committed), pushes its head and hands the name over in etcd (`homes/<role>/moves/<id>`
  * from `asked` to `handed`, with the name's claim in the same transaction); the new host makes the branch at
  * that head and answers. With --force, when the holder is down, the new host takes the head the holder last
- * pushed: what the holder had not pushed stays on its disk, not in the branch.
+ * pushed: what the holder had not pushed is kept there as `<branch>-left-<holder>` once it is back (reclaim).
  */
 
 /** What the workflows do for a move (workflows/branches.ts). */
 export interface BranchHost {
   handOver(role: string, branch: string, push: (head: string) => Promise<void>): Promise<{ head: string; ttl: string }>;
   takeOver(role: string, branch: string, head: string, ttl: string): Promise<void>;
+  /** A copy another host took by force: it goes, and what it held beyond `pushed` is kept as `keepAs` (the name, or null). */
+  leftBehind(role: string, branch: string, pushed: string | undefined, keepAs: string): Promise<string | null>;
 }
 
 interface Move {
@@ -59,7 +61,7 @@ export class BranchMoves {
       const head = (await this.server(role).refs(hostBranchRef(from, branch))).get(hostBranchRef(from, branch));
       if (!force || !head) {
         throw new UserError(`host ${from}, which holds ${role}@${branch}, is not up. ` + (head
-          ? `nas branch move ${role}@${branch} --to ${to} --force takes the head it last pushed (${head.slice(0, 12)}); what it did not push stays on its disk`
+          ? `nas branch move ${role}@${branch} --to ${to} --force takes the head it last pushed (${head.slice(0, 12)}); what it did not push is kept there, as ${role}@${branch}-left-${from}, once it is back`
           : 'It never pushed the branch, so there is nothing to move'), 409);
       }
       // The holder is down: the name goes over here, with the head it last pushed.
@@ -96,6 +98,29 @@ export class BranchMoves {
     } catch (err) {
       this.log.error({ err, role, branch: move.branch, to: move.to }, 'cluster: branch move failed');
       await this.finish(role, move, { error: `moving ${role}@${move.branch} to ${move.to} failed: ${(err as Error).message}`, status: 500 });
+    }
+  }
+
+  /**
+   * After this host was away: a branch here whose name another host holds now was moved by force (`--force` while
+   * this host was down or cut off), and its copy here goes; what it held beyond what this host last pushed
+   * (`pushed`) is kept as a branch of its own, `<branch>-left-<host>`. A branch here whose name no host holds (a
+   * run's, made while etcd was out of reach, or one from before the cluster) is claimed.
+   */
+  async reclaim(role: string, local: string[], pushed: (branch: string) => string | undefined): Promise<void> {
+    if (local.length === 0) return;
+    const prefix = `homes/${role}/branches/`;
+    const claims = new Map((await this.etcd.list<{ host: string }>(prefix)).map((c) => [c.key.slice(prefix.length), c.value.host]));
+    for (const branch of local) {
+      const holder = claims.get(branch);
+      if (holder === this.me) continue;
+      if (!holder) {
+        await this.names.claim(role, branch, { random: true }).catch(() => undefined);
+        continue;
+      }
+      const kept = await this.host.leftBehind(role, branch, pushed(branch), `${branch}-left-${this.me}`);
+      this.log.warn({ role, branch, holder, kept }, `cluster: ${role}@${branch} was moved to host ${holder} while this host was away: its copy here is gone` +
+        (kept ? `; what it held that was never pushed is kept as ${role}@${kept}` : ' (it held nothing that was not pushed)'));
     }
   }
 

@@ -257,6 +257,23 @@ export class Branches {
     await this.homes.viewsChanged(role);
   }
 
+  /**
+   * In a cluster, a branch another host took by force while this one was away (nas branch move --force, cluster/
+   * branch-move.ts): its copy here goes. What it held that this host never pushed (its head is not `pushed`) is
+   * kept as a branch `keepAs` of this host's, so nothing is lost. The kept name, or null.
+   */
+  async leftBehind(role: string, branch: string, pushed: string | undefined, keepAs: string): Promise<string | null> {
+    const m = this.homes.mounted(role);
+    const view = this.homes.branch(role, branch);
+    const ttl = m.records.get(branch)?.ttl ?? '48h';
+    await this.close(m, branch, view, `${view.name} moved to another host while this one was away: write in it there`);
+    const kept = view.head !== pushed && (await this.cluster?.branchNames.claim(role, keepAs, { random: false })) !== undefined ? keepAs : null;
+    if (kept) await this.homes.openBranch(m, await m.home.createBranch(kept, { at: view.head, ttl, defaultTtl: m.config.limits.branch_ttl_default }));
+    await m.home.removeBranch(branch);
+    await this.homes.viewsChanged(role);
+    return kept;
+  }
+
   /** The branch's ref, record and directory go (its view is closed), and with them its PRs still undecided. */
   private async remove(m: Mounted, branch: string, why: string): Promise<void> {
     await m.home.removeBranch(branch);

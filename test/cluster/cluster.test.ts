@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { DIR_PREFIX, codeOf, eventually, removeTree } from '../helpers.js';
+import { DIR_PREFIX, codeOf, eventually, removeTree, run } from '../helpers.js';
 import { startEtcd, startGitServer, type EtcdCluster, type GitServer } from './harness.js';
 import { ClusterHost, keepLogs, newWriter, percentile, writerInEtcd } from './hosts.js';
 import { expectNothingLost, Ledger, settledWriter as settledWriterOf, writerHost as writerHostOf } from './tally.js';
@@ -139,6 +139,43 @@ describe('several hosts serving one Home (git server + etcd)', () => {
     expect(r.state).toBe('merged');
     ledger.proposed++;
     ledger.acknowledged.push({ id: r.provenance.proposal, files: ['moved.txt', 'late.txt', 'added-on-b.txt'] });
+  });
+
+  it('a branch moved by force while its host was away: back, that host lets its copy go and keeps what it never pushed as <branch>-left-<host>', async () => {
+    const writer = await writerHost();
+    const [holder, taker] = hosts.filter((h) => h !== writer);
+    const branch = `forced-${++ledger.seq}`;
+    const ref = `refs/nas/hosts/${holder.o.name}/heads/${branch}`;
+    const onServer = async (file: string) => (await run('git', ['--git-dir', repo, 'cat-file', '-e', `${ref}:outbox/cluster/${file}`])).code === 0;
+    await holder.branchWith(branch, 'outbox/cluster/pushed.txt', 'pushed before\n');
+    await eventually(() => onServer('pushed.txt'), `${branch} pushed by host ${holder.o.name}`, 20_000);
+    // Written and committed last, then the holder paused before its next push (the reconcile's, every 3 s).
+    await fs.writeFile(path.join(holder.mnt, `demo@${branch}`, 'outbox/cluster/unpushed.txt'), 'written last on the holder\n');
+    await holder.daemon.sync(`demo/${branch}`);
+    process.kill(holder.pid, 'SIGSTOP');
+    let pushedAnyway: boolean;
+    try {
+      pushedAnyway = await onServer('unpushed.txt');
+      const alive = async () => (await etcd.etcdctl(['get', `/agent-nas-test/hosts/${holder.o.name}`, '--print-value-only'])).stdout.trim() !== '';
+      await eventually(async () => !(await alive()), `host ${holder.o.name}'s lease to lapse`, 20_000);
+      const moved = await taker.nasJson<{ from: string; to: string }>('branch', 'move', `demo@${branch}`, '--to', taker.o.name, '--force');
+      expect(moved).toMatchObject({ from: holder.o.name, to: taker.o.name });
+    } finally {
+      process.kill(holder.pid, 'SIGCONT');
+    }
+    // The taker has it at the head the holder last pushed.
+    expect(await fs.readFile(path.join(taker.mnt, `demo@${branch}`, 'outbox/cluster/pushed.txt'), 'utf8')).toBe('pushed before\n');
+    // Back, the holder's copy goes: the branch shows there read-only, held by the taker; nothing written there is lost.
+    const kept = `${branch}-left-${holder.o.name}`;
+    await eventually(async () => {
+      const list = await holder.nasJson<{ name: string; host?: string }[]>('branch', 'list', 'demo');
+      return list.some((x) => x.name === branch && x.host === taker.o.name) && (pushedAnyway || list.some((x) => x.name === kept && !x.host));
+    }, `${branch} held by ${taker.o.name} as host ${holder.o.name} sees it`, 30_000);
+    expect(await codeOf(fs.writeFile(path.join(holder.mnt, `demo@${branch}`, 'outbox/late.txt'), 'x'))).toBe('EROFS');
+    const survivor = pushedAnyway! ? path.join(taker.mnt, `demo@${branch}`) : path.join(holder.mnt, `demo@${kept}`);
+    expect(await fs.readFile(path.join(survivor, 'outbox/cluster/unpushed.txt'), 'utf8')).toBe('written last on the holder\n');
+    expect((await taker.nas('branch', 'discard', `demo/${branch}`)).code).toBe(0);
+    if (!pushedAnyway!) expect((await holder.nas('branch', 'discard', `demo/${kept}`)).code).toBe(0);
   });
 
   it('the Human Gate on any host: a PR that waits is approved on another host than the writer and merges', async () => {
