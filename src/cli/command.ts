@@ -3,10 +3,20 @@ import type { Body, Params, Result, RouteName } from '../api/contract.js';
 import { printable } from '../util/display.js';
 import type { Args, Flag } from './args.js';
 
+/**
+ * A command's row in the CLI reference (docs/cli.md, written by scripts/gen-cli-reference.mjs from this table):
+ * how it is called (every option it takes named) and what it does, in Markdown.
+ */
+export interface Doc {
+  usage: string;
+  about: string;
+}
+
 /** One row of the command table: how a command line becomes a request, and the answer becomes output. */
 export interface CommandSpec<K extends RouteName> {
   /** What follows `nas`: a word (`status`) or a family and a verb (`branch create`). */
   name: string;
+  doc: Doc;
   /** The control API route it calls. */
   route: K;
   /** Options it takes besides --json, --help and --socket. */
@@ -34,6 +44,7 @@ export interface Output {
 /** A command with its route's types closed over, so commands of every route fit in one table. */
 export interface Command {
   name: string;
+  doc: Doc;
   route: RouteName;
   flags: readonly Flag[];
   run(args: Args, call: Call): Promise<Output>;
@@ -42,6 +53,7 @@ export interface Command {
 export function command<K extends RouteName>(spec: CommandSpec<K>): Command {
   return {
     name: spec.name,
+    doc: spec.doc,
     route: spec.route,
     flags: spec.flags ?? [],
     async run(args, call) {

@@ -72,7 +72,7 @@ function gate(flows: Workflows, stateDir: string) {
 
 /** This host's part in a cluster, or a refusal that says there is none. */
 function clustered(flows: Workflows): NonNullable<Workflows['cluster']> {
-  if (!flows.cluster) throw new UserError('this nasd serves its Homes alone: nasd.yaml has no cluster: block (README, Several hosts)', 404);
+  if (!flows.cluster) throw new UserError('this nasd serves its Homes alone: nasd.yaml has no cluster: block (docs/cluster.md)', 404);
   return flows.cluster;
 }
 

@@ -152,7 +152,7 @@ export async function serveWeb(listen: string, table: Handlers, logins: WebLogin
     return null;
   }
   port = (server.address() as { port: number }).port;
-  // Bound to every address: the link names loopback (elsewhere, put a proxy in front: README).
+  // Bound to every address: the link names loopback (elsewhere, put a proxy in front: docs/guide.md, On a LAN).
   const local = where.host === '0.0.0.0' || where.host === '::' ? '127.0.0.1' : where.host;
   const host = local.includes(':') ? `[${local}]` : local;
   logins.base = `http://${host}:${port}`;

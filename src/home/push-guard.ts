@@ -28,6 +28,6 @@ while read -r old new ref; do
       refused=1 ;;
   esac
 done
-[ $refused = 0 ] || echo "agent-nas: an operator who has reviewed this push can set NAS_OPERATOR_PUSH=1 (see the README)." >&2
+[ $refused = 0 ] || echo "agent-nas: an operator who has reviewed this push can set NAS_OPERATOR_PUSH=1 (see docs/security.md)." >&2
 exit $refused
 `;

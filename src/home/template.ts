@@ -39,22 +39,22 @@ export function defaultTemplate(role: string, owner: string, now: Date): Templat
       `${BUILT_IN_IGNORE}\n.DS_Store\n`),
     f('.nas/role.yaml', `# Who this Home belongs to.\nversion: 1\nrole: ${role}\ndescription: "${role} agent"\n` +
       `# The person who reviews and merges changes into main.\nowner: ${owner}\ncreated: "${now.toISOString()}"\n`),
-    f('.nas/limits.yaml', '# Quotas and budgets (see README, "Home metadata").\nversion: 1\n' +
+    f('.nas/limits.yaml', '# Quotas and budgets (see docs/guide.md, "Home layout and metadata").\nversion: 1\n' +
       '# Bytes a branch may hold in its upper directory; a write past it fails with EDQUOT.\nbranch_quota_bytes: 2147483648\n' +
       '# Bytes all branches together may hold, and how many branches the Home may have at once.\n' +
       'home_quota_bytes: 21474836480\nmax_branches: 100\n' +
       '# TTL for branches created without --ttl.\nbranch_ttl_default: 48h\n' +
       '# Token cap (o200k_base) for memory/MEMORY.md.\nmemory_md_max_tokens: 1000\n' +
       '# Byte budgets of the read-on-start set.\nresident_bytes:\n  rules: 4096\n  shared: 4096\n  agent: 2048\n  total: 10240\n'),
-    f('.nas/maintenance.yaml', '# Retention classes and recycle area (see README, "Home metadata").\nversion: 1\n' +
+    f('.nas/maintenance.yaml', '# Retention classes and recycle area (see docs/guide.md, "Home layout and metadata").\nversion: 1\n' +
       '# scratch: lives in the branch only, never committed or merged. Everything else is versioned.\n' +
       'retention:\n  - path: workspace/\n    class: scratch\n# Days a deleted file stays restorable.\ntrash_keep_days: 7\n'),
-    f('.nas/merge.yaml', '# How a file changed on both main and a branch is merged (see README, "Home metadata").\n' +
+    f('.nas/merge.yaml', '# How a file changed on both main and a branch is merged (see docs/guide.md, "Home layout and metadata").\n' +
       '# json, yaml: key by key, stopping where both changed one key differently; text: line by line;\n' +
       '# person: always the Human Gate. Other structured data (.toml, .xml, ...) and binary files go to a person.\n' +
       'version: 1\ndrivers:\n  - path: "**/*.json"\n    driver: json\n  - path: "**/*.yaml"\n    driver: yaml\n' +
       '  - path: "**/*.yml"\n    driver: yaml\n'),
-    f('.nas/policy.yaml', '# Syscall-level rules for branch views (see README, "Home metadata").\n' +
+    f('.nas/policy.yaml', '# Syscall-level rules for branch views (see docs/guide.md, "Home layout and metadata").\n' +
       '# .nas/** is always read-only and memory/journal/** always append-only; these lists add more.\nversion: 1\n' +
       'read_only:\n  - ".nas/**"\nappend_only:\n  - "memory/journal/**"\n'),
   ];

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { ROOT, run } from '../helpers.js';
 
 /**
- * Every benchmark the README documents, run once at the smallest sizes: a documented command must not rot (two
+ * Every benchmark the docs document (docs/architecture.md, Development), run once at the smallest sizes: a documented command must not rot (two
  * did, unseen: an import of a module that had moved, a branch name that became a refused one). Nothing here is
  * timed or compared; each script must finish and print what it measures. The numbers are bench/run.sh's, at full size.
  */

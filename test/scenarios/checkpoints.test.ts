@@ -48,7 +48,7 @@ describe('checkpoints and restore', () => {
     expect(r.refused).toEqual([]);
     expect(await fs.readFile(p('outbox/a.md'), 'utf8')).toBe('version one\n');
     expect(await fs.readFile(p('outbox/b.md'), 'utf8')).toBe('b one\n');
-    // The kernel may show a name for up to a second after a change made outside the mount (README).
+    // The kernel may show a name for up to a second after a change made outside the mount (docs/architecture.md).
     await eventually(async () => fs.access(p('outbox/c.md')).then(() => false, () => true), 'c.md to be gone from the view');
     // Nothing rewritten: the broken version is the parent's, and the replaced files are in the recycle area.
     expect((await d.git('merge-base', '--is-ancestor', before, 'work')).code).toBe(0);

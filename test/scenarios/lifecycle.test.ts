@@ -89,7 +89,7 @@ describe('Home lifecycle', () => {
     const a = await d.nasJson('home', 'archive', 'research');
     expect(a).toMatchObject({ role: 'research', state: 'archived' });
     expect(await fs.readdir(d.mnt)).not.toContain('research');
-    // The kernel may keep a name for up to a second after it goes (README, kernel caching).
+    // The kernel may keep a name for up to a second after it goes (docs/architecture.md, the kernel's cache).
     await eventually(async () => (await codeOf(fs.stat(d.path('research@try')))) === 'ENOENT', 'the branch view to go');
     expect((await d.nasJson<any[]>('home', 'list')).find((h) => h.role === 'research')).toMatchObject({ state: 'archived' });
     const refused = await d.nas('branch', 'create', 'research/more');

@@ -8,7 +8,7 @@ import { ROOT, run, type RunResult } from '../helpers.js';
 
 /**
  * A Debian bookworm booted by systemd-nspawn with systemd as its init, the project's checkout bound read-only at
- * /opt/agent-nas (the README's operator path) and this machine's Node at /usr/bin/node. The root is built once per
+ * /opt/agent-nas (the operator's path, docs/operating.md) and this machine's Node at /usr/bin/node. The root is built once per
  * machine (build-root.sh, cached under CACHE, rebuilt when missing or when its recipe changes) and booted as a
  * read-only lower layer with a tmpfs above it (--volatile=overlay): every boot starts from the same clean root,
  * and several may boot from it at once.

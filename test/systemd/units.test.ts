@@ -6,13 +6,13 @@ import { Container } from './container.js';
 
 /**
  * The units under a real systemd: a Debian bookworm booted by systemd-nspawn (container.ts), the checkout at
- * /opt/agent-nas, the units installed as the README's operator section says. One boot for the whole file; the
+ * /opt/agent-nas, the units installed as the operator's guide (docs/operating.md) says. One boot for the whole file; the
  * tests run in order and build on each other (a Home, a branch, its commits). The container is stopped by
  * systemd-nspawn's pid after the last one, also when one fails.
  */
 const UNITS = '/opt/agent-nas/systemd';
 const STORE = '/var/lib/agent-nas/homes/demo.git';
-/** The README's fstab line, with a second instance's own state_dir, socket and web_listen. */
+/** The operator's guide's fstab line (docs/operating.md), with a second instance's own state_dir, socket and web_listen. */
 const FSTAB = 'nasd /srv/nasfstab fuse.nasd state_dir=/var/lib/agent-nas-fstab,socket=/run/agent-nas-fstab/nasd.sock,web_listen=off,demo,_netdev 0 0\n';
 /** A long commit window: a write closed just before a stop, restart or kill is still pending then. */
 const YAML = 'demo: true\ncommit_window_ms: 10000\n';
@@ -23,7 +23,7 @@ describe('the units under systemd (systemd-nspawn)', () => {
   /** Subjects of branch b1's commits that touched a path. */
   const commitsOf = (file: string) => ok(`git --git-dir=${STORE} log --format=%s b1 -- ${file}`);
   const mainPid = async () => Number((await ok('systemctl show -p MainPID --value nasd')).trim());
-  const readme = () => fs.readFile(path.join(ROOT, 'README.md'), 'utf8');
+  const operatorGuide = () => fs.readFile(path.join(ROOT, 'docs/operating.md'), 'utf8');
 
   beforeAll(async () => {
     try {
@@ -48,7 +48,7 @@ describe('the units under systemd (systemd-nspawn)', () => {
 
   it('systemctl start nasd: the broker first, then nasd, ready only once the mount serves; nas status; a write commits', async () => {
     await ok(`mkdir -p /etc/agent-nas && printf '${YAML}' >/etc/agent-nas/nasd.yaml`);
-    // The README's commands; the mount is read the moment systemctl returns (it waits for READY=1).
+    // The operator's guide's commands; the mount is read the moment systemctl returns (it waits for READY=1).
     const out = await ok(`cp ${UNITS}/nasd.service ${UNITS}/nas-mount-broker.service /etc/systemd/system/ && systemctl enable --now nasd &&
       findmnt -n -o FSTYPE,OPTIONS /agents && cat /agents/demo/AGENTS.md >/dev/null && echo served`);
     expect(out).toMatch(/^fuse\.nasd .*nosuid,nodev.*\nserved\n$/);
@@ -66,14 +66,14 @@ describe('the units under systemd (systemd-nspawn)', () => {
     expect(await commitsOf('outbox/one.md')).toMatch(/outbox\/one\.md/);
   }, 120_000);
 
-  it('the sandbox holds: the README\'s exposure, no CAP_SYS_ADMIN, a read-only /usr, /proc of processes only', async () => {
-    const text = await readme();
+  it('the sandbox holds: the exposure docs/operating.md states, no CAP_SYS_ADMIN, a read-only /usr, /proc of processes only', async () => {
+    const text = await operatorGuide();
     const stated = {
       nasd: /`systemd-analyze security`: \*\*(\d+\.\d)\*\*/.exec(text)?.[1],
       'nas-mount-broker': /the broker's own exposure: (\d+\.\d)/i.exec(text)?.[1],
     };
     for (const [unit, value] of Object.entries(stated)) {
-      expect(value, `the README states ${unit}'s exposure`).toBeDefined();
+      expect(value, `docs/operating.md states ${unit}'s exposure`).toBeDefined();
       expect(await ok(`systemd-analyze security ${unit} --no-pager | tail -1`)).toContain(`${unit}.service: ${value} `);
     }
     const pid = await mainPid();
@@ -174,7 +174,7 @@ describe('the units under systemd (systemd-nspawn)', () => {
     const report = await ok('journalctl -u nas-maintenance -o cat --no-pager');
     expect(report).toMatch(/HOME\s+PURGED/);
     expect(report).toMatch(/^demo\s+\d/m);
-    expect(await ok('systemd-analyze security nas-maintenance --no-pager | tail -1')).toContain(`: ${/\(exposure (\d+\.\d): it only talks/.exec(await readme())?.[1]} `);
+    expect(await ok('systemd-analyze security nas-maintenance --no-pager | tail -1')).toContain(`: ${/\(exposure (\d+\.\d): it only talks/.exec(await operatorGuide())?.[1]} `);
   }, 120_000);
 
   it('a mount path and socket changed in /etc/agent-nas/nasd.yaml work through the units', async () => {

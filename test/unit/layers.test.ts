@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /**
- * The module map (README, Development): library modules import downward only. A module may use its own
+ * The module map (docs/architecture.md, Development): library modules import downward only. A module may use its own
  * folder and any folder of a lower rank; an arrow to a folder of the same or a higher rank is a tangle.
  * metrics sits at the bottom beside util: every layer reports events to it, and it imports nothing of nasd's
  * (the scrape-time state comes from a sampler the daemon hands it, workflows/metrics-sample.ts).

@@ -50,7 +50,7 @@ describe('systemd units', () => {
     for (const v of allowed) expect(v).toMatch(/^[0-9a-f.:/]+( [0-9a-f.:/]+)*$/i);
     const keys = dropIn.split('\n').filter((l) => /^[A-Za-z]+=/.test(l)).map((l) => l.slice(0, l.indexOf('=')));
     expect([...new Set(keys)].sort()).toEqual(['After', 'IPAddressAllow', 'TimeoutStartSec', 'Wants']);
-    expect(await fs.readFile(`${ROOT}/README.md`, 'utf8')).toContain('systemd/nasd-cluster.conf.example');
+    expect(await fs.readFile(`${ROOT}/docs/cluster.md`, 'utf8')).toContain('systemd/nasd-cluster.conf.example');
   });
 
   it.skipIf(!analyze)('systemd-analyze verify reads every unit, and nasd.service with the cluster drop-in, without a word', async () => {

@@ -35,6 +35,14 @@ const RESOLVED = {
 export const commands = [
   command({
     name: 'branch create',
+    doc: {
+      usage: 'nas branch create <role>/<branch> [--from main] [--ttl 48h] [--run ID]',
+      about: 'a writable view at `/agents/<role>@<branch>` (O(1): a ref, a record, an empty directory); when its TTL ' +
+        'passes (checked every 5 s) what is pending is committed, the view turns read-only (`EROFS`, `workspace/`' +
+        ' too), its leases are revoked, its waiting PRs become `expired` and it cannot be proposed; ' +
+        '`branch_grace` after that (counted from when nasd expired it, in a later pass, and started again when ' +
+        'the wall clock jumps forward) its work goes to the recycle area and it is removed',
+    },
     route: 'createBranch',
     flags: ['from', 'ttl', 'run'],
     request: (args) => {
@@ -45,6 +53,11 @@ export const commands = [
   }),
   command({
     name: 'branch list',
+    doc: {
+      usage: 'nas branch list <role>',
+      about: 'branches with head, state (`live`, `expired`, `merged (PR n)`), TTL, pending changes, quota use, and ' +
+        'versioned and scratch bytes (`--json`: `merged: {pr, at, head}`)',
+    },
     route: 'listBranches',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => table([
@@ -55,6 +68,11 @@ export const commands = [
   }),
   command({
     name: 'branch extend',
+    doc: {
+      usage: 'nas branch extend <role>/<branch> --ttl 24h',
+      about: 'owner: the branch now expires that long from now; an expired branch (in its grace period) takes writes ' +
+        'again (its ended leases stay ended; propose it again)',
+    },
     route: 'extendBranch',
     flags: ['ttl'],
     request: (args) => {
@@ -67,6 +85,20 @@ export const commands = [
   }),
   command({
     name: 'branch update',
+    doc: {
+      usage: 'nas branch update <role>/<branch>',
+      about: 'by the branch\'s write lease or the owner: merge main into the branch as a commit on it (two parents: the' +
+        ' branch\'s head, main\'s), what is pending committed first and the view showing it at once; a file both ' +
+        'changed in the same lines holds both versions between `<<<<<<< <branch>`, `=======` and `>>>>>>> main` ' +
+        'and is listed (exit 1), and `nas propose` refuses the branch, naming the files, until the markers are ' +
+        'edited away; an append-only file gets main\'s version then the branch\'s additions, a file that cannot ' +
+        'hold markers (not text, a symlink, or deleted on one side) keeps the side that changed it for now and is' +
+        ' *unresolved* (listed, exit 1): the branch cannot be proposed until a person picks a side with `nas ' +
+        'branch resolve`, and a conflict in a read-only path (`.nas/`) refuses the update; main\'s side of a ' +
+        'conflict the caller could not read through main\'s view is not written into the branch (the branch\'s side' +
+        ' stays, listed), and a file that holds both sides takes the stricter of their two metadata records ' +
+        '(owner and mode); an expired branch refuses it (409)',
+    },
     route: 'updateBranch',
     request: (args) => {
       const [role, branch] = branchSpec(args, 2);
@@ -87,6 +119,13 @@ export const commands = [
   }),
   command({
     name: 'branch resolve',
+    doc: {
+      usage: 'nas branch resolve <role>/<branch> <path> --take branch|main',
+      about: 'by the branch\'s write lease or the owner: pick the side that stays of a file `nas branch update` left ' +
+        'unresolved: the branch\'s version as it is now, or main\'s as the update merged it (with its owner and ' +
+        'mode; only for a caller who may read it in main); the other side goes to the recycle area; once nothing ' +
+        'is unresolved the branch can be proposed',
+    },
     route: 'resolveBranch',
     flags: ['take'],
     request: (args) => {
@@ -102,6 +141,11 @@ export const commands = [
   }),
   command({
     name: 'branch discard',
+    doc: {
+      usage: 'nas branch discard <role>/<branch>',
+      about: 'a losing parallel attempt: its work to the recycle area (with its modes and owners), the branch removed;' +
+        ' a file still open in it gets `EIO` on write and fsync',
+    },
     route: 'discardBranch',
     request: (args) => {
       const [role, branch] = branchSpec(args, 2);
@@ -111,6 +155,12 @@ export const commands = [
   }),
   command({
     name: 'branch move',
+    doc: {
+      usage: 'nas branch move <role>@<branch> --to <host> [--force]',
+      about: 'owner, several hosts: the branch goes to another host; the host that holds it commits what is pending ' +
+        'and hands it over; `--force`, when that host is down, takes the head it last pushed (what it did not ' +
+        'push stays there)',
+    },
     route: 'moveBranch',
     flags: ['to', 'force'],
     request: (args) => {

@@ -27,6 +27,11 @@ export const help = {
 export const commands = [
   command({
     name: 'log',
+    doc: {
+      usage: 'nas log <role>[@<branch>] [PATH] [--limit 50]',
+      about: 'history newest first with author and the commit\'s `Nas-*` trailers (principal, run, lease, intent); ' +
+        '`--json` too',
+    },
     route: 'log',
     flags: ['limit'],
     request: (args) => {
@@ -42,6 +47,11 @@ export const commands = [
   }),
   command({
     name: 'diff',
+    doc: {
+      usage: 'nas diff <role>[@<branch>] [A] [B] [--path P]',
+      about: 'the patch between two checkpoints or commits (default: a branch\'s fork point to its head, main\'s last ' +
+        'change); `--json` too',
+    },
     route: 'diff',
     flags: ['path'],
     request: (args) => {
@@ -55,6 +65,14 @@ export const commands = [
   }),
   command({
     name: 'checkpoint create',
+    doc: {
+      usage: 'nas checkpoint create <role>[@<branch>] <name> [--message M]',
+      about: 'a named, immutable ref to a commit (`refs/nas/checkpoints/<name>`, record in ' +
+        '`refs/nas/checkpoint-records`: commit, branch, by, when, message); of a branch by its write lease or the' +
+        ' owner (pending work committed first), of main by the owner; each shows read-only at ' +
+        '`/agents/<role>:<name>` (\':\' is in no role or branch name; a checkpoint name never looks like a commit ' +
+        'id)',
+    },
     route: 'createCheckpoint',
     flags: ['message'],
     request: (args) => {
@@ -65,6 +83,10 @@ export const commands = [
   }),
   command({
     name: 'checkpoint list',
+    doc: {
+      usage: 'nas checkpoint list <role>',
+      about: 'a Home\'s checkpoints: name, commit, branch, by, when, message',
+    },
     route: 'listCheckpoints',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => table([['NAME', 'BRANCH', 'COMMIT', 'BY', 'CREATED', 'MESSAGE'],
@@ -72,12 +94,22 @@ export const commands = [
   }),
   command({
     name: 'checkpoint delete',
+    doc: {
+      usage: 'nas checkpoint delete <role> <name>',
+      about: 'owner: remove a checkpoint (only the owner deletes one)',
+    },
     route: 'deleteCheckpoint',
     request: (args) => ({ params: { role: args.need(2, '<role>'), name: args.need(3, '<name>') }, body: {} }),
     print: (c) => `deleted checkpoint ${c.name} (${c.branch} at ${short(c.commit)}); the commit stays in history\n`,
   }),
   command({
     name: 'restore',
+    doc: {
+      usage: 'nas restore <role>@<branch> <checkpoint|commit> [--path P]...',
+      about: 'return the branch\'s files (or those under each path) to that state as one new commit; what it replaces ' +
+        'or removes goes to the recycle area; `.nas/` is left and reported; main changes only by merge (restore ' +
+        'into a branch, then propose)',
+    },
     route: 'restore',
     flags: ['path'],
     request: (args) => {

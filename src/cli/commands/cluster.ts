@@ -9,7 +9,7 @@ export const help = {
     '       nas cluster writer <role> --move-to <host>|any\n' +
     '       nas cluster leave --drain\n' +
     '       nas cluster join\n\n' +
-    'Several hosts serving the same Homes (nasd.yaml cluster:, README: Several hosts).\n' +
+    'Several hosts serving the same Homes (nasd.yaml cluster:, docs/cluster.md).\n' +
     'status: etcd\'s health, the hosts alive with their version and Homes, and per Home its merge writer and epoch,\n' +
     'main as this host has it, when main was last published, the proposals queued, and whether this host is current.\n' +
     'verify: main on the git server against the queue (no proposal merged twice) and git fsck; exit 1 on a finding.\n' +
@@ -28,6 +28,12 @@ function age(iso: string | null): string {
 export const commands = [
   command({
     name: 'cluster status',
+    doc: {
+      usage: 'nas cluster status',
+      about: 'several hosts serving the same Homes ([several hosts](cluster.md)): etcd\'s health, the live hosts, and ' +
+        'per Home its merge writer, main, when main was last published, the proposals queued, and whether this ' +
+        'host\'s main is current',
+    },
     route: 'clusterStatus',
     request: () => ({ params: {}, body: {} }),
     print: (r) => {
@@ -40,6 +46,11 @@ export const commands = [
   }),
   command({
     name: 'cluster verify',
+    doc: {
+      usage: 'nas cluster verify <role>',
+      about: 'main on the git server against the queue (no proposal merged twice, via the `Nas-Proposal` trailer of ' +
+        'each merge) and git fsck; exit 1 on a finding',
+    },
     route: 'clusterVerify',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => `Home ${r.home}: main ${short(r.main ?? '-')} on the git server${r.current ? '' : ' (this host trails it)'}\n` +
@@ -50,6 +61,11 @@ export const commands = [
   }),
   command({
     name: 'cluster writer',
+    doc: {
+      usage: 'nas cluster writer <role> --move-to <host>|any',
+      about: 'owner: put the Home\'s merge writer on that host at its next idle moment (it stays while the host is up);' +
+        ' `--move-to any` gives the choice back',
+    },
     route: 'clusterWriter',
     flags: ['move-to'],
     request: (args) => {
@@ -63,6 +79,11 @@ export const commands = [
   }),
   command({
     name: 'cluster leave',
+    doc: {
+      usage: 'nas cluster leave --drain',
+      about: 'owner: this host hands over every writer role before maintenance and stands for none (it still serves ' +
+        'its Homes)',
+    },
     route: 'clusterLeave',
     flags: ['drain'],
     request: (args) => {
@@ -74,6 +95,10 @@ export const commands = [
   }),
   command({
     name: 'cluster join',
+    doc: {
+      usage: 'nas cluster join',
+      about: 'owner: undo `nas cluster leave`: this host stands for writer roles again',
+    },
     route: 'clusterJoin',
     request: () => ({ params: {}, body: {} }),
     print: (r) => `host ${r.host} stands for writer again\n`,

@@ -21,6 +21,10 @@ export const contextText = (r: ContextReport): string =>
 export const commands = [
   command({
     name: 'context',
+    doc: {
+      usage: 'nas context <role>[@<branch>]',
+      about: 'READ-ON-START then READ-ON-DEMAND paths under the mount, for a session-start hook',
+    },
     route: 'context',
     request: (args) => {
       const [role, branch] = splitTarget(args.need(1, '<role>[@<branch>]'));
@@ -30,6 +34,10 @@ export const commands = [
   }),
   command({
     name: 'briefing',
+    doc: {
+      usage: 'nas briefing <role>[@<branch>] [--max-tokens 2000]',
+      about: 'the boot view (AGENTS.md, MEMORY.md, inbox summary) within a token cap',
+    },
     route: 'briefing',
     flags: ['max-tokens'],
     request: (args) => {

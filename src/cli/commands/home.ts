@@ -35,6 +35,15 @@ export const help = {
 export const commands = [
   command({
     name: 'home create',
+    doc: {
+      usage: 'nas home create <role> [--template default|NAME|/DIR] [--owner NAME]',
+      about: 'a new Home from the built-in template, a named one (`/etc/agent-nas/templates/NAME/`, nasd\'s ' +
+        '`templates_dir`) or a directory: it must hold `AGENTS.md`, and every directory in it must be root\'s own ' +
+        'and writable by no one else (nasd reads it as root); files, executables and symlinks are taken as they ' +
+        'are (but a symlink at the top may only name a file of the template, as `CLAUDE.md -> AGENTS.md` does: a ' +
+        'linked folder such as `skills` would put what agents load outside review), `.nas/` files it lacks come ' +
+        'from the built-in template, `.nas/role.yaml` is the new Home\'s own; a bad template makes nothing',
+    },
     route: 'createHome',
     flags: ['template', 'owner'],
     request: (args) => ({ params: {}, body: { role: args.need(2, '<role>'), template: args.value('template'), owner: args.value('owner') } }),
@@ -42,6 +51,18 @@ export const commands = [
   }),
   command({
     name: 'home adopt',
+    doc: {
+      usage: 'nas home adopt <role> <git-dir-or-url> [--owner NAME]',
+      about: 'owner: an existing git repository becomes a Home with its history: main gets every commit of its default' +
+        ' branch (nothing else: no other branch, no tag), fetched over an `https://`, `ssh://`, `git://` or ' +
+        '`file://` URL or from a path (any other kind, such as `<helper>::<address>`, is refused); git\'s fsck ' +
+        'checks every object, and a history that holds `.git` in any spelling, a submodule (gitlink) or a root ' +
+        '`.nas-meta` in any commit is refused (rewrite it without them); nasd adds one commit that sets `.nas/` ' +
+        'to the built-in template\'s, and the repository\'s own `.nas/` files, the executables its ' +
+        '`.nas/checks.yaml` names, and the start set (`AGENTS.md`, `memory/MEMORY.md`) it lacks are proposed as ' +
+        'one commit on a branch off main (a PR, TTL 7d) that waits for `nas pr approve`; until then the ' +
+        'template\'s `.nas/` is in force',
+    },
     route: 'adoptHome',
     flags: ['owner'],
     request: (args) => {
@@ -55,6 +76,12 @@ export const commands = [
   }),
   command({
     name: 'home config',
+    doc: {
+      usage: 'nas home config <role> <.nas/file> [--from FILE] [--intent T]',
+      about: 'owner: the supported way to change `.nas/` (branches refuse it, main only merges): the content (from ' +
+        'FILE or stdin) is checked, committed on a new branch `nas-config-<time>` off main and proposed; the PR ' +
+        'waits for `nas pr approve`',
+    },
     route: 'proposeConfig',
     flags: ['from', 'intent'],
     request: (args) => {
@@ -74,18 +101,35 @@ export const commands = [
   }),
   command({
     name: 'home archive',
+    doc: {
+      usage: 'nas home archive <role>',
+      about: 'owner: commit what is pending, end the leases and unmount the Home; its Store is kept as it is in ' +
+        '`<state>/archive/<role>.git` (listed as `archived`) until `nas home unarchive`. Refused while a run is ' +
+        'in flight',
+    },
     route: 'archiveHome',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => `archived Home ${r.role} (kept in ${r.store}; nas home unarchive ${r.role} brings it back)\n`,
   }),
   command({
     name: 'home unarchive',
+    doc: {
+      usage: 'nas home unarchive <role>',
+      about: 'owner: mount an archived Home again, from its Store as `nas home archive` kept it',
+    },
     route: 'unarchiveHome',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => `Home ${r.role} is served again, with branches ${r.branches.join(', ') || '-'}\n`,
   }),
   command({
     name: 'home retire',
+    doc: {
+      usage: 'nas home retire <role> --successor <role2>',
+      about: 'owner: the successor receives the Home\'s reviewed notes and its skills as one PR, quarantined in ' +
+        '`memory/quarantine/from-<role>/` (labelled unreviewed, with `source:`), so nothing is auto-loaded before' +
+        ' its owner reviews it; the retired Home stays mounted and readable, its leases end, it takes no new ' +
+        'branches, and each Home records the other (`refs/nas/lifecycle`, `nas home list`)',
+    },
     route: 'retireHome',
     flags: ['successor'],
     request: (args) => {
@@ -98,6 +142,10 @@ export const commands = [
   }),
   command({
     name: 'home list',
+    doc: {
+      usage: 'nas home list',
+      about: 'Homes, branches, and any problem with their `.nas/` files',
+    },
     route: 'listHomes',
     request: () => ({ params: {}, body: {} }),
     print: (r) =>
@@ -108,12 +156,24 @@ export const commands = [
   }),
   command({
     name: 'export',
+    doc: {
+      usage: 'nas export <role> <file>',
+      about: 'owner: the whole Home in one new file (a git bundle of every ref, mode 0600: main, branches with pending' +
+        ' work committed first, recycle area, PRs, leases, checkpoints, runs, the files\' metadata records; ' +
+        'scratch is not in git and does not travel); an archived Home exports from its archived Store',
+    },
     route: 'exportHome',
     request: (args) => ({ params: { role: args.need(1, '<role>') }, body: { file: path.resolve(args.need(2, '<file>')) } }),
     print: (r) => `exported Home ${r.role} to ${r.file}: ${size(r.bytes)}, ${r.refs} refs, in ${r.ms} ms\n`,
   }),
   command({
     name: 'import',
+    doc: {
+      usage: 'nas import <file> [--as <role>]',
+      about: 'owner: a Home made from such a file, every ref as it was but the leases, which end (a token of the Home ' +
+        'exported works in no copy of it), mounted at once; a file that is not a whole bundle, or a role that ' +
+        'exists, leaves nothing behind',
+    },
     route: 'importHome',
     flags: ['as'],
     request: (args) => ({ params: {}, body: { file: path.resolve(args.need(1, '<file>')), as: args.value('as') } }),

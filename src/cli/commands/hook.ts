@@ -17,6 +17,11 @@ export const help = {
 export const commands = [
   command({
     name: 'hook session-start',
+    doc: {
+      usage: 'nas hook session-start [<role>[@<branch>]] [--max-tokens N]',
+      about: 'what an agent\'s session-start hook prints: READ-ON-START and READ-ON-DEMAND paths, and where the agent ' +
+        'works',
+    },
     route: 'context',
     flags: ['max-tokens'],
     request: (args) => {

@@ -27,6 +27,9 @@ export const COMMANDS: readonly Command[] = FAMILIES.flatMap((f) => f.commands);
 
 const HELP: Readonly<Record<string, string>> = Object.assign({}, ...FAMILIES.map((f) => f.help));
 
+/** The words `nas <word> --help` explains, family by family: the sections of the CLI reference (docs/cli.md). */
+export const HELP_WORDS: readonly string[] = Object.keys(HELP);
+
 /** The help of the family a word names (`nas branch --help`), else the overview. */
 export function helpFor(word?: string): string {
   return word !== undefined && Object.hasOwn(HELP, word) ? HELP[word] : OVERVIEW;

@@ -15,6 +15,10 @@ export const help = {
 export const commands = [
   command({
     name: 'lease issue',
+    doc: {
+      usage: 'nas lease issue <role>/<branch> --principal P [--ttl 2h] [--scopes write,propose:main] [--budget BYTES]',
+      about: 'grant a run its branch; prints the token (with `$NAS_LEASE` set: a sub-lease, which can only narrow)',
+    },
     route: 'issueLease',
     flags: ['principal', 'ttl', 'scopes', 'budget'],
     request: (args) => {
@@ -30,6 +34,11 @@ export const commands = [
   }),
   command({
     name: 'lease list',
+    doc: {
+      usage: 'nas lease list <role>',
+      about: 'leases with their status (the owner sees all; a lease holder, with `$NAS_LEASE`, or a run its own; ' +
+        'anyone else none)',
+    },
     route: 'listLeases',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => table([['ID', 'BRANCH', 'PRINCIPAL', 'SCOPES', 'EXPIRES', 'STATUS', 'PARENT'],
@@ -37,6 +46,10 @@ export const commands = [
   }),
   command({
     name: 'lease revoke',
+    doc: {
+      usage: 'nas lease revoke <role> <id>',
+      about: 'owner: revoke a lease (and its sub-leases); it takes effect at once',
+    },
     route: 'revokeLease',
     request: (args) => ({ params: { role: args.need(2, '<role>'), id: args.need(3, '<lease id>') }, body: {} }),
     print: (r) => `revoked lease ${r.id} (${r.principal} on ${r.branch}) at ${r.revoked}\n`,

@@ -14,6 +14,14 @@ export const help = {
 export const commands = [
   command({
     name: 'maintenance run',
+    doc: {
+      usage: 'nas maintenance run [<role>]',
+      about: 'owner: tidy one Home or all, with a report: expired branches past `branch_grace` go to the recycle area,' +
+        ' the recycle area keeps `trash_keep_days`, undecided PRs of a branch that is gone (and missed when it ' +
+        'went) become `expired`, and git packs the Store (unreachable objects older than the window, and never ' +
+        'younger than an hour, are pruned; nothing reachable from main, a branch, a checkpoint or the recycle ' +
+        'area goes). `systemd/nas-maintenance.timer` runs it daily',
+    },
     route: 'maintenance',
     request: (args) => ({ params: {}, body: { role: args.positional[2] } }),
     print: (r) => table([

@@ -43,6 +43,10 @@ const measuredRow = (name: string, m: Measured) => [name, String(m.files.length)
 export const commands = [
   command({
     name: 'memory check',
+    doc: {
+      usage: 'nas memory check <role>[@<branch>]',
+      about: 'every [memory rule](guide.md#memory); each problem with file, line and rule; exit 1 on any error',
+    },
     route: 'memoryCheck',
     request: (args) => {
       const { params, branch } = target(args);
@@ -56,6 +60,11 @@ export const commands = [
   }),
   command({
     name: 'memory index',
+    doc: {
+      usage: 'nas memory index <role>@<branch> [--check]',
+      about: 'regenerate every topic index block in the branch and commit it; `--check` writes nothing and exits 1 ' +
+        'when stale',
+    },
     route: 'memoryIndex',
     flags: ['check'],
     request: (args) => {
@@ -72,6 +81,10 @@ export const commands = [
   }),
   command({
     name: 'memory measure',
+    doc: {
+      usage: 'nas memory measure <role>[@<branch>] [--task PATH]...',
+      about: 'exact bytes and o200k_base tokens: start set, start + index + task topic, full load',
+    },
     route: 'memoryMeasure',
     flags: ['task'],
     request: (args) => {
@@ -89,6 +102,11 @@ export const commands = [
   }),
   command({
     name: 'memory review',
+    doc: {
+      usage: 'nas memory review <role> <note> [--description TEXT]',
+      about: 'owner: label a note `reviewed` (moving it out of quarantine) on main, indexes regenerated in the same ' +
+        'commit, merged into main as any change is (a one-commit branch, the owner as approver)',
+    },
     route: 'memoryReview',
     flags: ['description'],
     request: (args) => {
@@ -102,6 +120,10 @@ export const commands = [
   }),
   command({
     name: 'memory import',
+    doc: {
+      usage: 'nas memory import <role>@<branch> <file>...',
+      about: 'bring a CLAUDE.md, Cursor `.mdc` rules, Markdown or text into `memory/quarantine/`, unreviewed',
+    },
     route: 'memoryImport',
     request: async (args) => {
       const { params, branch } = target(args);

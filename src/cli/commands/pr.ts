@@ -26,6 +26,10 @@ const prId = (args: Args) => ({ role: args.need(2, '<role>'), id: args.need(3, '
 export const commands = [
   command({
     name: 'propose',
+    doc: {
+      usage: 'nas propose <role>/<branch> --into main --intent TEXT [--checks links,schema,memory,journal]',
+      about: 'commit, diff against main, run main\'s checks, then merge or wait for the owner',
+    },
     route: 'propose',
     flags: ['into', 'intent', 'checks'],
     request: (args) => {
@@ -39,6 +43,13 @@ export const commands = [
   }),
   command({
     name: 'pr list',
+    doc: {
+      usage: 'nas pr list <role>',
+      about: 'PRs (merged, waiting, conflict, failed, rejected, `superseded`: a later PR of the same branch was filed ' +
+        'while it was waiting, in conflict or failed (`superseded_by`; approving or rejecting it is refused, ' +
+        'naming the later one), `expired`: its branch expired or went (discarded, removed after its grace, merged' +
+        ' and removed) before a decision)',
+    },
     route: 'listPrs',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => (r.length === 0 ? 'no PRs\n' : table([['ID', 'BRANCH', 'STATE', 'RUN EXIT', 'CHECKS', 'INTENT'],
@@ -46,6 +57,11 @@ export const commands = [
   }),
   command({
     name: 'pr inbox',
+    doc: {
+      usage: 'nas pr inbox',
+      about: 'what waits for a person in every Home (waiting oldest first, then conflicts and failures), with why; ' +
+        'superseded and expired PRs are not listed',
+    },
     route: 'decisions',
     request: () => ({ params: {}, body: {} }),
     print: (r) => (r.length === 0 ? 'nothing waits for a decision\n' : table([['HOME', 'ID', 'STATE', 'RUN EXIT', 'SINCE', 'BRANCH', 'FILES', 'INTENT', 'WHY'],
@@ -53,6 +69,10 @@ export const commands = [
   }),
   command({
     name: 'pr show',
+    doc: {
+      usage: 'nas pr show <role> <id>',
+      about: 'one PR\'s diff, intent, provenance, checks, trust labels, reads',
+    },
     route: 'showPr',
     request: (args) => ({ params: prId(args), body: {} }),
     print: (r) =>
@@ -71,6 +91,10 @@ export const commands = [
   }),
   command({
     name: 'pr approve',
+    doc: {
+      usage: 'nas pr approve <role> <id>',
+      about: 'owner: merge a waiting PR',
+    },
     route: 'approvePr',
     request: (args) => ({ params: prId(args), body: {} }),
     print: (r) => prState(r) + (r.decision?.why ? `why: ${r.decision.why}\n` : ''),
@@ -78,6 +102,10 @@ export const commands = [
   }),
   command({
     name: 'pr reject',
+    doc: {
+      usage: 'nas pr reject <role> <id> --why TEXT',
+      about: 'owner: turn a waiting PR down, with the reason',
+    },
     route: 'rejectPr',
     flags: ['why'],
     request: (args) => ({ params: prId(args), body: { why: args.value('why') } }),
@@ -86,6 +114,10 @@ export const commands = [
   }),
   command({
     name: 'pr stats',
+    doc: {
+      usage: 'nas pr stats <role>',
+      about: 'merged by policy, approved, rejected, waiting; approval rate',
+    },
     route: 'prStats',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) =>

@@ -166,6 +166,11 @@ function watchDaemon(start: RunStart, proc: RunProcess): { timer: NodeJS.Timeout
 
 const runCommand: Command = {
   name: 'run',
+  doc: {
+    usage: 'nas run <role> [--user U] [--intent T] [--ttl 48h] [--budget 50M] [--cwd P] [--attempts N] [--env NAME]... [--propose | --no-propose] [--propose-on-failure] -- CMD...',
+    about: 'run a command in its own branch at `/agents/<role>` ([runs](guide.md#runs-nas-run)); exit status is the ' +
+      'command\'s',
+  },
   route: 'startRun',
   flags: ['user', 'intent', 'ttl', 'budget', 'cwd', 'attempts', 'env', 'propose', 'no-propose', 'propose-on-failure'],
   async run(args, call): Promise<Output> {
@@ -210,6 +215,11 @@ export const commands = [
   runCommand,
   command({
     name: 'run list',
+    doc: {
+      usage: 'nas run list <role>',
+      about: 'runs: id, task, branch, user, state, exit, PR (with its state now, not when the run ended; the owner ' +
+        'sees all, a run or a lease holder those of its branch, anyone else none)',
+    },
     route: 'listRuns',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (runs) => table([['ID', 'TASK', 'BRANCH', 'USER', 'STATE', 'EXIT', 'PR', 'STARTED', 'INTENT'],
@@ -218,6 +228,10 @@ export const commands = [
   }),
   command({
     name: 'run pick',
+    doc: {
+      usage: 'nas run pick <role> <task> <run>',
+      about: 'owner: pick one attempt of a task (merge it, recycle the others; every branch of the task goes)',
+    },
     route: 'pickRun',
     request: (args) => ({ params: { role: args.need(2, '<role>'), task: args.need(3, '<task>') }, body: { run: args.need(4, '<run>') } }),
     print: (r) => `picked run ${r.chosen} of task ${r.task}: PR ${r.pr.id} ${r.pr.state}` +

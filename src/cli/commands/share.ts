@@ -8,7 +8,7 @@ export const help = {
     'usage: nas share smb [--print] [--smb-conf FILE]\n\n' +
     `Share the Homes over SMB with Samba: the share [${SHARE}] (contrib/samba/agent-nas.conf) with path = the running\n` +
     "nasd's mount (asked from nasd), and the settings a FUSE-backed share needs (no oplocks or leases, no streams or\n" +
-    'extended attributes, case-sensitive names, file ids from the mount: the README says why each).\n\n' +
+    'extended attributes, case-sensitive names, file ids from the mount: docs/smb.md says why each).\n\n' +
     '  --print          print the share section, to paste into smb.conf; changes nothing\n' +
     `  (default)        install it (as root): the section as agent-nas.conf beside smb.conf, and an include line in\n` +
     '                   smb.conf, each only if not there already; checked with testparm. Reload smbd afterwards.\n' +
@@ -19,6 +19,12 @@ export const help = {
 
 const shareSmb: Command = {
   name: 'share smb',
+  doc: {
+    usage: 'nas share smb [--print] [--smb-conf FILE]',
+    about: 'share the Homes over SMB with Samba: print the `[agents]` section (`path =` the running nasd\'s mount) or' +
+      ' install it beside smb.conf with one include line, idempotently, checked with `testparm` ([the Homes ' +
+      'over SMB](smb.md))',
+  },
   route: 'status',
   flags: ['print', 'smb-conf'],
   async run(args, call) {

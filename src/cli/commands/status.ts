@@ -9,6 +9,10 @@ const branchNames = (branches: string[], merged: string[] = []) => branches.map(
 export const commands = [
   command({
     name: 'status',
+    doc: {
+      usage: 'nas status',
+      about: 'Homes served, their main commit and branches (a merged one marked `(merged)`; `--json`: `merged`)',
+    },
     route: 'status',
     request: () => ({ params: {}, body: {} }),
     print: (r) => table([['HOME', 'MAIN', 'BRANCHES'], ...r.homes.map((h) => [h.role, short(h.main), branchNames(h.branches, h.merged) || '-'])]) +

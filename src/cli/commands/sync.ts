@@ -9,6 +9,10 @@ export const help = {
 export const commands = [
   command({
     name: 'sync',
+    doc: {
+      usage: 'nas sync <role>[/<branch>]',
+      about: 'commit everything pending now and wait for it',
+    },
     route: 'sync',
     request: (args) => {
       const [role, branch] = splitSpec(args.need(1, '<role>[/<branch>]'));

@@ -21,6 +21,17 @@ export const help = {
 export const commands = [
   command({
     name: 'trash list',
+    doc: {
+      usage: 'nas trash list <role> [--branch B] [--path P] [--search TEXT] [--since 2d] [--all]',
+      about: 'the recycle area, one entry per deletion (a folder removed with `rm -r` stands for everything that went ' +
+        'with it: `outbox/bulk/ (300 files)` and their bytes; the web page expands it), narrowed by branch, ' +
+        'folder, a search in the paths and age; what was restored leaves the list (`--all` lists every record, ' +
+        'marked `restored to <branch>:<path>`; `--json` always gives every record, with `contents`, `within` and ' +
+        '`restored`): path, branch, kind, size, time, id; a deletion whose commit has not landed yet is listed ' +
+        'too, marked `pending` (so a list right after `rm` shows it; a restore of it commits its branch first). ' +
+        'Who is not the owner sees only what it could read where it was deleted (a lease holder as its principal,' +
+        ' a run as its user, anyone else what every user may read)',
+    },
     route: 'listTrash',
     flags: ['branch', 'path', 'search', 'since', 'all'],
     request: (args) => {
@@ -41,6 +52,13 @@ export const commands = [
   }),
   command({
     name: 'trash restore',
+    doc: {
+      usage: 'nas trash restore <role> <path> [--branch B] [--to P] [--id ID]',
+      about: 'put a deleted file back into a branch, with its owner, mode and times; a folder comes back whole ' +
+        '(everything `rm -r` deleted with it); refuses to overwrite a path that exists unless `--to` names ' +
+        'another. Needs a write lease on that branch (or the owner), checked before anything is committed; who is' +
+        ' not the owner restores only what `nas trash list` shows it',
+    },
     route: 'restoreTrash',
     flags: ['branch', 'to', 'id'],
     // Without a path, --id names the record; the daemon says what is missing when neither is given.
@@ -53,6 +71,12 @@ export const commands = [
   }),
   command({
     name: 'trash purge',
+    doc: {
+      usage: 'nas trash purge <role> [--older-than 7d]',
+      about: 'owner: remove for good what was deleted longer ago (`0d`: everything; default `trash_keep_days`, which ' +
+        'nasd applies by itself once an hour); the recycle area\'s ref starts a new history so git can reclaim it;' +
+        ' then `git gc --auto`',
+    },
     route: 'purgeTrash',
     flags: ['older-than'],
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: { olderThan: args.value('older-than') } }),

@@ -10,6 +10,11 @@ export const help = {
 export const commands = [
   command({
     name: 'web open',
+    doc: {
+      usage: 'nas web open',
+      about: 'owner: a one-time login link for the web page ([the Human Gate in a ' +
+        'browser](guide.md#the-human-gate-in-a-browser))',
+    },
     route: 'webLogin',
     request: () => ({ params: {}, body: {} }),
     print: (r) => `${r.url}\n(one-time link, valid until ${r.expires})\n`,

@@ -20,6 +20,11 @@ function asked(arg: string | undefined): string | undefined {
 export const commands = [
   command({
     name: 'why',
+    doc: {
+      usage: 'nas why [<path>] [--limit N]',
+      about: 'why the mount refused something at a path (or under it): the newest refusals, each with its errno, who ' +
+        'and the reason with what to do instead',
+    },
     route: 'why',
     flags: ['limit'],
     request: (args) => ({ params: {}, body: { path: asked(args.positional[1]), limit: wholeNumber(args, 'limit', '--limit takes a whole number') } }),
