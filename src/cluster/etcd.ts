@@ -39,8 +39,10 @@ const ON_ANOTHER_MEMBER = {
 /**
  * Every member stays in the rotation: the library's default stops calling a member for 5 s after 3 failures,
  * and after a leader was killed and came back every member was shut off from the client that way at once.
+ * async: the library marks a member failed by passing a function that throws at once and catching the promise;
+ * a plain call let that throw escape (a stream cancelled as nasd stopped crashed it: exit 1, the unit failed).
  */
-const EVERY_MEMBER = { execute: <T>(fn: () => Promise<T>) => fn() } as unknown as Policy;
+const EVERY_MEMBER = { execute: async <T>(fn: () => Promise<T>) => fn() } as unknown as Policy;
 
 export class ClusterEtcd {
   private constructor(private readonly client: Etcd3, readonly kv: Namespace, readonly timeoutMs: number) {}
