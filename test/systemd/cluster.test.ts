@@ -260,6 +260,8 @@ describe('three hosts under systemd: etcd.service and nasd.service with a cluste
     }, 60_000);
     note(`host ${writer.name}: nasd active again (pid ${before} -> ${after}) ${since(t)} after the kill`);
     expect(await writer.c.ok('journalctl -u nasd -o cat --no-pager')).toContain('Scheduled restart job');
+    // Restart= brought back the killed nasd only: no other host's nasd failed meanwhile.
+    for (const h of hosts) expect(await h.c.ok('systemctl show -p NRestarts --value nasd'), `restarts on ${h.name}`).toBe(h === writer ? '1\n' : '0\n');
     await settledWriter(hosts, 3);
     note(`three hosts and one writer again ${since(t)} after the kill`);
     // Back, it proposes too.
