@@ -30,6 +30,9 @@ mkdir -p "$new/opt/agent-nas"
 touch "$new/usr/bin/node"
 # No console to log in on; the boot is driven through nsenter.
 chroot "$new" systemctl mask console-getty.service getty@tty1.service >/dev/null 2>&1
+# etcd-server enables etcd.service as a one-member store on 127.0.0.1:2379: containers that share the host's
+# network would all take that port. The cluster suite configures each member and starts it (README, "etcd").
+chroot "$new" systemctl disable etcd.service >/dev/null 2>&1
 echo "$want" >"$new/.agent-nas-recipe"
 if [ -e "$root" ]; then mv "$root" "$root.old.$$" && rm -rf "$root.old.$$"; fi
 mv "$new" "$root"

@@ -19,9 +19,11 @@ const MIRROR = process.env.NAS_DEBIAN_MIRROR || 'http://deb.debian.org/debian';
 /**
  * What the units need at run time: systemd itself, fuse3 (fusermount3, mount.fuse3), git, python3 (the broker and
  * the relay), and the shared libraries of the native addons in node_modules (libfuse2 for fuse-native today,
- * libfuse3-3 for the libfuse 3 binding; Kerberos for nodegit). procps for ps in the tests' diagnostics.
+ * libfuse3-3 for the libfuse 3 binding; Kerberos for nodegit). procps for ps in the tests' diagnostics. Debian's
+ * etcd (its etcd.service, disabled in the root: build-root.sh) and etcdctl for the cluster suite.
  */
-const PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'fuse3', 'libfuse3-3', 'libfuse2', 'git', 'python3', 'ca-certificates', 'libgssapi-krb5-2', 'procps'];
+const PACKAGES = ['systemd', 'systemd-sysv', 'dbus', 'fuse3', 'libfuse3-3', 'libfuse2', 'git', 'python3', 'ca-certificates', 'libgssapi-krb5-2', 'procps',
+  'etcd-server', 'etcd-client'];
 const BUILD = path.join(import.meta.dirname, 'build-root.sh');
 const PATH_INSIDE = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -44,6 +46,13 @@ export async function ensureRoot(): Promise<void> {
 export interface BootOptions {
   /** Files put into the container at boot, read-only (e.g. /etc/fstab): path inside -> content. */
   files?: Record<string, string>;
+  /** The container's host name (also its machine name's tail); default: the machine name. */
+  name?: string;
+  /**
+   * 'host': share this machine's network namespace (no --private-network): the containers and the test reach each
+   * other on 127.0.0.1, each service on its own port. Default 'private': a network namespace with loopback only.
+   */
+  network?: 'private' | 'host';
 }
 
 export class Container {
@@ -51,6 +60,7 @@ export class Container {
     readonly nspawn: ChildProcess,
     readonly init: number,
     readonly dir: string,
+    readonly cgroups: string[],
   ) {}
 
   /** Boot a container and wait until systemd has finished starting it. */
@@ -67,9 +77,13 @@ export class Container {
       binds.push(`--bind-ro=${file}:${inside}`);
     }
     const log = fs.openSync(`${dir}/console.log`, 'a');
-    const nspawn = spawn('systemd-nspawn', [
-      '--quiet', '--register=no', '--keep-unit', `--machine=nas-sd-${process.pid}`, '-D', ROOTFS, '--volatile=overlay',
-      '--private-network', '--capability=all', '--console=read-only', ...binds, '--boot',
+    const machine = `nas-sd-${process.pid}${opts.name ? `-${opts.name}` : ''}`;
+    const cgroups = cgroupDirs(machine);
+    // sh moves itself into the container's own cgroups, then execs nspawn (the pid stays nspawn's).
+    const nspawn = spawn('sh', ['-c', 'IFS=:; for d in $0; do mkdir -p "$d" && echo $$ >"$d/cgroup.procs" || exit 1; done; exec "$@"', cgroups.join(':'),
+      'systemd-nspawn', '--quiet', '--register=no', '--keep-unit', `--machine=${machine}`,
+      ...(opts.name ? [`--hostname=${opts.name}`] : []), '-D', ROOTFS, '--volatile=overlay',
+      ...(opts.network === 'host' ? [] : ['--private-network']), '--capability=all', '--console=read-only', ...binds, '--boot',
     ], { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     const exited = new Promise<void>((resolve) => nspawn.once('exit', () => resolve()));
@@ -87,7 +101,7 @@ export class Container {
         if (read(`/proc/${pid}/comm`) === 'systemd') init = Number(pid);
       }
     }
-    const c = new Container(nspawn, init, dir);
+    const c = new Container(nspawn, init, dir, cgroups);
     c.exited = exited;
     if (!init) {
       await c.stop();
@@ -123,6 +137,11 @@ export class Container {
     return r.stdout;
   }
 
+  /** Write a file inside the container (its folder made), as root. */
+  async write(file: string, text: string): Promise<void> {
+    await this.ok(`mkdir -p "$(dirname '${file}')" && echo ${Buffer.from(text).toString('base64')} | base64 -d >'${file}'`);
+  }
+
   /**
    * Stop the container by systemd-nspawn's pid: SIGTERM has it ask systemd for an orderly shutdown; after 30 s
    * its init is killed (which ends every process in the container's pid namespace) and nspawn with it.
@@ -138,5 +157,29 @@ export class Container {
       }
     }
     await fsp.rm(this.dir, { recursive: true, force: true });
+    for (const d of this.cgroups) await removeCgroup(d);
   }
+}
+
+/**
+ * The cgroups a container is started in, one per hierarchy systemd uses (cgroup v2, or v1's name=systemd and the
+ * unified one beside it). With --keep-unit, nspawn puts the container's cgroups below its own: containers started
+ * from one process would share them, and each one's systemd would find the others' nasd.service processes in its
+ * own nasd.service (a stop there fails to kill them: EIO, not in its pid namespace).
+ */
+function cgroupDirs(name: string): string[] {
+  const own = fs.readFileSync('/proc/self/cgroup', 'utf8');
+  const v2 = /^0::(\/.*)$/m.exec(own)?.[1];
+  const named = /^\d+:name=systemd:(\/.*)$/m.exec(own)?.[1];
+  if (fs.existsSync('/sys/fs/cgroup/cgroup.procs')) return v2 ? [path.join('/sys/fs/cgroup', v2, name)] : [];
+  const dirs: string[] = [];
+  if (named) dirs.push(path.join('/sys/fs/cgroup/systemd', named, name));
+  if (v2 && fs.existsSync('/sys/fs/cgroup/unified/cgroup.procs')) dirs.push(path.join('/sys/fs/cgroup/unified', v2, name));
+  return dirs;
+}
+
+/** rmdir a cgroup and those below it, deepest first (a cgroup's control files go with its directory). */
+async function removeCgroup(dir: string): Promise<void> {
+  for (const e of await fsp.readdir(dir, { withFileTypes: true }).catch(() => [])) if (e.isDirectory()) await removeCgroup(path.join(dir, e.name));
+  await fsp.rmdir(dir).catch(() => undefined);
 }
