@@ -350,6 +350,8 @@ export interface WhyReport {
   path?: string;
   /** Whose refusals are shown: every user's (the owner), one uid's (a run's user, a lease's principal), or none. */
   shown: 'all' | { uid: number } | 'none';
+  /** The path's view is read-only (main, history, held elsewhere, expired): what it is, where to write instead; to anyone. */
+  readOnly?: string;
   refusals: { path: string; other?: string; op: string; code: string; why: string; uid?: number; pid?: number; at: string }[];
 }
 

@@ -2,10 +2,10 @@ import { UserError } from '../util/errors.js';
 import { validateRole } from '../util/names.js';
 import { treeFiles } from '../memory/files.js';
 import { parseNote, setField } from '../memory/note.js';
-import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR, isStartFile } from '../memory/layout.js';
+import { NOTES_DIR, QUARANTINE_DIR, SKILLS_DIR } from '../memory/layout.js';
 import { defaultTemplate } from '../home/template.js';
+import { layoutToAdd, readmeOf, readmeParagraph, repositoryName } from '../home/adopt-layout.js';
 import { restoredForReview } from '../merge/adopt-review.js';
-import { MODE } from '../store/store.js';
 import type { Adopted, HomeSummary, Retired } from '../api/types.js';
 import type { Credentials } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
@@ -42,20 +42,21 @@ export class LifecycleService {
    * A Home from an existing git repository (`nas home adopt`): its default branch's history is main's, with one
    * commit by nasd on top that sets `.nas/` to the built-in template's (adopt-review.ts), so nothing of the
    * repository's own configuration is in force before review. The repository's own `.nas/` files and the
-   * executables its `.nas/checks.yaml` names, with the start set's files it lacks (AGENTS.md, memory/MEMORY.md:
-   * every PR's memory check needs them), are proposed as one commit on a branch off main; that PR waits for the
-   * owner (as every metadata change does).
+   * executables its `.nas/checks.yaml` names, with the Home's layout where the repository has nothing of its own
+   * (adopt-layout.ts: AGENTS.md introducing the repository, CLAUDE.md, memory/, inbox/, outbox/, skills/, the
+   * .gitignore's editor rules), are proposed as one commit on a branch off main; that PR waits for the owner (as
+   * every metadata change does).
    */
   async adopt(role: string, source: string, owner: string, creds: Credentials): Promise<Adopted> {
     const { summary, branch, upstream } = await this.homeFlows.adoptHome(role, source, owner);
     const snap = await this.homes.snapshot(role);
     const store = snap.home.store;
     const mainTree = (await store.readCommit(snap.commit)).tree;
-    const changes = await restoredForReview(store, (await store.readCommit(upstream)).tree);
-    for (const f of defaultTemplate(role, owner, new Date())) {
-      if (!isStartFile(f.path) || (await store.lookupPath(mainTree, f.path))) continue;
-      changes.set(f.path, { oid: await store.writeBlob(f.content), mode: MODE.file });
-    }
+    const theirs = (await store.readCommit(upstream)).tree;
+    const changes = await restoredForReview(store, theirs);
+    const readme = await readmeOf(store, theirs);
+    const template = defaultTemplate(role, owner, new Date(), { repository: repositoryName(source), readme: readme === null ? null : readmeParagraph(readme) });
+    for (const [path, entry] of await layoutToAdd(store, theirs, template)) changes.set(path, entry);
     // What main holds as it is (a repository's .nas/ file equal to the template's) is no change.
     for (const [path, entry] of changes) {
       const now = await store.lookupPath(mainTree, path);
@@ -65,12 +66,12 @@ export class LifecycleService {
     if (changes.size === 0) return adopted;
     const commit = await store.writeCommit({
       tree: await store.editTree(mainTree, changes), parents: [snap.commit],
-      message: `The repository's own .nas/ files and the start set it lacks, for review (nas home adopt)\n\nNas-Principal: ${owner}\n`,
+      message: `The repository's own .nas/ files and the Home's layout it lacks, for review (nas home adopt)\n\nNas-Principal: ${owner}\n`,
       author: { name: owner, email: `${owner}@agent-nas` },
     });
     const prBranch = `nas-adopt-${commit.slice(0, 12)}`;
     await this.branches.createBranch(role, prBranch, { at: commit, ttl: '7d' });
-    const pr = await this.prs.propose(role, prBranch, { intent: `adopt ${source}: the repository's own .nas/ files (and what its checks run) and the start set it lacks, for review` }, creds);
+    const pr = await this.prs.propose(role, prBranch, { intent: `adopt ${source}: the repository's own .nas/ files (and what its checks run) and the Home's layout it lacks (AGENTS.md, memory/, inbox/, outbox/, skills/...), for review` }, creds);
     return { ...adopted, pr: pr.id, prState: pr.state };
   }
 

@@ -5,6 +5,10 @@ import { REFUSALS_KEPT, type Refusals } from '../homes/refusals.js';
 import type { Credentials } from '../api/credentials.js';
 import type { WhyReport } from '../api/types.js';
 import type { HomeSet } from '../homes/home-set.js';
+import { MountTable } from '../homes/mount-table.js';
+import { isWritable } from '../cow/view.js';
+import { mainRefusal } from '../cow/main-view.js';
+import { BranchView } from '../cow/branch/branch-view.js';
 import type { LeaseService } from './leases.js';
 
 /**
@@ -25,10 +29,12 @@ export class WhyService {
     const visible = (uid: number | undefined) => shown === 'all' || (shown !== 'none' && uid === shown.uid);
     const found = shown === 'none' ? [] : this.refusals.find({ path: asked, visible, limit });
     const full = (p: string) => path.posix.join(mount, p);
+    const readOnly = asked === undefined ? undefined : await this.readOnly(asked);
     return {
       mount,
       path: asked === undefined ? undefined : full(asked),
       shown,
+      ...(readOnly ? { readOnly } : {}),
       refusals: found.map((r) => ({ ...r, path: full(r.path), other: r.other === undefined ? undefined : full(r.other) })),
     };
   }
@@ -56,6 +62,31 @@ export class WhyService {
       if (first === run.role) rel = ['', `${run.role}@${run.branch}`, ...more].join('/');
     }
     return rel;
+  }
+
+  /**
+   * What a read-only view is, for a path in one: main's refusal as fuse-ops gives it (main, a checkpoint or
+   * commit, a branch another host holds), or an expired branch's. The kernel's own check refuses a user whose
+   * mode bits keep them out (Permission denied) before nasd sees the write; the line says so, as nothing is listed.
+   */
+  private async readOnly(asked: string): Promise<string | undefined> {
+    const name = asked.slice(1).split('/')[0];
+    if (!name) return undefined;
+    const table = new MountTable(this.homes);
+    await table.resolve(name);
+    const view = table.view(name);
+    const rel = asked.slice(name.length + 2);
+    const where = path.posix.join(this.homes.opts.mount, name);
+    const kernel = '. A write there gets "Read-only file system" (EROFS), or "Permission denied" (EACCES) from the kernel\'s own ' +
+      'check where the mode bits keep the user out (nasd never sees that one, so it is not listed)';
+    if (view && !isWritable(view)) return `${where}: ${mainRefusal(view, 'open-write', rel).message}${kernel}`;
+    if (view instanceof BranchView && view.expired) {
+      const [role, branch] = name.split('@');
+      const record = this.homes.find(role)?.records.get(branch);
+      return `${where}: ${name} expired${record ? ` at ${record.expires} (ttl ${record.ttl})` : ''}, read-only until it is removed ` +
+        `(nas branch extend ${role}/${branch} --ttl <duration> takes writes again)${kernel}`;
+    }
+    return undefined;
   }
 
   /** Whose refusals this caller sees (see the class). */

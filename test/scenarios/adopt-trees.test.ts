@@ -173,7 +173,9 @@ describe('adopted trees', () => {
 
     const r = await d.nasJson('home', 'adopt', 'conf', repo.dir, '--owner', 'alice');
     expect(r).toMatchObject({ role: 'conf', branch: 'trunk', prState: 'waiting' });
-    expect([...r.proposed].sort()).toEqual(['.nas/checks.yaml', '.nas/policy.yaml', 'AGENTS.md', 'memory/MEMORY.md', 'scripts/lint.sh']);
+    expect([...r.proposed].sort()).toEqual(['.gitignore', '.nas/checks.yaml', '.nas/policy.yaml', 'AGENTS.md', 'CLAUDE.md', 'inbox/README.md',
+      'memory/MEMORY.md', 'memory/journal/README.md', 'memory/notes/README.md', 'memory/quarantine/README.md', 'outbox/README.md', 'scripts/lint.sh',
+      'skills/README.md']);
     // Every commit of the repository is main's; nasd's one commit on top sets .nas/ to the template's.
     expect((await store('rev-list', `${r.main}^`)).stdout).toBe(`${second}\n${first}\n`);
     expect((await store('log', '--format=%s', 'main')).stdout).toMatch(/^nas: adopt: main runs with the built-in template's \.nas\/.*\nconfigure\nfirst\n$/);

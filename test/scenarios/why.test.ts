@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon, codeOf, run } from '../helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 
 /** Issue 23, item 11: a refusal's reason reaches the person who met it (`nas why <path>`), not only nasd's log. */
 describe('nas why', () => {
@@ -71,6 +71,40 @@ describe('nas why', () => {
     const nobody = await d.nasWith({ owner: false }, 'why', q('outbox/open'));
     expect(nobody.stdout).not.toMatch(/EACCES|EPERM/);
     expect(nobody.stdout).toMatch(/NAS_LEASE/);
+  });
+
+  it("says first, to anyone, that main is read-only, and that the kernel's own \"Permission denied\" is that refusal for a user the modes keep out", async () => {
+    const agents = d.path('demo', 'AGENTS.md');
+    // A user who is neither root nor the owner: the kernel's check (default_permissions) refuses before nasd sees it.
+    for (const script of [`echo x > '${agents}'`, `echo x >> '${agents}'`, `mkdir '${d.path('demo', 'mine')}'`, `rm -f '${agents}'`]) {
+      const denied = await asUser(4343, script);
+      expect(denied.code, script).not.toBe(0);
+      expect(denied.stderr, script).toMatch(/Permission denied/);
+    }
+    const line = new RegExp(`^${d.path('demo').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: demo is main, the protected main line, read-only: write in a branch.*` +
+      '"Read-only file system" \\(EROFS\\), or "Permission denied" \\(EACCES\\) from the kernel\'s own check where the mode bits keep the user out');
+    // Asked without a credential (nasd cannot tell who asks, so it lists no refusal), the first line still says it.
+    const anyone = await d.nasWith({ owner: false }, 'why', agents);
+    expect(anyone.code, anyone.stderr).toBe(0);
+    expect(anyone.stdout.split('\n')[0]).toMatch(line);
+    expect(anyone.stdout).toMatch(/cannot tell who you are/);
+    // The owner gets it first too, above the refusals listed; and in JSON.
+    expect(await codeOf(fs.writeFile(agents, 'again'))).toBe('EROFS');
+    const owner = await d.nas('why', agents);
+    expect(owner.stdout.split('\n')[0]).toMatch(line);
+    expect(owner.stdout.split('\n')[1]).toMatch(/open .*AGENTS\.md: EROFS by uid 0/);
+    expect((await d.nasJson<{ readOnly: string }>('why', 'demo/AGENTS.md')).readOnly).toMatch(/demo is main/);
+    // A commit view is history, read-only as well; a branch says nothing of the kind.
+    const head = (await run('git', [`--git-dir=${d.state}/homes/demo.git`, 'rev-parse', '--short=12', 'main'])).stdout.trim();
+    const history = await d.nas('why', `demo:${head}/AGENTS.md`);
+    expect(history.stdout.split('\n')[0]).toMatch(new RegExp(`demo:${head}: demo:${head} is history \\(a checkpoint or a commit\\), read-only.*Permission denied`));
+    const branch = await d.nas('why', d.path('demo@why', 'AGENTS.md'));
+    expect(branch.stdout).not.toMatch(/read-only|Permission denied/);
+    // A branch whose TTL passed is read-only too, and says how it takes writes again.
+    expect((await d.nas('branch', 'create', 'demo/lapsed', '--ttl', '1s')).code).toBe(0);
+    await eventually(async () => (await d.nasJson<{ name: string; expired?: boolean }[]>('branch', 'list', 'demo')).find((b) => b.name === 'lapsed' && b.expired), 'the branch to expire', 15_000);
+    const lapsed = await d.nasWith({ owner: false }, 'why', 'demo@lapsed/AGENTS.md');
+    expect(lapsed.stdout.split('\n')[0]).toMatch(/demo@lapsed: demo@lapsed expired at .*, read-only until it is removed \(nas branch extend demo\/lapsed --ttl <duration>.*Permission denied/);
   });
 
   it('refuses a path that is not under the mount', async () => {

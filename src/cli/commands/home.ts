@@ -14,7 +14,9 @@ export const help = {
     'templates_dir) or a directory: it must hold AGENTS.md; .nas/ files it lacks come from the built-in one.\n' +
     'adopt (owner) makes a Home of an existing git repository: main gets all the history of its default branch\n' +
     '(https://, ssh://, git:// or file:// URLs, or a path; no other kind) and one commit on top that sets .nas/ to\n' +
-    'the built-in template\'s; its own .nas/ files (and what its checks run) wait as a PR for nas pr approve.\n' +
+    'the built-in template\'s; its own .nas/ files (and what its checks run) and the Home\'s layout it lacks\n' +
+    '(AGENTS.md naming it, with its README\'s first paragraph; CLAUDE.md; memory/, inbox/, outbox/, skills/; the\n' +
+    '.gitignore\'s editor rules) wait as a PR for nas pr approve. What the repository has of these is kept.\n' +
     'A history that holds .git (any spelling), a submodule or .nas-meta in any commit is refused.\n' +
     'archive (owner) unmounts a Home and keeps its Store as it is (<state>/archive/); unarchive brings it back.\n' +
     'retire (owner) hands the Home\'s reviewed notes and skills to its successor as a PR, quarantined\n' +
@@ -59,9 +61,12 @@ export const commands = [
         'checks every object, and a history that holds `.git` in any spelling, a submodule (gitlink) or a root ' +
         '`.nas-meta` in any commit is refused (rewrite it without them); nasd adds one commit that sets `.nas/` ' +
         'to the built-in template\'s, and the repository\'s own `.nas/` files, the executables its ' +
-        '`.nas/checks.yaml` names, and the start set (`AGENTS.md`, `memory/MEMORY.md`) it lacks are proposed as ' +
-        'one commit on a branch off main (a PR, TTL 7d) that waits for `nas pr approve`; until then the ' +
-        'template\'s `.nas/` is in force',
+        '`.nas/checks.yaml` names, and the Home\'s layout it lacks are proposed as one commit on a branch off ' +
+        'main (a PR, TTL 7d) that waits for `nas pr approve`; until then the template\'s `.nas/` is in force. The ' +
+        'layout is the template\'s: `AGENTS.md` (naming the repository and quoting its README\'s first paragraph), ' +
+        'the `CLAUDE.md` link, `memory/MEMORY.md`, `memory/notes/`, `memory/journal/`, `memory/quarantine/`, ' +
+        '`inbox/`, `outbox/`, `skills/` and `.gitignore`; what the repository has is kept (a file or folder of the ' +
+        'same name is left alone, and its own `.gitignore` only gains the editor rules it lacks)',
     },
     route: 'adoptHome',
     flags: ['owner'],
@@ -72,7 +77,7 @@ export const commands = [
       return { params: {}, body: { role: args.need(2, '<role>'), source: url, owner: args.value('owner') } };
     },
     print: (r) => `adopted ${r.source} (its ${r.branch} branch) as Home ${r.role}, main at ${short(r.main)}\n` +
-      (r.pr !== undefined ? `PR ${r.pr} (${r.prState}) proposes ${r.proposed.join(', ')}; approve with: nas pr approve ${r.role} ${r.pr}\n` : 'nothing to review: it has the start set, and no .nas/ of its own other than the template\'s\n'),
+      (r.pr !== undefined ? `PR ${r.pr} (${r.prState}) proposes ${r.proposed.join(', ')}; approve with: nas pr approve ${r.role} ${r.pr}\n` : 'nothing to review: it has the Home\'s layout, and no .nas/ of its own other than the template\'s\n'),
   }),
   command({
     name: 'home config',
