@@ -19,8 +19,8 @@ export class Asking {
   constructor(
     private readonly etcd: ClusterEtcd,
     private readonly host: string,
-    /** Bring this host's main and PR records to the server's once answered. */
-    private readonly follow: (role: string) => Promise<void>,
+    /** Bring this host's main and PR records to the server's once answered (nothing fetched if main is `main` here already). */
+    private readonly follow: (role: string, main?: string) => Promise<void>,
     private readonly outbox: Outbox,
   ) {}
 
@@ -97,8 +97,9 @@ export class Asking {
       }
       result.waited_ms = Math.round(performance.now() - queued);
       await this.etcd.kv.delete().key(`homes/${role}/results/${id}`).catch(() => undefined);
-      // The PR records may have moved without main (a PR that waits): fetched whatever main says.
-      await this.follow(role);
+      // A merge moved main and the records in one push, which the "main moved" event fetched already (one fetch,
+      // not two); a PR that waits moved the records alone: fetched whatever main says.
+      await this.follow(role, result.state === 'merged' ? result.main : undefined);
       return result;
     } finally {
       this.waiters.delete(id);

@@ -71,7 +71,7 @@ export class Cluster {
   ) {
     this.branchNames = new BranchNames(etcd, config.host, log);
     this.outbox = new Outbox(`${stateDir}/cluster/outbox`, log);
-    this.asking = new Asking(etcd, config.host, (role) => this.follow(role), this.outbox);
+    this.asking = new Asking(etcd, config.host, (role, main) => this.follow(role, main), this.outbox);
     this.follower = new MainFollower({
       storeOf: (role) => this.homes.storeOf(role), writing: (role) => this.writers.has(role), server: (role) => this.server(role),
       refreshMains: () => this.homes.refreshMains(), log,
