@@ -4,7 +4,7 @@ import type { ServerRepo, Store } from '../store/store.js';
 
 /**
  * Branches between hosts, through the git server: each host writes its own under `refs/nas/hosts/<host>/heads/`
- * (every branch after each commit with `push: commit`; with `push: propose` a branch goes there when it is
+ * (every branch that took commits, at each reconcile pass, with `push: commit`; with `push: propose` a branch goes there when it is
  * proposed) and removes there what it no longer has; the other hosts show each such branch read-only at its
  * last pushed head (`<role>@<branch>`: writes get EROFS, and the refusal names the host that holds it).
  */

@@ -114,7 +114,7 @@ export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
     return s;
   };
   const push = doc.push ?? 'propose';
-  if (push !== 'propose' && push !== 'commit') throw new UserError(`${at}.push must be "propose" (a branch goes to the git server when it is proposed) or "commit" (after every commit)`);
+  if (push !== 'propose' && push !== 'commit') throw new UserError(`${at}.push must be "propose" (a branch goes to the git server when it is proposed) or "commit" (every branch that took commits, at each reconcile pass)`);
   let homes: string[] | 'all';
   if (doc.homes === undefined || doc.homes === 'all') homes = 'all';
   else if (Array.isArray(doc.homes) && doc.homes.length > 0) homes = doc.homes.map((h) => validateRole(String(h)));
