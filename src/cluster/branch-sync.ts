@@ -20,6 +20,11 @@ const HOST_BRANCH = /^refs\/nas\/hosts\/([^/]+)\/heads\/(.+)$/;
 /** Where this host keeps the other hosts' branch heads (so git gc keeps them). */
 const ELSEWHERE = 'refs/nas/elsewhere/';
 
+/** The branches a Store holds (main is not one), by name, with their heads. */
+export async function localBranches(store: Store): Promise<Map<string, string>> {
+  return new Map([...(await store.listRefs(BRANCH_PREFIX))].filter(([ref]) => ref !== MAIN_REF).map(([ref, oid]) => [ref.slice(BRANCH_PREFIX.length), oid]));
+}
+
 export class BranchSync {
   constructor(
     private readonly host: string,
@@ -30,7 +35,7 @@ export class BranchSync {
 
   /** One Home's pass; `refs` is what the server holds now (one ls-remote). */
   async sync(role: string, store: Store, server: ServerRepo, refs: Map<string, string>): Promise<void> {
-    const local = new Map([...(await store.listRefs(BRANCH_PREFIX))].filter(([ref]) => ref !== MAIN_REF).map(([ref, oid]) => [ref.slice(BRANCH_PREFIX.length), oid]));
+    const local = await localBranches(store);
     const mine = `refs/nas/hosts/${this.host}/heads/`;
     const updates: { from: string | null; to: string; expected: 'any' }[] = [];
     if (this.mode === 'commit') {

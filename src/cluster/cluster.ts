@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Watcher } from 'etcd3';
-import { BRANCH_PREFIX, MAIN_REF, PRS_REF } from '../store/refs.js';
+import { MAIN_REF, PRS_REF } from '../store/refs.js';
 import { Store, type ServerRepo } from '../store/store.js';
 import { UserError } from '../util/errors.js';
 import { repoUrl, type ClusterConfig } from './config.js';
@@ -15,7 +15,7 @@ import { clusterMeter } from './cluster-meter.js';
 import { clusterStatus, type ClusterStatus } from './status.js';
 import { BranchNames } from './branch-names.js';
 import { verifyHome, type VerifyReport } from './verify.js';
-import { BranchSync, type ElsewhereBranch } from './branch-sync.js';
+import { BranchSync, localBranches, type ElsewhereBranch } from './branch-sync.js';
 import { Asking } from './asking.js';
 import { BranchMoves, type BranchHost } from './branch-move.js';
 import { Outbox } from './outbox.js';
@@ -258,8 +258,8 @@ export class Cluster {
           if (!theirs) {
             if (etcdUp) await this.seed(role);
           } else if (!this.writers.has(role)) await this.follow(role, theirs, refs.get(PRS_REF) ?? null);
-          const mine = (b: string) => refs.get(`refs/nas/hosts/${this.config.host}/heads/${b}`);
-          if (etcdUp) await this.moves.reclaim(role, [...(await this.homes.storeOf(role)!.listRefs(BRANCH_PREFIX)).keys()].filter((r) => r !== MAIN_REF).map((r) => r.slice(BRANCH_PREFIX.length)), mine);
+          const pushed = (branch: string) => refs.get(`refs/nas/hosts/${this.config.host}/heads/${branch}`);
+          if (etcdUp) await this.moves.reclaim(role, [...(await localBranches(this.homes.storeOf(role)!)).keys()], pushed);
           await this.pushing(role, () => this.branches.sync(role, this.homes.storeOf(role)!, this.server(role), refs));
           // A role etcd says is this host's with no writer here (its release failed) is given back (campaign).
           if (!this.writers.has(role) && etcdUp) await this.campaign(role);
