@@ -176,9 +176,12 @@ export class Committer {
       // longer what its record described (a file now a directory) loses it.
       const at = snap.entry ? metaPath(path) : dirMetaPath(path);
       const [before, beforeRecord] = await Promise.all([store.lookupPath(head.tree, path), store.lookupPath(head.tree, at)]);
-      // A folder looked at only because something in it changed keeps its record if just its access time moved
-      // (someone listed it): that is no change for a PR to show.
-      if (i >= dirty.length && snap.meta && beforeRecord && sameButAtime(snap.meta, await store.readMeta(beforeRecord.oid))) continue;
+      // A path whose content is as committed keeps its record if just its access time moved (someone read the
+      // file or listed the folder, or a restart looked at what was left on disk): no change for a PR to show.
+      const sameEntry = !snap.entry || (before?.oid === snap.entry.oid && before.mode === snap.entry.mode);
+      // (Not one deleted and made again in this window: its deletion would stand.)
+      const untouched = !changes.has(path) && !changes.has(at);
+      if (sameEntry && untouched && beforeRecord && sameButAtime(snap.meta, await store.readMeta(beforeRecord.oid))) continue;
       if (snap.entry) {
         changes.delete(path);
         changes.set(path, snap.entry);
@@ -186,7 +189,7 @@ export class Committer {
       changes.delete(at);
       changes.set(at, snap.record);
       // Named in the message and the log only when it changed (after a crash every file left on disk is looked at).
-      const same = (!snap.entry || (before?.oid === snap.entry.oid && before.mode === snap.entry.mode)) && beforeRecord?.oid === snap.record.oid;
+      const same = sameEntry && beforeRecord?.oid === snap.record.oid;
       if (same && !deletedSet.has(path)) continue;
       written.push(snap.entry ? path : `${path}/`);
       bytes += snap.bytes;
@@ -196,8 +199,9 @@ export class Committer {
     const commit = await store.commitChanges(branchRef(this.ctx.branch), { head: head.oid, changes, message, author: this.ctx.identity });
     // Files the branch did not change keep showing the time they had: their times do not move with every commit.
     if (commit) this.overlay.setHead(new GitLayer(store, await store.readCommit(commit), this.overlay.layer.time));
-    // One line per commit, for an operator: what went in and how long it took.
-    this.ctx.log.info({
+    // One line per commit, for an operator: what went in and how long it took. A look that found nothing changed
+    // (a restart looks at every file left on disk) is no commit: debug only.
+    this.ctx.log[commit ? 'info' : 'debug']({
       view: this.ctx.name, commit, written: written.length, deleted: deleted.length, bytes, ms: Number(process.hrtime.bigint() - started) / 1e6,
     }, 'commit');
     if (commit) meter.commit(queuedAt ? (performance.now() - queuedAt) / 1000 : 0, bytes, written.length, deleted.length);
@@ -245,7 +249,7 @@ export class Committer {
     if (st.isDirectory()) return { record: await this.record(metaOf(st)), meta: metaOf(st), bytes: 0 };
     if (st.isSymbolicLink()) {
       const target = await fs.readlink(file);
-      return { entry: { oid: await this.ctx.store.writeBlob(target), mode: MODE.link }, record: await this.record(metaOf(st)), bytes: Number(st.size) };
+      return { entry: { oid: await this.ctx.store.writeBlob(target), mode: MODE.link }, record: await this.record(metaOf(st)), meta: metaOf(st), bytes: Number(st.size) };
     }
     const fh = await openForCommit(file);
     if (!fh) return null;
@@ -253,7 +257,7 @@ export class Committer {
       const now = await fh.stat({ bigint: true });
       if (!now.isFile()) return null;
       const oid = now.size <= READ_IN_FULL ? await this.ctx.store.writeBlob(await fh.readFile()) : await this.ctx.store.writeBlobFromFd(fh.fd);
-      return { entry: { oid, mode: gitModeOf(now) }, record: await this.record(metaOf(now)), bytes: Number(now.size) };
+      return { entry: { oid, mode: gitModeOf(now) }, record: await this.record(metaOf(now)), meta: metaOf(now), bytes: Number(now.size) };
     } finally {
       await fh.close();
     }
@@ -281,8 +285,8 @@ const sameButAtime = (a: FileMeta, b: FileMeta | null): boolean =>
 interface Snapshot {
   entry?: Entry;
   record: Entry;
-  /** A directory's record as read. */
-  meta?: FileMeta;
+  /** The record as read. */
+  meta: FileMeta;
   bytes: number;
 }
 
