@@ -27,6 +27,16 @@ export type Handlers = { [K in RouteName]: Handler<K> };
  */
 const KEEP_VIEWS = new Set<RouteName>(['sync', 'webLogin', 'memoryCheck', 'memoryMeasure', 'context', 'briefing', 'diff', 'why', 'exportHome']);
 
+/** What names a request's subject, for the log (never content: bodies may carry files). */
+const NAMING = ['branch', 'name', 'path', 'id', 'to', 'as', 'from'] as const;
+const naming = (body: unknown): Record<string, string> => Object.fromEntries(NAMING.flatMap((k) => {
+  const v = (body as Record<string, unknown> | null)?.[k];
+  return typeof v === 'string' ? [[k, v.slice(0, 200)]] : [];
+}));
+
+/** Who made a request, for the log: never a credential itself. */
+const byWhom = (creds: Credentials): string => (creds.run ? `run ${creds.run.id}` : creds.lease ? 'a lease holder' : creds.owner ? 'the owner' : 'a caller');
+
 /** The table the transports call: each route's handler behind its declared rule of who may call it. */
 export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Handlers {
   const table = routes(flows, web);
@@ -35,16 +45,23 @@ export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Ha
   for (const name of Object.keys(table) as RouteName[]) {
     const handler = table[name] as Handler<RouteName>;
     const changes = ROUTES[name].method !== 'GET' && !KEEP_VIEWS.has(name);
+    // A line for every request that changes something (a branch made, a restore, an export...), for an operator
+    // reading the log later; the workflows add their own lines where there is more to say.
+    const logged = changes || name === 'exportHome';
     guarded[name] = async (req) => {
       await mayCall(name, req);
-      if (!changes) return handler(req);
+      if (!changes) return done(await handler(req));
       // A request that may change views (a merge, a restore, a new branch...) answers once the mount has let go
       // of what it kept of them: whoever asked reads the change at once, with the kernel's timeouts hours long.
       const role = (req.params as { role?: string }).role ?? null;
       try {
-        return await handler(req);
+        return done(await handler(req));
       } finally {
         await flows.homes.viewsChanged(role);
+      }
+      function done<T>(result: T): T {
+        if (logged) flows.log.info({ route: name, ...(req.params as object), ...naming(req.body), by: byWhom(req.creds) }, `done: ${name}`);
+        return result;
       }
     };
   }

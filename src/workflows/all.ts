@@ -38,6 +38,8 @@ export interface Workflows {
   why: WhyService;
   /** This host's part in a cluster (nasd.yaml cluster:), or null on a host alone. */
   cluster: Cluster | null;
+  /** nasd's log (the control API's line per change). */
+  log: Logger;
 }
 
 /** Wire the workflows to each other (each is given what it calls, nothing more). */
@@ -62,5 +64,6 @@ export function openWorkflows(
     remotes: new Replicator(homes, o.log),
     why: new WhyService(o.refusals ?? new Refusals(), homes, leases),
     cluster: o.cluster ?? null,
+    log: o.log,
   };
 }
