@@ -225,6 +225,7 @@ describe('who may call', () => {
       branches: { discardBranch: record('discardBranch', {}), updateBranch: record('updateBranch') },
       memory: { import: record('import'), index: record('index') },
       prs: { propose: record('propose') },
+      log: { info: () => undefined },
     } as unknown as Workflows;
     return { asked, call: handlers(flows, {} as WebLogins, '/state') };
   }

@@ -234,8 +234,7 @@ export class BranchView implements WritableView {
     }, (rel) => !this.scratchRoots.includes(rel));
     for (const rel of leftovers) await this.overlay.tree.removeTree(rel);
     if (this.pendingChanges > 0) {
-      // How many files are looked at, not how many changed: the commit's own log line says that (an info line
-      // only when something changed, so a clean restart or reload says nothing per branch).
+      // Files looked at, not changed: the commit's line (info only if something changed) says that.
       this.ctx.log.debug({ view: this.name, files: this.state.dirtyCount, deletions: this.deletions.count }, 'recovering: committing what the last run left on disk');
       this.committer.schedule(0);
     }
