@@ -30,6 +30,17 @@ export class Outbox {
   /** Queue in etcd what waits, oldest first per Home (ids sort by time); a put that fails stops the pass (the next retries). */
   async send(etcd: ClusterEtcd): Promise<void> {
     if (!this.waiting) return;
+    // Cleared first: one kept while this pass reads is looked for by the next.
+    this.waiting = false;
+    try {
+      await this.sendAll(etcd);
+    } catch (err) {
+      this.waiting = true;
+      throw err;
+    }
+  }
+
+  private async sendAll(etcd: ClusterEtcd): Promise<void> {
     for (const role of await fs.readdir(this.dir).catch(() => [] as string[])) {
       const folder = path.join(this.dir, role);
       const names = (await fs.readdir(folder).catch(() => [] as string[])).filter((n) => n.endsWith('.json')).sort();
@@ -42,6 +53,5 @@ export class Outbox {
         this.log.info({ role, proposal: p.id, branch: p.branch }, 'cluster: a proposal made while etcd was out of reach is queued now');
       }
     }
-    this.waiting = false;
   }
 }

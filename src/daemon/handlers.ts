@@ -50,18 +50,17 @@ export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Ha
     const logged = changes || name === 'exportHome';
     guarded[name] = async (req) => {
       await mayCall(name, req);
-      if (!changes) return done(await handler(req));
-      // A request that may change views (a merge, a restore, a new branch...) answers once the mount has let go
-      // of what it kept of them: whoever asked reads the change at once, with the kernel's timeouts hours long.
-      const role = (req.params as { role?: string }).role ?? null;
+      const result = changes ? await changingViews(req) : await handler(req);
+      if (logged) flows.log.info({ route: name, ...(req.params as object), ...naming(req.body), by: byWhom(req.creds) }, `done: ${name}`);
+      return result;
+    };
+    // A request that may change views (a merge, a restore, a new branch...) answers once the mount has let go of
+    // what it kept of them: whoever asked reads the change at once, with the kernel's timeouts hours long.
+    const changingViews: Handler<RouteName> = async (req) => {
       try {
-        return done(await handler(req));
+        return await handler(req);
       } finally {
-        await flows.homes.viewsChanged(role);
-      }
-      function done<T>(result: T): T {
-        if (logged) flows.log.info({ route: name, ...(req.params as object), ...naming(req.body), by: byWhom(req.creds) }, `done: ${name}`);
-        return result;
+        await flows.homes.viewsChanged((req.params as { role?: string }).role ?? null);
       }
     };
   }

@@ -266,9 +266,12 @@ export class Branches {
     const m = this.homes.mounted(role);
     const view = this.homes.branch(role, branch);
     const ttl = m.records.get(branch)?.ttl ?? '48h';
+    // The name is taken before anything closes (a refusal leaves the branch as it was), and given back if unused.
+    await this.cluster?.branchNames.claim(role, keepAs, { random: false });
     await this.close(m, branch, view, `${view.name} moved to another host while this one was away: write in it there`);
-    const kept = view.head !== pushed && (await this.cluster?.branchNames.claim(role, keepAs, { random: false })) !== undefined ? keepAs : null;
+    const kept = view.head !== pushed ? keepAs : null;
     if (kept) await this.homes.openBranch(m, await m.home.createBranch(kept, { at: view.head, ttl, defaultTtl: m.config.limits.branch_ttl_default }));
+    else await this.cluster?.branchNames.release(role, keepAs);
     await m.home.removeBranch(branch);
     await this.homes.viewsChanged(role);
     return kept;
