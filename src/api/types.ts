@@ -34,15 +34,20 @@ export interface HomeSummary {
   predecessor?: string;
 }
 
+/**
+ * Where the views are mounted and nasd keeps its state (the owner's token is there); nasd's pid; where Prometheus
+ * scrapes it, if it does; when this process started (a reload starts anew); `waiting`: PRs waiting for a person;
+ * `problems`: what an operator should act on, each naming the command that shows more.
+ */
 export interface StatusReport {
-  /** Where the views are mounted, and where nasd keeps its state (the owner's token is there). */
   mount: string;
   state_dir: string;
-  /** nasd's process id (the daemon a mount helper started in the background, for instance). */
   pid: number;
-  /** Where Prometheus scrapes nasd (metrics_listen), when it serves metrics. */
   metrics?: string;
-  homes: HomeSummary[];
+  version: string;
+  started: string;
+  homes: (HomeSummary & { waiting: number })[];
+  problems: string[];
 }
 
 export interface BranchCreated extends BranchRecord {
@@ -90,11 +95,7 @@ export interface Discarded {
 
 // ---- recycle area -----------------------------------------------------------------------------
 
-/** A row of `nas trash list`: a record of the recycle area, or a deletion a branch has not filed there yet (`pending`). */
-/**
- * A recycle-area record as listed: `pending` (its commit has not landed), and by deletion: a folder's `contents`
- * (what was deleted with it in one operation: count and bytes), each of those `within` the folder's id.
- */
+/** A row of `nas trash list`: `pending` (its commit has not landed), a folder's `contents` (what one deletion took with it), each of those `within` the folder's id. */
 export type TrashListed = TrashRecord & { pending?: true; contents?: { count: number; bytes: number }; within?: string };
 
 export interface TrashRestored {
@@ -188,10 +189,8 @@ export interface PrFile {
   /** Full modes in octal, setuid, setgid and sticky bits included (`104755`). */
   beforeMode?: string;
   afterMode?: string;
-  /**
-   * What of its metadata changed, before -> after (a file on both sides): mode, owner and group by name, and its
-   * times where its content did not change; a side without a metadata record has no value.
-   */
+  /** Metadata changed, before -> after (a file on both sides): mode, owner, group by name, times where the content
+   * did not change; a side without a metadata record has no value. */
   meta?: MetaChange[];
   /** The caller could not read it through the mount: the diff names it but shows none of its content. */
   withheld?: boolean;

@@ -1,5 +1,6 @@
 import { ROUTES, type Access, type Body, type Params, type Result, type RouteName } from '../api/contract.js';
 import type { Workflows } from '../workflows/all.js';
+import { statusReport } from '../workflows/status.js';
 import type { WebLogins } from './web-sessions.js';
 import { requireOwner, type Credentials } from '../api/credentials.js';
 import { UserError } from '../util/errors.js';
@@ -96,7 +97,7 @@ function clustered(flows: Workflows): NonNullable<Workflows['cluster']> {
 function routes(flows: Workflows, web: WebLogins): Handlers {
   const { branches, trash, homes, memory, leases, prs, runs, history, maintenance, lifecycle, remotes } = flows;
   return {
-    status: () => homes.status(),
+    status: () => statusReport(homes, prs, remotes),
 
     listHomes: () => homes.listHomes(),
     createHome: ({ body: b }) => homes.createHome(b.role, b.template, b.owner ?? 'root'),

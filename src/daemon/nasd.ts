@@ -151,7 +151,7 @@ async function main(): Promise<void> {
     throw err;
   });
   const webServer = await serveWeb(config.web_listen, routes, web, log);
-  const sampler = new MetricsSampler(homes);
+  const sampler = new MetricsSampler(homes, (role) => remotes.health(role));
   meter.sampleWith(() => sampler.sample());
   const metricsServer = await serveMetrics(config.metrics_listen, log);
 

@@ -86,6 +86,13 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
     return { view, rel: slash < 0 ? '' : path.slice(slash + 1) };
   }
 
+  /** The Home a path is in, for the error counter: only a served view's (a hostile name never becomes a series). */
+  function homeOf(path: string): string {
+    const slash = path.indexOf('/', 1);
+    const view = path === '/' ? undefined : router.view(slash < 0 ? path.slice(1) : path.slice(1, slash));
+    return view ? view.name.split('@')[0] : '';
+  }
+
   /** A path a mutation may name: inside a view. The mount root itself only lists Homes and branches. */
   function need(path: string): { view: View; rel: string } {
     const topLevel = path.indexOf('/', 1) < 0;
@@ -197,7 +204,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   function fail(op: string, path: string, err: unknown, caller: Caller | null, other?: string): number {
     const errno = toErrno(err);
     const code = (err as { code?: string }).code ?? (isDiskFull(err) ? 'ENOSPC' : 'EIO');
-    meter.fuseError(op, errnoName(errno));
+    meter.fuseError(homeOf(path), op, errnoName(errno));
     if (refusals && err instanceof FsError && REFUSING.has(code)) {
       refusals.note({ path, other, op, code, why: err.message === code ? `refused (${code})` : err.message, uid: caller?.uid, pid: caller?.pid });
     }

@@ -57,9 +57,33 @@ export function mergeStructured(driver: 'json' | 'yaml', base: string | null, ma
   const conflicts: string[] = [];
   const merged = merge3(sides[0], sides[1], sides[2], [], conflicts);
   if (conflicts.length > 0) return { conflict: conflicts };
+  // Where the data is one side's, that side's bytes as written.
+  if (equal(merged, sides[1])) return { text: main, value: merged };
+  if (equal(merged, sides[2])) return { text: branch, value: merged };
   if (driver === 'yaml') return { text: yaml.dump(merged, { lineWidth: -1, noRefs: true }), value: merged };
-  const indent = /^([ \t]+)["}\]]/m.exec(main)?.[1] ?? '  ';
-  return { text: JSON.stringify(merged, null, indent) + (main.endsWith('\n') ? '\n' : ''), value: merged };
+  return { text: writeJsonLike(main, merged), value: merged };
+}
+
+/**
+ * `value` as JSON written the way `like` is: on one line or indented as it is, with its spacing after colons and
+ * commas (`{"a":1}` stays compact, `{ "a": 1 }` spaced), and its final newline.
+ */
+function writeJsonLike(like: string, value: unknown): string {
+  const oneLine = !like.trim().includes('\n');
+  const indent = oneLine ? '' : (/^([ \t]+)["}\]]/m.exec(like)?.[1] ?? '  ');
+  const colon = /"\s*:( ?)/.exec(like)?.[1] === ' ' ? ': ' : ':';
+  const comma = oneLine && /,\s/.test(like) ? ', ' : ',';
+  const pad = (open: string) => (oneLine && new RegExp(`\\${open} `).test(like) ? ' ' : '');
+  const write = (v: unknown, depth: number): string => {
+    if (typeof v !== 'object' || v === null) return JSON.stringify(v);
+    const items = Array.isArray(v) ? v.map((x) => write(x, depth + 1)) : Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}${colon}${write(x, depth + 1)}`);
+    const [open, close] = Array.isArray(v) ? ['[', ']'] : ['{', '}'];
+    if (items.length === 0) return open + close;
+    if (oneLine) return `${open}${pad(open)}${items.join(comma)}${pad(open)}${close}`;
+    const inner = indent.repeat(depth + 1);
+    return `${open}\n${items.map((i) => inner + i).join(',\n')}\n${indent.repeat(depth)}${close}`;
+  };
+  return write(value, 0) + (like.endsWith('\n') ? '\n' : '');
 }
 
 type Plain = Record<string, unknown>;

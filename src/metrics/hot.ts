@@ -61,22 +61,24 @@ export class LabelledHistogram {
   }
 }
 
-/** A counter with two labels. */
-export class PairCounter {
-  private readonly counts = new Map<string, Map<string, number>>();
+/** A counter with a fixed list of labels, counted per tuple of their values. */
+export class TupleCounter {
+  private readonly counts = new Map<string, { values: string[]; n: number }>();
 
-  constructor(readonly name: string, readonly help: string, private readonly labels: [string, string]) {}
+  constructor(readonly name: string, readonly help: string, private readonly labels: string[]) {}
 
-  inc(a: string, b: string): void {
-    let inner = this.counts.get(a);
-    if (!inner) this.counts.set(a, (inner = new Map()));
-    inner.set(b, (inner.get(b) ?? 0) + 1);
+  inc(...values: string[]): void {
+    const key = values.join('\0');
+    const c = this.counts.get(key);
+    if (c) c.n++;
+    else this.counts.set(key, { values, n: 1 });
   }
 
   get(): Exported {
     const values: Value[] = [];
-    const [la, lb] = this.labels;
-    for (const [a, inner] of this.counts) for (const [b, value] of inner) values.push({ value, labels: { [la]: a, [lb]: b } });
+    for (const { values: v, n } of this.counts.values()) {
+      values.push({ value: n, labels: Object.fromEntries(this.labels.map((l, i) => [l, v[i]])) });
+    }
     return { name: this.name, help: this.help, type: 'counter', values, aggregator: 'sum' };
   }
 }

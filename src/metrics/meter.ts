@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { StateGauges, type StateSample } from './state-gauges.js';
-import { LabelledHistogram, PairCounter } from './hot.js';
+import { LabelledHistogram, TupleCounter } from './hot.js';
 
 /**
  * nasd's Prometheus metrics (`--metrics-listen`): one registry of its own, off until `enable()`. Until then every
@@ -24,7 +24,7 @@ export type MergeResult = 'merged' | 'conflict' | 'up_to_date' | 'error';
 
 interface Instruments {
   fuseSeconds: LabelledHistogram;
-  fuseErrors: PairCounter;
+  fuseErrors: TupleCounter;
   commits: Counter<string>;
   commitFailures: Counter<string>;
   commitLatency: Histogram<string>;
@@ -40,8 +40,6 @@ interface Instruments {
   maintenanceSeconds: Histogram<string>;
   maintenanceLast: Gauge<string>;
   gcRuns: Counter<'kind' | 'result'>;
-  storeObjects: Gauge<'home' | 'where'>;
-  storeBytes: Gauge<'home' | 'where'>;
 }
 
 export class Meter {
@@ -67,13 +65,13 @@ export class Meter {
       new Histogram<L>({ name, help, buckets, labelNames, registers });
     const gauge = <L extends string>(name: string, help: string, labelNames: L[] = []) => new Gauge<L>({ name, help, labelNames, registers });
     // The FUSE hot path's two: plain numbers per label, turned into prom-client's shape when scraped (hot.ts).
-    const hot = <M extends LabelledHistogram | PairCounter>(metric: M): M => {
+    const hot = <M extends LabelledHistogram | TupleCounter>(metric: M): M => {
       this.registry!.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
       return metric;
     };
     this.m = {
       fuseSeconds: hot(new LabelledHistogram('nas_fuse_request_duration_seconds', 'FUSE requests answered by nasd, by operation: time from the request reaching JavaScript to its answer (_count: requests)', 'op', FUSE_BUCKETS)),
-      fuseErrors: hot(new PairCounter('nas_fuse_errors_total', 'FUSE requests answered with an error, by operation and errno (EROFS, EPERM, EACCES, EDQUOT: a rule said no; ENOENT: a name not there)', ['op', 'errno'])),
+      fuseErrors: hot(new TupleCounter('nas_fuse_errors_total', 'FUSE requests answered with an error, by Home, operation and errno (EROFS, EPERM, EACCES, EDQUOT: a rule said no; ENOENT: a name not there; home empty: the mount root)', ['home', 'op', 'errno'])),
       commits: counter('nas_commits_total', 'Commits made on branches from what was written through the mount'),
       commitFailures: counter('nas_commit_failures_total', 'Commit attempts that failed (the changes stay on disk and are retried)'),
       commitLatency: histogram('nas_commit_latency_seconds', 'From the first change a commit takes (a close, fsync or delete) to the commit on its branch', COMMIT_BUCKETS),
@@ -89,8 +87,6 @@ export class Meter {
       maintenanceSeconds: histogram('nas_maintenance_duration_seconds', 'Time one Home\'s maintenance pass took (incl. git gc)', [0.1, 0.5, 1, 5, 10, 30, 60, 300, 900]),
       maintenanceLast: gauge('nas_maintenance_last_success_timestamp_seconds', 'When a maintenance pass last finished without error (Unix time)'),
       gcRuns: counter('nas_gc_runs_total', 'git gc of a Store: kind auto (after a purge) or pack (maintenance), by result', ['kind', 'result']),
-      storeObjects: gauge('nas_store_objects', 'Objects in a Home\'s Store after its last maintenance pass, loose or packed', ['home', 'where']),
-      storeBytes: gauge('nas_store_bytes', 'Bytes of a Home\'s Store after its last maintenance pass, loose or packed', ['home', 'where']),
     };
     this.state = new StateGauges(registers);
     this.on = true;
@@ -125,9 +121,9 @@ export class Meter {
     if (this.on) this.m.fuseSeconds.observe(op, (performance.now() - started) / 1000);
   }
 
-  /** A FUSE request was answered with an error: its errno's name (EROFS, ENOENT...). */
-  fuseError(op: string, errno: string): void {
-    if (this.on) this.m.fuseErrors.inc(op, errno);
+  /** A FUSE request was answered with an error: the Home it named ('' for none), its errno's name (EROFS, ENOENT...). */
+  fuseError(home: string, op: string, errno: string): void {
+    if (this.on) this.m.fuseErrors.inc(home, op, errno);
   }
 
   // ---- commits, merges, decisions -----------------------------------------------------------------
@@ -162,20 +158,14 @@ export class Meter {
 
   // ---- maintenance ----------------------------------------------------------------------------------
 
-  /** One Home's maintenance pass: what it purged and expired, how long, and its Store after. */
-  maintained(r: { role: string; purged: number; expiredPrs: number; seconds: number; objects?: { loose: number; looseBytes: number; packed: number; packBytes: number } }): void {
+  /** One Home's maintenance pass: what it purged and expired, how long (its Store's size is sampled at scrape). */
+  maintained(r: { purged: number; expiredPrs: number; seconds: number }): void {
     if (!this.on) return;
     this.m.maintenanceRuns.labels('ok').inc();
     this.m.maintenancePurged.inc(r.purged);
     this.m.maintenanceExpiredPrs.inc(r.expiredPrs);
     this.m.maintenanceSeconds.observe(r.seconds);
     this.m.maintenanceLast.setToCurrentTime();
-    if (r.objects) {
-      this.m.storeObjects.labels(r.role, 'loose').set(r.objects.loose);
-      this.m.storeObjects.labels(r.role, 'packed').set(r.objects.packed);
-      this.m.storeBytes.labels(r.role, 'loose').set(r.objects.looseBytes);
-      this.m.storeBytes.labels(r.role, 'packed').set(r.objects.packBytes);
-    }
   }
 
   maintenanceFailed(): void {

@@ -1,4 +1,14 @@
 import { Gauge, type Registry } from 'prom-client';
+import type { ObjectCounts } from '../store/types.js';
+
+/** A remote a Home mirrors to (`nas remote add`), as the replicator last found it. */
+export interface RemoteHealth {
+  name: string;
+  /** When its last push succeeded (ms since the epoch; absent: never since nasd started). */
+  pushed?: number;
+  /** Pushes that failed since the last that succeeded (0: it is current or being tried). */
+  failures: number;
+}
 
 /** One Home as a scrape sees it: numbers nasd already keeps, gathered by the daemon's sampler. */
 export interface HomeSample {
@@ -10,6 +20,9 @@ export interface HomeSample {
   pendingChanges: number;
   /** Bytes the branches' upper directories hold, against the Home's quota. */
   bytesUsed: number;
+  /** The Home's Store (git objects: main, history, records, the recycle area), loose and packed. */
+  store?: ObjectCounts;
+  remotes: RemoteHealth[];
   quotaBytes: number;
   /** The fullest branch: its bytes over its quota (0..1). */
   fullestBranch: number;
@@ -25,6 +38,8 @@ export interface HomeSample {
   /** Leases by status (active, expired, revoked), runs by state (running, exited, killed...). */
   leases: Record<string, number>;
   runs: Record<string, number>;
+  /** Runs that ended, by exit status: `0`, the command's status, or the signal's name. */
+  runExits: Record<string, number>;
 }
 
 export interface StateSample {
@@ -59,7 +74,11 @@ export class StateGauges {
       nodes: gauge('nas_fuse_nodes', 'Nodes the kernel holds (or nasd keeps for lookups by id)', []),
       branches: gauge('nas_branches', 'Branches of a Home, by state: live or expired (read-only, in their grace period)', ['home', 'state']),
       pending: gauge('nas_pending_changes', 'Changes written in a Home\'s branches and not committed yet', ['home']),
-      used: gauge('nas_home_bytes_used', 'Bytes held in a Home\'s branches (their upper directories)', ['home']),
+      used: gauge('nas_home_bytes_used', 'Bytes held in a Home\'s branches (their upper directories), what its quota bounds; the Store is nas_store_bytes', ['home']),
+      storeObjects: gauge('nas_store_objects', 'Objects in a Home\'s Store, loose or packed (read at most once a minute)', ['home', 'where']),
+      storeBytes: gauge('nas_store_bytes', 'Bytes of a Home\'s Store (main, history, records, the recycle area), loose or packed (read at most once a minute)', ['home', 'where']),
+      remotePushed: gauge('nas_remote_last_push_timestamp_seconds', 'When nasd last mirrored a Home to a remote (nas remote add) without error (Unix time; absent: not since start)', ['home', 'remote']),
+      remoteFailures: gauge('nas_remote_push_failures', 'Mirror pushes to a remote that failed since the last that succeeded (0: healthy)', ['home', 'remote']),
       quota: gauge('nas_home_quota_bytes', 'A Home\'s quota across its branches (.nas/limits.yaml home_quota_bytes)', ['home']),
       fullest: gauge('nas_branch_quota_fullest_ratio', 'The fullest branch of a Home: its bytes over its quota (1: writes get EDQUOT)', ['home']),
       trashItems: gauge('nas_trash_items', 'Entries in a Home\'s recycle area', ['home']),
@@ -70,6 +89,7 @@ export class StateGauges {
       oldest: gauge('nas_pr_oldest_waiting_seconds', 'Age of the oldest PR waiting for a person (0: none waits)', ['home']),
       leases: gauge('nas_leases', 'Leases of a Home, by status', ['home', 'state']),
       runs: gauge('nas_runs', 'Runs of a Home, by state', ['home', 'state']),
+      runExits: gauge('nas_runs_ended', 'Runs of a Home that ended, by exit status (0: succeeded; a number: the command failed with it; a name: a signal ended it)', ['home', 'exit']),
     };
   }
 
@@ -100,6 +120,17 @@ export class StateGauges {
       g.oldest.labels(home).set(h.oldestWaiting);
       for (const state of new Set([...LEASE_STATES, ...Object.keys(h.leases)])) g.leases.labels(home, state).set(h.leases[state] ?? 0);
       for (const state of new Set([...RUN_STATES, ...Object.keys(h.runs)])) g.runs.labels(home, state).set(h.runs[state] ?? 0);
+      for (const [exit, n] of Object.entries(h.runExits)) g.runExits.labels(home, exit).set(n);
+      if (h.store) {
+        g.storeObjects.labels(home, 'loose').set(h.store.loose);
+        g.storeObjects.labels(home, 'packed').set(h.store.packed);
+        g.storeBytes.labels(home, 'loose').set(h.store.looseBytes);
+        g.storeBytes.labels(home, 'packed').set(h.store.packBytes);
+      }
+      for (const r of h.remotes) {
+        if (r.pushed !== undefined) g.remotePushed.labels(home, r.name).set(r.pushed / 1000);
+        g.remoteFailures.labels(home, r.name).set(r.failures);
+      }
     }
   }
 }

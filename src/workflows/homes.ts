@@ -25,7 +25,8 @@ export class Homes {
     return this.homes.viewsChanged(role);
   }
 
-  status(): StatusReport {
+  /** What `nas status` says of the Homes alone (status.ts adds waiting PRs and problems). */
+  status(): Omit<StatusReport, 'version' | 'started' | 'problems' | 'homes'> & { homes: HomeSummary[] } {
     return {
       mount: this.homes.opts.mount, state_dir: this.homes.opts.stateDir, pid: process.pid,
       ...(meter.url ? { metrics: meter.url } : {}), homes: this.listHomes(),

@@ -134,7 +134,7 @@ export class MaintenanceService {
         objects: { before, after: await store.objectCounts() }, ms: Math.round(Number(process.hrtime.bigint() - started) / 1e6),
       };
       this.log.info({ ...report }, 'maintenance done');
-      meter.maintained({ role, purged: report.purged, expiredPrs: expiredPrs.length, seconds: report.ms / 1000, objects: report.objects.after });
+      meter.maintained({ purged: report.purged, expiredPrs: expiredPrs.length, seconds: report.ms / 1000 });
       reports.push(report);
     }
     return reports;

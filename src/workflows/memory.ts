@@ -74,8 +74,8 @@ export class MemoryService {
   }
 
   /**
-   * The boot view. It carries file content: for a caller (`creds`), only what it could read through the mount
-   * goes in, and that counts as read by its branch; without, nasd's own (a run's briefing, made at its start).
+   * The boot view. It carries file content: for a caller (`creds`; a run's briefing, made at its start, as the
+   * run), only what it could read through the mount goes in, and that counts as read by its branch.
    */
   async briefing(role: string, branch: string | undefined, maxTokens: number, creds?: Credentials): Promise<BriefingReport> {
     if (!Number.isInteger(maxTokens) || maxTokens < 100) throw new UserError('--max-tokens must be a whole number of at least 100');

@@ -1,6 +1,7 @@
 import yaml from 'js-yaml';
 import type { HomeSet, Mounted } from '../homes/home-set.js';
-import type { HomeSample, StateSample } from '../metrics/state-gauges.js';
+import type { HomeSample, RemoteHealth, StateSample } from '../metrics/state-gauges.js';
+import type { ObjectCounts } from '../store/types.js';
 import { MODE, type Entry, type Store } from '../store/store.js';
 import { LEASES_REF, PRS_REF, RUNS_REF, TRASH_REF } from '../store/refs.js';
 import { mapLimit } from '../util/concurrency.js';
@@ -8,6 +9,10 @@ import { mapLimit } from '../util/concurrency.js';
 /** What a scrape needs of one record, parsed once per git object (a record's content never changes under its oid). */
 interface PrFact { state: string; action?: string; created: number }
 interface LeaseFact { revoked: boolean; expires: number }
+interface RunFact { state: string; exit?: string }
+
+/** A Store's size is read with `git count-objects` at most this often (a scrape every few seconds costs no process). */
+const STORE_EVERY_MS = 60_000;
 
 /** One record ref as last read: its commit, and the facts of its records by the oid of each record's object. */
 interface RefState<T> {
@@ -39,8 +44,14 @@ const inFolder = (name: string) => async (store: Store, e: Entry): Promise<Recor
  */
 export class MetricsSampler {
   private readonly refs = new Map<string, RefState<unknown>>();
+  private readonly stores = new Map<string, { at: number; counts: ObjectCounts }>();
 
-  constructor(private readonly homes: HomeSet, private readonly now: () => number = Date.now) {}
+  /** `remotes`: each Home's mirrors as the replicator last found them. */
+  constructor(
+    private readonly homes: HomeSet,
+    private readonly remotes: (role: string) => Promise<RemoteHealth[]> = async () => [],
+    private readonly now: () => number = Date.now,
+  ) {}
 
   async sample(): Promise<StateSample> {
     const homes: HomeSample[] = [];
@@ -48,6 +59,7 @@ export class MetricsSampler {
     // Homes gone since (archived, or a failed import) leave no cached records behind.
     const live = new Set(this.homes.roles());
     for (const key of this.refs.keys()) if (!live.has(key.slice(0, key.indexOf('\0')))) this.refs.delete(key);
+    for (const role of this.stores.keys()) if (!live.has(role)) this.stores.delete(role);
     return { homes, archived: this.homes.archived.size, kernelCache: this.homes.kernelCache.stats?.() };
   }
 
@@ -80,6 +92,16 @@ export class MetricsSampler {
     return state.values;
   }
 
+  /** The Store's size, read again when the last reading is a minute old; none if git cannot say. */
+  private async storeSize(m: Mounted): Promise<ObjectCounts | undefined> {
+    const role = m.home.role;
+    const was = this.stores.get(role);
+    if (was && this.now() - was.at < STORE_EVERY_MS) return was.counts;
+    const counts = await m.home.store.objectCounts().catch(() => undefined);
+    if (counts) this.stores.set(role, { at: this.now(), counts });
+    return counts ?? was?.counts;
+  }
+
   private async home(m: Mounted): Promise<HomeSample> {
     const views = [...m.branches.values()];
     const now = this.now();
@@ -92,7 +114,12 @@ export class MetricsSampler {
       const r = await load(store, e.oid);
       return { revoked: Boolean(r.revoked), expires: Date.parse(String(r.expires)) };
     });
-    const runs = await this.records<string>(m, RUNS_REF, 0, async (store, e) => String((await load(store, e.oid)).state));
+    const runs = await this.records<RunFact>(m, RUNS_REF, 0, async (store, e) => {
+      const r = await load(store, e.oid);
+      const ended = r.state === 'exited' || r.state === 'killed';
+      const exit = r.signal ? String(r.signal) : r.exit !== undefined ? String(r.exit) : undefined;
+      return { state: String(r.state), ...(ended && exit !== undefined ? { exit } : {}) };
+    });
     const record = inFolder('record.yaml');
     const trash = await this.records<number>(m, TRASH_REF, 1, async (store, e) => Number((await record(store, e)).size) || 0);
     const waiting = prs.filter((p) => p.state === 'waiting' && Number.isFinite(p.created)).map((p) => p.created);
@@ -102,6 +129,8 @@ export class MetricsSampler {
       expiredBranches: views.filter((v) => v.expired).length,
       pendingChanges: views.reduce((n, v) => n + v.pendingChanges, 0),
       bytesUsed: m.pool.used,
+      store: await this.storeSize(m),
+      remotes: await this.remotes(m.home.role).catch(() => []),
       quotaBytes: m.pool.limit,
       fullestBranch: views.reduce((most, v) => {
         const { used, limit } = v.quota;
@@ -114,7 +143,8 @@ export class MetricsSampler {
       rejected: prs.filter((p) => p.action === 'reject').length,
       oldestWaiting: waiting.length ? Math.max(0, (now - Math.min(...waiting)) / 1000) : 0,
       leases: count(leases.map((l) => (l.revoked ? 'revoked' : l.expires <= now ? 'expired' : 'active'))),
-      runs: count(runs),
+      runs: count(runs.map((r) => r.state)),
+      runExits: count(runs.flatMap((r) => (r.exit !== undefined ? [r.exit] : []))),
     };
   }
 }

@@ -63,6 +63,15 @@ export class Replicator {
     });
   }
 
+  /** Each remote's last good push and the failures since, for the metrics. */
+  async health(role: string): Promise<{ name: string; pushed?: number; failures: number }[]> {
+    const mirrors = await this.mirrorsOf(role);
+    return [...mirrors.keys()].map((name) => {
+      const s = this.status.get(`${role} ${name}`);
+      return { name, ...(s?.pushed ? { pushed: Date.parse(s.pushed) } : {}), failures: s?.failures ?? 0 };
+    });
+  }
+
   async remove(role: string, url: string): Promise<RemoteView> {
     const mirrors = await this.mirrorsOf(role);
     const found = [...mirrors].find(([, u]) => u === url);

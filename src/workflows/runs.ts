@@ -148,8 +148,11 @@ export class RunService {
           await mkdirExact(this.runsDir, 0o755);
           await fs.mkdir(dir, { mode: 0o755 });
           await fs.chmod(dir, 0o755);
-          this.sockets.set(id, await this.runSockets.open(socket, { id, role, branch, user: account.name, uid: account.uid, gid: account.gid }));
-          const text = (await this.memory.briefing(role, branch, 2000)).text;
+          const caller = { id, role, branch, user: account.name, uid: account.uid, gid: account.gid };
+          this.sockets.set(id, await this.runSockets.open(socket, caller));
+          // Made as the run's user would read it through the mount (nothing it may not read goes in), and what it
+          // holds counts as read by the run (its PR lists it).
+          const text = (await this.memory.briefing(role, branch, 2000, { owner: false, run: caller })).text;
           await this.runsTree.createFile(`${id}/briefing.md`, text, { mode: 0o600, uid: account.uid, gid: account.gid });
         })(),
       ]);

@@ -112,7 +112,7 @@ describe('Agent PRs', () => {
     expect(show.diff).toContain('+# Release notes');
     expect(show.provenance.principal).toBe(String(AGENT));
     const text = await d.nas('pr', 'show', 'demo', String(pr.id));
-    expect(text.stdout).toMatch(/reads: 1 path\(s\), digest sha256:/);
+    expect(text.stdout).toMatch(/^reads: 1 path\(s\): AGENTS\.md; digest sha256:/m);
   });
 
   it('lets the run itself propose, as its own user, through the socket group', async () => {

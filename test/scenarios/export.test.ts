@@ -71,6 +71,10 @@ describe('export and import', () => {
     expect(pr.imported).toEqual({ from: 'demo', file, at: expect.any(String) });
     expect(Date.now() - Date.parse(pr.imported.at)).toBeLessThan(10 * 60_000);
     expect((await other!.nasJson<any[]>('pr', 'inbox')).find((x) => x.id === pr.id).imported).toEqual(pr.imported);
+    // The text lists mark it too.
+    for (const args of [['pr', 'inbox'], ['pr', 'list', 'demo']]) {
+      expect((await other!.nas(...args)).stdout).toMatch(new RegExp(`\\b${pr.id} .*${pr.state} \\(imported from demo\\)`));
+    }
     const shown = await other!.nas('pr', 'show', 'demo', String(pr.id));
     expect(shown.stdout).toContain(`imported: made in Home demo, came with ${file} on ${pr.imported.at}\n`);
     expect((await other!.nasJson('pr', 'show', 'demo', String(pr.id))).imported).toEqual(pr.imported);

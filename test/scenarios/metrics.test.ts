@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import { spawnSync } from 'node:child_process';
-import { TestDaemon, codeOf } from '../helpers.js';
+import { TestDaemon, codeOf, eventually, run } from '../helpers.js';
 import { key, parseExposition, total, type Exposition } from '../prom-text.js';
 
 /**
@@ -60,6 +60,7 @@ describe('Prometheus metrics', () => {
     expect(moved(before, after, 'nas_fuse_request_duration_seconds_count', { op: 'write' })).toBe(N);
     expect(moved(before, after, 'nas_fuse_errors_total', { errno: 'EROFS' })).toBe(1);
     expect(moved(before, after, 'nas_fuse_errors_total', { op: 'create', errno: 'EROFS' })).toBe(1);
+    expect(moved(before, after, 'nas_fuse_errors_total', { home: 'demo', op: 'create', errno: 'EROFS' })).toBe(1);
     expect(moved(before, after, 'nas_fuse_errors_total', { op: 'write' })).toBe(0);
     // Commits: exactly the branch's new commits (the writes, then the deletion), the bytes written, N files, 1 deletion.
     const count = async (...range: string[]) => Number((await d.git('rev-list', '--count', ...range)).stdout);
@@ -111,5 +112,48 @@ describe('Prometheus metrics', () => {
   it('serves nothing else on its listener, and refuses a change', async () => {
     expect((await fetch(url.replace('/metrics', '/'))).status).toBe(404);
     expect((await fetch(url, { method: 'POST' })).status).toBe(405);
+  });
+
+  it("shows what an operator acts on: the Store's size at once, runs by exit, a failing mirror, in the metrics and nas status", async () => {
+    // The Store's size without a maintenance pass first.
+    expect(total(await scrape(), 'nas_store_bytes', { home: 'demo' })).toBeGreaterThan(0);
+
+    // Runs by how they ended: a failure (exit 3) is not counted with a success.
+    for (const cmd of ['exit 3', 'exit 0']) {
+      const r = await d.nas('run', 'demo', '--user', 'nobody', '--intent', cmd, '--', 'sh', '-c', cmd);
+      expect(r.code, r.stderr).toBe(Number(cmd.slice(5)));
+    }
+    const ran = await scrape();
+    expect(ran.samples.get(key('nas_runs_ended', { home: 'demo', exit: '3' }))).toBe(1);
+    expect(ran.samples.get(key('nas_runs_ended', { home: 'demo', exit: '0' }))).toBe(1);
+
+    // A mirror that starts refusing pushes: counted, and named in nas status; healthy again once it takes them.
+    const mirror = `${d.dir}/mirror.git`;
+    expect((await run('git', ['init', '-q', '--bare', mirror])).code).toBe(0);
+    expect((await d.nas('remote', 'add', 'demo', mirror)).code).toBe(0);
+    await fs.writeFile(`${mirror}/hooks/pre-receive`, '#!/bin/sh\necho refused by the test >&2\nexit 1\n', { mode: 0o755 });
+    expect((await d.nas('branch', 'create', 'demo/mirrored')).code).toBe(0);
+    const failing = await eventually(async () => {
+      const e = await scrape();
+      return (e.samples.get(key('nas_remote_push_failures', { home: 'demo', remote: 'nas-1' })) ?? 0) > 0 && e;
+    }, 'the failed push to be counted', 30_000);
+    const lastGood = failing.samples.get(key('nas_remote_last_push_timestamp_seconds', { home: 'demo', remote: 'nas-1' }))!;
+    expect(lastGood).toBeGreaterThan(Date.now() / 1000 - 600);
+    const status = await d.nasJson('status');
+    expect(status.problems).toEqual([expect.stringMatching(/^Home demo: mirroring to remote nas-1 failed \d+ time\(s\) in a row; last good push .*\(nas remote list demo\)$/)]);
+    expect(status.version).toBe(JSON.parse(await fs.readFile(new URL('../../package.json', import.meta.url), 'utf8')).version);
+    expect(Date.parse(status.started)).toBeLessThanOrEqual(Date.now());
+    // One PR waits for a person (a deletion), and the status says so.
+    expect((await d.nas('branch', 'create', 'demo/del')).code).toBe(0);
+    await fs.unlink(d.path('demo@del', 'm1.md'));
+    expect((await d.nasJson('propose', 'demo/del', '--into', 'main', '--intent', 'drop it')).state).toBe('waiting');
+    const text = (await d.nas('status')).stdout;
+    expect(text).toMatch(new RegExp(`^nasd ${status.version}, pid \\d+, up \\S+`));
+    expect(text).toMatch(/^demo +[0-9a-f]{12} +1 +/m);
+    expect(text).toMatch(/^problems:\n  Home demo: mirroring to remote nas-1 failed/m);
+    await fs.rm(`${mirror}/hooks/pre-receive`);
+    await eventually(async () => (await scrape()).samples.get(key('nas_remote_push_failures', { home: 'demo', remote: 'nas-1' })) === 0, 'the mirror to be healthy again', 60_000);
+    expect(total(await scrape(), 'nas_remote_last_push_timestamp_seconds', { home: 'demo' })).toBeGreaterThan(lastGood);
+    expect((await d.nasJson('status')).problems).toEqual([]);
   });
 });

@@ -55,6 +55,8 @@ describe('changes within one commit window', () => {
 
   it('files an open file that is deleted under its own name', async () => {
     await fs.writeFile(p('outbox/open.md'), 'still open\n');
+    // Committed first: a file made and deleted within one commit window never reaches the recycle area (below).
+    await sync();
     const fh = await fs.open(p('outbox/open.md'), 'r');
     await fs.unlink(p('outbox/open.md'));
     expect((await fh.read(Buffer.alloc(64), 0, 64, 0)).bytesRead).toBe(11);
@@ -63,6 +65,31 @@ describe('changes within one commit window', () => {
     expect((await tree()).filter((f) => f.includes('fuse_hidden'))).toEqual([]);
     const trash = await d.nasJson<any[]>('trash', 'list', 'demo');
     expect(trash.map((t) => t.path)).toContain('outbox/open.md');
+  });
+
+  it("files nothing in the recycle area for a file made and deleted within one window (an editor's AGENTS.md.tmp), open or not", async () => {
+    const before = (await d.nasJson<any[]>('trash', 'list', 'demo', '--all')).length;
+    await fs.writeFile(p('AGENTS.md.tmp'), 'draft\n');
+    await fs.unlink(p('AGENTS.md.tmp'));
+    const fh = await fs.open(p('outbox/scratchpad.md'), 'w+');
+    await fh.write('notes\n');
+    await fs.unlink(p('outbox/scratchpad.md'));
+    expect((await fh.read(Buffer.alloc(16), 0, 16, 0)).bytesRead).toBe(6);
+    await fh.close();
+    await fs.mkdir(p('outbox/tmpdir'));
+    await fs.writeFile(p('outbox/tmpdir/x'), 'x\n');
+    expect((await run('rm', ['-r', p('outbox/tmpdir')])).code).toBe(0);
+    // A committed file deleted after is filed as ever, with what it held when deleted.
+    await fs.writeFile(p('outbox/kept.md'), 'v1\n');
+    await sync();
+    await fs.writeFile(p('outbox/kept.md'), 'v2\n');
+    await fs.unlink(p('outbox/kept.md'));
+    await sync();
+    const trash = await d.nasJson<any[]>('trash', 'list', 'demo', '--all');
+    expect(trash.slice(0, trash.length - before).map((t) => t.path)).toEqual(['outbox/kept.md']);
+    expect((await d.gitBlob(trash[0].oid)).toString()).toBe('v2\n');
+    const files = await tree();
+    for (const gone of ['AGENTS.md.tmp', 'outbox/scratchpad.md', 'outbox/tmpdir/x', 'outbox/kept.md']) expect(files).not.toContain(gone);
   });
 
   it('does not bring back a file renamed while the commit adding it is under way', async () => {

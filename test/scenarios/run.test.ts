@@ -107,6 +107,10 @@ describe('nas run', () => {
     const human = await nasRun('demo', '--user', 'nobody', '--intent', 'more notes', '--', 'sh', '-c', 'echo more > outbox/more.md');
     expect(human.code).toBe(0);
     expect(human.stderr).toMatch(/run r[0-9a-f]{8} exited 0; PR \d+ merged by policy/);
+    // It read nothing through the mount, but its briefing handed it AGENTS.md and MEMORY.md: they are its reads.
+    const humanPr = Number(/PR (\d+) merged/.exec(human.stderr)![1]);
+    const shown = await d.nas('pr', 'show', 'demo', String(humanPr));
+    expect(shown.stdout).toMatch(/^reads: 2 path\(s\): AGENTS\.md, memory\/MEMORY\.md; digest sha256:/m);
   });
 
   it("lists a run with its PR's state now: waiting when the run ended, merged once approved", async () => {
@@ -346,7 +350,8 @@ describe('nas run', () => {
   it('puts the briefing in NAS_BRIEFING_FILE; nas hook session-start prints the start and on-demand paths, not contents', async () => {
     const { code, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
       `echo 'Please summarise.' > inbox/hook-task.md && cat "$NAS_BRIEFING_FILE" > ${shared}/briefing && ` +
-      `${nasInside} hook session-start > ${shared}/hook && ${nasInside} hook session-start --max-tokens 800 > ${shared}/hook-capped`);
+      `${nasInside} hook session-start > ${shared}/hook && ${nasInside} hook session-start --max-tokens 800 > ${shared}/hook-capped && ` +
+      `${nasInside} context > ${shared}/context`);
     expect(code, stderr).toBe(0);
     const agents = (await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).split('\n')[0];
     expect(await fs.readFile(`${shared}/briefing`, 'utf8')).toContain(agents);
@@ -361,6 +366,8 @@ describe('nas run', () => {
     expect(hook).toMatch(new RegExp(`Home "demo" at ${d.mnt}/demo, on branch run-r[0-9a-f]{8}`));
     // A hook configured for the old briefing (--max-tokens) prints the same lists.
     expect(await fs.readFile(`${shared}/hook-capped`, 'utf8')).toBe(hook);
+    // nas context needs no role inside a run either: the same lists, where the run sees them.
+    expect(await fs.readFile(`${shared}/context`, 'utf8')).toBe(`${hook.split('\n---\n')[0]}`);
   });
 
   it("passes the run a short allow-list of root's environment, and the variables named with --env", async () => {

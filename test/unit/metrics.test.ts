@@ -13,7 +13,9 @@ import { key, parseExposition, total } from '../prom-text.js';
 const home = (name: string, more: Partial<HomeSample> = {}): HomeSample => ({
   home: name, branches: 3, expiredBranches: 1, pendingChanges: 2, bytesUsed: 1000, quotaBytes: 20_000, fullestBranch: 0.25,
   trashItems: 4, trashBytes: 400, prs: { merged: 2, waiting: 1 }, approved: 1, rejected: 1, oldestWaiting: 90,
-  leases: { active: 1, revoked: 2 }, runs: { exited: 3 }, ...more,
+  leases: { active: 1, revoked: 2 }, runs: { exited: 3 }, runExits: { 0: 2, 3: 1 },
+  store: { loose: 1, looseBytes: 10, packed: 20, packBytes: 2000 }, remotes: [{ name: 'nas-1', pushed: 1_700_000_000_000, failures: 0 }, { name: 'nas-2', failures: 4 }],
+  ...more,
 });
 
 /** `promtool check metrics` from Debian's prometheus package, when it is installed. */
@@ -24,7 +26,7 @@ describe('metrics exposition', () => {
     const m = new Meter();
     expect(m.start()).toBe(0);
     m.fuse('getattr', 0);
-    m.fuseError('create', 'EROFS');
+    m.fuseError('demo', 'create', 'EROFS');
     m.commit(0.1, 10, 1, 0);
     await expect(m.expose()).rejects.toThrow(/off/);
   });
@@ -33,15 +35,15 @@ describe('metrics exposition', () => {
     const m = new Meter();
     m.enable();
     for (const op of ['getattr', 'getattr', 'write', 'create']) m.fuse(op, m.start());
-    m.fuseError('create', 'EROFS');
-    m.fuseError('getattr', 'ENOENT');
+    m.fuseError('demo', 'create', 'EROFS');
+    m.fuseError('', 'getattr', 'ENOENT');
     m.commit(0.12, 300, 2, 1);
     m.commitFailed();
     m.merge('policy', 'merged', 0.2);
     m.merge('owner', 'conflict', 0.3);
     m.decided('approve', 3600);
     m.decided('reject', 120);
-    m.maintained({ role: 'demo', purged: 2, expiredPrs: 1, seconds: 1.5, objects: { loose: 1, looseBytes: 10, packed: 20, packBytes: 2000 } });
+    m.maintained({ purged: 2, expiredPrs: 1, seconds: 1.5 });
     m.purged(3);
     m.gc('auto', true);
     m.sampleWith(async () => ({ homes: [home('demo'), home('we"ird\\name', { approved: 0, rejected: 0 })], archived: 1 }));
@@ -52,7 +54,8 @@ describe('metrics exposition', () => {
     const e = parseExposition(await exposed());
     expect(total(e, 'nas_fuse_request_duration_seconds_count', { op: 'getattr' })).toBe(2);
     expect(total(e, 'nas_fuse_request_duration_seconds_count')).toBe(4);
-    expect(e.samples.get(key('nas_fuse_errors_total', { op: 'create', errno: 'EROFS' }))).toBe(1);
+    expect(e.samples.get(key('nas_fuse_errors_total', { home: 'demo', op: 'create', errno: 'EROFS' }))).toBe(1);
+    expect(e.samples.get(key('nas_fuse_errors_total', { home: '', op: 'getattr', errno: 'ENOENT' }))).toBe(1);
     expect(e.samples.get('nas_commits_total')).toBe(1);
     expect(e.samples.get('nas_commit_bytes_total')).toBe(300);
     expect(e.samples.get(key('nas_commit_paths_total', { change: 'deleted' }))).toBe(1);
@@ -61,6 +64,13 @@ describe('metrics exposition', () => {
     expect(e.samples.get(key('nas_pr_wait_seconds_bucket', { decision: 'approve', le: '3600' }))).toBe(1);
     expect(e.samples.get('nas_maintenance_purged_total')).toBe(5);
     expect(e.samples.get(key('nas_store_objects', { home: 'demo', where: 'packed' }))).toBe(20);
+    expect(e.samples.get(key('nas_store_bytes', { home: 'demo', where: 'packed' }))).toBe(2000);
+    // Runs by exit status; a remote's last good push (absent when none since start) and failures since.
+    expect(e.samples.get(key('nas_runs_ended', { home: 'demo', exit: '3' }))).toBe(1);
+    expect(e.samples.get(key('nas_runs_ended', { home: 'demo', exit: '0' }))).toBe(2);
+    expect(e.samples.get(key('nas_remote_last_push_timestamp_seconds', { home: 'demo', remote: 'nas-1' }))).toBe(1_700_000_000);
+    expect(e.samples.has(key('nas_remote_last_push_timestamp_seconds', { home: 'demo', remote: 'nas-2' }))).toBe(false);
+    expect(e.samples.get(key('nas_remote_push_failures', { home: 'demo', remote: 'nas-2' }))).toBe(4);
     // Scrape-time state, every state present (0 when none) so a dashboard's series exist from the start.
     expect(e.samples.get(key('nas_branches', { home: 'demo', state: 'live' }))).toBe(2);
     expect(e.samples.get(key('nas_prs', { home: 'demo', state: 'conflict' }))).toBe(0);

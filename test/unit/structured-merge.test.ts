@@ -18,6 +18,17 @@ describe('structured merge', () => {
     expect(mergeStructured('json', json({ a: 1 }), json({ a: 2 }), json({ a: 2 }))).toMatchObject({ text: json({ a: 2 }) });
   });
 
+  it("keeps a JSON file's own formatting: compact stays compact, spacing and indentation as written, a side's bytes where the data is that side's", () => {
+    expect(mergeStructured('json', '{"a":1,"b":2}', '{"a":10,"b":2}', '{"a":1,"b":20}')).toMatchObject({ text: '{"a":10,"b":20}' });
+    expect(mergeStructured('json', '{ "a": 1, "b": [1] }\n', '{ "a": 10, "b": [1] }\n', '{ "a": 1, "b": [1, 2] }\n'))
+      .toMatchObject({ text: '{ "a": 10, "b": [1, 2] }\n' });
+    expect(mergeStructured('json', '{\n    "a": 1,\n    "b": {"x": 1}\n}', '{\n    "a": 2,\n    "b": {"x": 1}\n}', '{\n    "a": 1,\n    "b": {"x": 2}\n}'))
+      .toMatchObject({ text: '{\n    "a": 2,\n    "b": {\n        "x": 2\n    }\n}' });
+    // The branch only reformatted; main changed a value: main's bytes, not a rewrite.
+    const main = '{"a": 2,   "b": 1}\n';
+    expect(mergeStructured('json', '{"a": 1, "b": 1}\n', main, '{\n  "a": 1,\n  "b": 1\n}\n')).toMatchObject({ text: main });
+  });
+
   it('names a side that does not parse, and keeps a key called __proto__ a key', () => {
     const bad = mergeStructured('json', json({ a: 1 }), '{ "a": ', json({ a: 2 }));
     expect('conflict' in bad && bad.conflict[0]).toMatch(/^main is not valid JSON/);

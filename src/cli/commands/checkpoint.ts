@@ -40,7 +40,10 @@ export const commands = [
     },
     print: (r) => r.map((e) => {
       const t = e.trailers;
-      const who = [t['Nas-Principal'] && `by ${t['Nas-Principal']}`, t['Nas-Run'] && t['Nas-Run'] !== '-' && `run ${t['Nas-Run']}`,
+      // A merge names who proposed it and who let it in (policy, or the owner who approved), not one "by".
+      const merged = t['Nas-Merged-By'];
+      const who = [t['Nas-Principal'] && `${merged ? 'proposed ' : ''}by ${t['Nas-Principal']}`,
+        merged && (merged === 'policy' ? 'merged by policy' : `approved by ${merged}`), t['Nas-Run'] && t['Nas-Run'] !== '-' && `run ${t['Nas-Run']}`,
         t['Nas-Lease'] && t['Nas-Lease'] !== '-' && `lease ${t['Nas-Lease']}`].filter(Boolean).join(', ');
       return `${short(e.commit)}  ${e.time}  ${e.subject}${who ? `  (${who})` : ''}${t['Nas-Intent'] ? `\n    intent: ${t['Nas-Intent']}` : ''}\n`;
     }).join(''),

@@ -1,12 +1,13 @@
-import { splitTarget, wholeNumber } from '../args.js';
+import { Usage, splitTarget, wholeNumber } from '../args.js';
 import { command } from '../command.js';
 import { displayPath } from '../../util/display.js';
 import type { ContextReport } from '../../api/types.js';
 
 export const help = {
   context:
-    'usage: nas context <role>[@<branch>]\n\nPrints the files to read at session start, then the files to read only when a task needs them\n' +
-    '(paths under the mount, not contents), ready for a session-start hook to print as is.\n',
+    'usage: nas context [<role>[@<branch>]]\n\nPrints the files to read at session start, then the files to read only when a task needs them\n' +
+    '(paths under the mount, not contents), ready for a session-start hook to print as is. Inside nas run the Home\n' +
+    'and branch come from NAS_HOME and NAS_BRANCH, and the paths are where the run sees its branch.\n',
   briefing:
     'usage: nas briefing <role>[@<branch>] [--max-tokens 2000]\n\nAGENTS.md, MEMORY.md, memory/resident.md and an inbox summary within a token cap (o200k_base).\n' +
     'Whole sections that do not fit are left out and listed at the end; nothing is cut mid-sentence.\n',
@@ -18,19 +19,34 @@ export const contextText = (r: ContextReport): string =>
   "\nREAD-ON-DEMAND (read one only when the task needs it; memory/MEMORY.md's index says when):\n" +
   r.demand.map((d) => `${displayPath(`${r.root}/${d.path}`)}${d.label ? `  [${d.label}]` : ''}\n`).join('');
 
+/** The Home and branch named, or inside `nas run` (nothing named) the run's own. */
+export function contextTarget(given: string | undefined): { role: string; branch?: string; inRun: boolean } {
+  if (given) {
+    const [role, branch] = splitTarget(given);
+    return { role, branch, inRun: false };
+  }
+  const role = process.env.NAS_HOME;
+  if (!role) throw new Usage('name the Home (<role>[@<branch>]), or run this inside nas run, which sets NAS_HOME');
+  return { role, branch: process.env.NAS_BRANCH || undefined, inRun: !!process.env.NAS_RUN };
+}
+
+/** Where the paths are read: inside a run the branch is at the Home's ordinary path, so that is where the agent reads. */
+export const contextRoot = (r: ContextReport, inRun: boolean): string =>
+  inRun ? `${process.env.NAS_MOUNT || '/agents'}/${r.view.split('@')[0]}` : r.root;
+
 export const commands = [
   command({
     name: 'context',
     doc: {
-      usage: 'nas context <role>[@<branch>]',
-      about: 'READ-ON-START then READ-ON-DEMAND paths under the mount, for a session-start hook',
+      usage: 'nas context [<role>[@<branch>]]',
+      about: 'READ-ON-START then READ-ON-DEMAND paths under the mount, for a session-start hook (inside nas run: the run\'s)',
     },
     route: 'context',
     request: (args) => {
-      const [role, branch] = splitTarget(args.need(1, '<role>[@<branch>]'));
+      const { role, branch } = contextTarget(args.positional[1]);
       return { params: { role }, body: { branch } };
     },
-    print: contextText,
+    print: (r, args) => contextText({ ...r, root: contextRoot(r, contextTarget(args.positional[1]).inRun) }),
   }),
   command({
     name: 'briefing',

@@ -1,6 +1,6 @@
-import { Usage, splitTarget, wholeNumber } from '../args.js';
+import { wholeNumber } from '../args.js';
 import { command } from '../command.js';
-import { contextText } from './context.js';
+import { contextRoot, contextTarget, contextText } from './context.js';
 
 export const help = {
   hook:
@@ -25,19 +25,16 @@ export const commands = [
     route: 'context',
     flags: ['max-tokens'],
     request: (args) => {
-      const given = args.positional[2];
-      const [role, branch] = given ? splitTarget(given) : [process.env.NAS_HOME, process.env.NAS_BRANCH];
-      if (!role) throw new Usage('name the Home (<role>[@<branch>]), or run this inside nas run, which sets NAS_HOME');
+      const { role, branch } = contextTarget(args.positional[2]);
       // Hook configurations written for the briefing pass it; a bad value is still a usage error.
       wholeNumber(args, 'max-tokens', '--max-tokens takes a whole number');
       return { params: { role }, body: { branch } };
     },
     print: (r, args) => {
-      const inRun = !args.positional[2] && process.env.NAS_RUN;
+      const { inRun } = contextTarget(args.positional[2]);
       const mount = process.env.NAS_MOUNT || '/agents';
       const role = r.view.split('@')[0];
-      // Inside a run the branch is at the Home's ordinary path: that is where the agent reads.
-      const root = inRun ? `${mount}/${role}` : r.root;
+      const root = contextRoot(r, inRun);
       const where = inRun
         ? `You work in the Agent NAS Home "${role}" at ${mount}/${role}, on branch ${process.env.NAS_BRANCH} (run ${process.env.NAS_RUN}). ` +
           `Every file you write there is committed to that branch and proposed for review when you finish; main is read-only at ${mount}/${role}@main. ` +

@@ -20,8 +20,19 @@ export const help = {
 /** A run's exit status in a list: `3 FAILED`, `0`, or `-` for a PR that is not a run's. */
 const exitMark = (p: { exit?: string; run_failed?: boolean }): string => (p.exit ? `${p.exit}${p.run_failed ? ' FAILED' : ''}` : '-');
 
+/** A PR's state in a list, an imported copy marked (it was made, and decided on, in the Home exported). */
+const stateMark = (p: { state: string; imported?: { from: string } }): string => (p.imported ? `${p.state} (imported from ${p.imported.from})` : p.state);
+
 /** `<role> <id>` of the pr subcommands; the daemon refuses an id that is not a whole number. */
 const prId = (args: Args) => ({ role: args.need(2, '<role>'), id: args.need(3, '<id>') });
+
+/** What the run read (its briefing's files included), each path once, inbox items marked: the manifest's `<oid> <path>` lines. */
+function readsLine(manifest: string, count: number | string, digest: string): string {
+  const paths = [...new Set(manifest.split('\n').filter(Boolean).map((l) => l.slice(l.indexOf(' ') + 1)))].sort();
+  const shown = paths.slice(0, 20).map((p) => (p.startsWith('inbox/') ? `${p} (untrusted input)` : p));
+  const more = paths.length > shown.length ? `, and ${paths.length - shown.length} more (--json)` : '';
+  return `reads: ${count} path(s)${shown.length ? `: ${shown.join(', ')}${more}` : ''}; digest ${digest}\n`;
+}
 
 export const commands = [
   command({
@@ -53,7 +64,7 @@ export const commands = [
     route: 'listPrs',
     request: (args) => ({ params: { role: args.need(2, '<role>') }, body: {} }),
     print: (r) => (r.length === 0 ? 'no PRs\n' : table([['ID', 'BRANCH', 'STATE', 'RUN EXIT', 'CHECKS', 'INTENT'],
-      ...r.map((p) => [String(p.id), p.branch, p.state, exitMark(p), p.checks || '-', p.intent])])),
+      ...r.map((p) => [String(p.id), p.branch, stateMark(p), exitMark(p), p.checks || '-', p.intent])])),
   }),
   command({
     name: 'pr inbox',
@@ -65,7 +76,7 @@ export const commands = [
     route: 'decisions',
     request: () => ({ params: {}, body: {} }),
     print: (r) => (r.length === 0 ? 'nothing waits for a decision\n' : table([['HOME', 'ID', 'STATE', 'RUN EXIT', 'SINCE', 'BRANCH', 'FILES', 'INTENT', 'WHY'],
-      ...r.map((p) => [p.home, String(p.id), p.state, exitMark(p), p.created, p.branch, String(p.files), p.intent, p.reasons.join('; ') || '-'])])),
+      ...r.map((p) => [p.home, String(p.id), stateMark(p), exitMark(p), p.created, p.branch, String(p.files), p.intent, p.reasons.join('; ') || '-'])])),
   }),
   command({
     name: 'pr show',
@@ -81,7 +92,7 @@ export const commands = [
       (r.provenance.exit ? `run exit: ${r.provenance.exit}${runFailed(r.provenance.exit) ? ` (FAILED: the run's command did not succeed; its work may be unfinished)` : ' (succeeded)'}\n` : '') +
       `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}` +
       `${r.provenance.writers ? `, written by ${r.provenance.writers.join(', ')}` : ''}\n` +
-      `reads: ${r.provenance.reads} path(s), digest ${r.provenance.reads_digest}\n` +
+      readsLine(r.reads, r.provenance.reads, r.provenance.reads_digest) +
       `trust: ${r.trust.notes_changed.length} note(s) changed, ${r.trust.unreviewed.length} unreviewed, ${r.trust.reviewed_claims.length} marked reviewed` +
       `${r.trust.reviewed_claims.length ? ` (${r.trust.reviewed_claims.join(', ')})` : ''}` +
       `${r.trust.start_set?.length ? `; session-start context changed: ${r.trust.start_set.join(', ')}` : ''}` +

@@ -6,16 +6,31 @@ export const help = { status: 'usage: nas status\n' };
 /** A Home's branches, each merged one marked (it goes after the Home's merged_branch_grace). */
 const branchNames = (branches: string[], merged: string[] = []) => branches.map((b) => (merged.includes(b) ? `${b} (merged)` : b)).join(', ');
 
+/** How long since `iso`, as a person says it: `3d 4h`, `2h 5m`, `40s`. */
+export function since(iso: string, now = Date.now()): string {
+  let s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  const parts: string[] = [];
+  for (const [unit, n] of [['d', 86400], ['h', 3600], ['m', 60]] as const) {
+    if (s >= n) parts.push(`${Math.floor(s / n)}${unit}`);
+    s %= n;
+  }
+  return parts.length > 0 ? parts.slice(0, 2).join(' ') : `${s}s`;
+}
+
 export const commands = [
   command({
     name: 'status',
     doc: {
       usage: 'nas status',
-      about: 'Homes served, their main commit and branches (a merged one marked `(merged)`; `--json`: `merged`)',
+      about: 'nasd\'s version and uptime, the Homes served with their main commit, branches (a merged one marked ' +
+        '`(merged)`) and PRs waiting for a person, and the problems to act on (`--json`: `merged`, `waiting`, `problems`)',
     },
     route: 'status',
     request: () => ({ params: {}, body: {} }),
-    print: (r) => table([['HOME', 'MAIN', 'BRANCHES'], ...r.homes.map((h) => [h.role, short(h.main), branchNames(h.branches, h.merged) || '-'])]) +
-      (r.metrics ? `metrics: ${r.metrics}\n` : ''),
+    print: (r) => `nasd ${r.version}, pid ${r.pid}, up ${since(r.started)} (since ${r.started}), serving ${r.mount}\n` +
+      table([['HOME', 'MAIN', 'WAITING', 'BRANCHES'],
+        ...r.homes.map((h) => [h.role, short(h.main), String(h.waiting), branchNames(h.branches, h.merged) || '-'])]) +
+      (r.metrics ? `metrics: ${r.metrics}\n` : '') +
+      (r.problems.length ? `problems:\n${r.problems.map((p) => `  ${p}\n`).join('')}` : 'problems: none\n'),
   }),
 ];

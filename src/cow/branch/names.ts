@@ -7,7 +7,7 @@ import { checkDirectoryMove, hasUnstorableName, isGitmodulesName } from '../../p
 import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
-import { isDir, type Overlay } from './overlay.js';
+import { isDir, type Node, type Overlay } from './overlay.js';
 import { isFuseHidden, parentOf } from './paths.js';
 import type { BranchState } from './state.js';
 import { overQuota } from './usage.js';
@@ -124,6 +124,15 @@ export class Names {
     await this.deleteLogged(async () => {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
+      if (await this.neverCommitted(rel, node)) {
+        return {
+          entry: { type: 'whiteout', path: rel },
+          act: async () => {
+            await this.overlay.tree.at(rel, (p) => fs.unlink(p));
+            this.state.usage.removed(rel);
+          },
+        };
+      }
       const record = this.trashRecord(rel, node.stat ? kindOfStats(node.stat) : kindOfMode(node.entry.mode));
       await this.keepMeta(record, rel, node.entry?.mode);
       await this.deletions.passBegins(rel, record.deletedAt, (dir) => this.metaOf(dir));
@@ -163,6 +172,15 @@ export class Names {
         node = await this.overlay.need(rel);
       }
       const st = node.stat!;
+      if (await this.neverCommitted(rel, node)) {
+        return {
+          entry: { type: 'whiteout', path: rel },
+          act: async () => {
+            await this.overlay.tree.at2(rel, hidden, (p, h) => fs.rename(p, h));
+            this.state.usage.renamed(rel, hidden);
+          },
+        };
+      }
       const record = this.trashRecord(rel, kindOfStats(st));
       await this.keepMeta(record, rel);
       await this.deletions.passBegins(rel, record.deletedAt, (dir) => this.metaOf(dir));
@@ -207,7 +225,7 @@ export class Names {
       await this.deletions.passBegins(rel, pass.since, (dir) => this.metaOf(dir));
       // An empty directory git never had (a `git clone` that stopped at .git, a tool's temporary directory) holds
       // nothing to restore: hidden from git as any deletion (a commit under way may be adding it), not recycled.
-      const never = node.stat && !(await this.overlay.layer.lookup(rel));
+      const never = await this.neverCommitted(rel, node);
       return {
         entry: never ? { type: 'whiteout', path: rel } : { type: 'delete', record, whiteout: true, parked: false },
         act: async () => {
@@ -215,6 +233,15 @@ export class Names {
         },
       };
     });
+  }
+
+  /**
+   * Made since the branch's last commit and not in it (a tool's `AGENTS.md.tmp`, created and removed in one commit
+   * window): its deletion has nothing to file in the recycle area, no commit ever held it. Git's copy of a path
+   * deleted and made again is hidden: the copy was filed when it was deleted.
+   */
+  private async neverCommitted(rel: string, node: Node): Promise<boolean> {
+    return !!node.stat && !(await this.overlay.gitNode(rel));
   }
 
   /** Whether a file has another name, or a directory holds such a file (in the upper directory). */
