@@ -133,6 +133,7 @@ describe('checkpoints and restore', () => {
     // What was deleted before is at least 5 s old at the purge; what is deleted now, younger (a margin for a loaded machine).
     await new Promise((r) => setTimeout(r, 5100));
     await fs.writeFile(p('outbox/fresh.md'), 'fresh\n');
+    await d.sync('demo/work');
     await fs.unlink(p('outbox/fresh.md'));
     await d.sync('demo/work');
     const purged = await d.nasJson('trash', 'purge', 'demo', '--older-than', '5s');

@@ -67,7 +67,7 @@ describe('changes within one commit window', () => {
     expect(trash.map((t) => t.path)).toContain('outbox/open.md');
   });
 
-  it("files nothing in the recycle area for a file made and deleted within one window (an editor's AGENTS.md.tmp), open or not", async () => {
+  it("files nothing in the recycle area for a file made and deleted within a second (an editor's AGENTS.md.tmp), open or not", async () => {
     const before = (await d.nasJson<any[]>('trash', 'list', 'demo', '--all')).length;
     await fs.writeFile(p('AGENTS.md.tmp'), 'draft\n');
     await fs.unlink(p('AGENTS.md.tmp'));
@@ -79,6 +79,12 @@ describe('changes within one commit window', () => {
     await fs.mkdir(p('outbox/tmpdir'));
     await fs.writeFile(p('outbox/tmpdir/x'), 'x\n');
     expect((await run('rm', ['-r', p('outbox/tmpdir')])).code).toBe(0);
+    // A file no commit holds that lived longer (a log still open when deleted) is filed: only the transient goes.
+    const log = await fs.open(p('outbox/long.log'), 'w');
+    await log.write('an hour of lines\n');
+    await new Promise((r) => setTimeout(r, 1100));
+    await fs.unlink(p('outbox/long.log'));
+    await log.close();
     // A committed file deleted after is filed as ever, with what it held when deleted.
     await fs.writeFile(p('outbox/kept.md'), 'v1\n');
     await sync();
@@ -86,8 +92,9 @@ describe('changes within one commit window', () => {
     await fs.unlink(p('outbox/kept.md'));
     await sync();
     const trash = await d.nasJson<any[]>('trash', 'list', 'demo', '--all');
-    expect(trash.slice(0, trash.length - before).map((t) => t.path)).toEqual(['outbox/kept.md']);
+    expect(trash.slice(0, trash.length - before).map((t) => t.path)).toEqual(['outbox/kept.md', 'outbox/long.log']);
     expect((await d.gitBlob(trash[0].oid)).toString()).toBe('v2\n');
+    expect((await d.gitBlob(trash[1].oid)).toString()).toBe('an hour of lines\n');
     const files = await tree();
     for (const gone of ['AGENTS.md.tmp', 'outbox/scratchpad.md', 'outbox/tmpdir/x', 'outbox/kept.md']) expect(files).not.toContain(gone);
   });

@@ -21,6 +21,9 @@ import { formatMeta, type FileMeta } from '../../store/file-meta.js';
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
  * deletions go through the deletion log (and on to the recycle area); scratch ones are plain unlinks.
  */
+/** A file younger than this that no commit holds goes without a recycle record when deleted (birth time; 0 where unknown). */
+const TRANSIENT_MS = 1000;
+
 export class Names {
   constructor(
     private readonly ctx: { store: Store; branch: string; runId?: string },
@@ -124,7 +127,7 @@ export class Names {
     await this.deleteLogged(async () => {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
-      if (await this.neverCommitted(rel, node)) {
+      if (await this.transient(rel, node)) {
         return {
           entry: { type: 'whiteout', path: rel },
           act: async () => {
@@ -172,7 +175,7 @@ export class Names {
         node = await this.overlay.need(rel);
       }
       const st = node.stat!;
-      if (await this.neverCommitted(rel, node)) {
+      if (await this.transient(rel, node)) {
         return {
           entry: { type: 'whiteout', path: rel },
           act: async () => {
@@ -225,7 +228,7 @@ export class Names {
       await this.deletions.passBegins(rel, pass.since, (dir) => this.metaOf(dir));
       // An empty directory git never had (a `git clone` that stopped at .git, a tool's temporary directory) holds
       // nothing to restore: hidden from git as any deletion (a commit under way may be adding it), not recycled.
-      const never = await this.neverCommitted(rel, node);
+      const never = node.stat && !(await this.overlay.layer.lookup(rel));
       return {
         entry: never ? { type: 'whiteout', path: rel } : { type: 'delete', record, whiteout: true, parked: false },
         act: async () => {
@@ -236,12 +239,14 @@ export class Names {
   }
 
   /**
-   * Made since the branch's last commit and not in it (a tool's `AGENTS.md.tmp`, created and removed in one commit
-   * window): its deletion has nothing to file in the recycle area, no commit ever held it. Git's copy of a path
-   * deleted and made again is hidden: the copy was filed when it was deleted.
+   * A file made less than a second ago that no commit holds (a tool's `AGENTS.md.tmp`, made and removed within one
+   * commit window): its deletion files nothing in the recycle area. One that lived longer is filed, committed or
+   * not (a log written for an hour and deleted while still open). Git's copy of a path deleted and made again is
+   * hidden: that copy was filed when it was deleted.
    */
-  private async neverCommitted(rel: string, node: Node): Promise<boolean> {
-    return !!node.stat && !(await this.overlay.gitNode(rel));
+  private async transient(rel: string, node: Node): Promise<boolean> {
+    const age = node.stat ? Date.now() - node.stat.birthtimeMs : Infinity;
+    return age >= 0 && age < TRANSIENT_MS && !(await this.overlay.gitNode(rel));
   }
 
   /** Whether a file has another name, or a directory holds such a file (in the upper directory). */
