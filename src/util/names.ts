@@ -7,6 +7,8 @@ function describe(name: string): string {
   return JSON.stringify(name).slice(0, 80);
 }
 
+export const isRoleName = (name: unknown): boolean => typeof name === 'string' && ROLE.test(name);
+
 /** A role names a Home and its mount directory: lower-case letters, digits, '-' and '_', 1-63 characters. */
 export function validateRole(role: string): string {
   if (typeof role !== 'string' || !ROLE.test(role)) {
