@@ -7,8 +7,8 @@ import type { SharedContext } from '../../memory/shared.js';
 export const help = {
   context:
     'usage: nas context <role>[@<branch>]\n\nPrints the files to read at session start, then the files to read only when a task needs them\n' +
-    '(paths under the mount, not contents), ready for a session-start hook to print as is. The Homes .nas/role.yaml\n' +
-    'lists under shared: add their memory index (read from their main) to the files to read on demand.\n',
+    '(paths under the mount, not contents), ready for a session-start hook to print as is. Homes named under\n' +
+    'shared: in .nas/role.yaml add their memory index (read from their main) to the files to read on demand.\n',
   briefing:
     'usage: nas briefing <role>[@<branch>] [--max-tokens 2000]\n\nAGENTS.md, MEMORY.md, memory/resident.md and an inbox summary within a token cap (o200k_base).\n' +
     'Whole sections that do not fit are left out and listed at the end; nothing is cut mid-sentence.\n',

@@ -24,8 +24,8 @@ export const help = {
     'import  copies local files (CLAUDE.md, Cursor .mdc rules, Markdown, text) into memory/quarantine/ of the\n' +
     '        branch as unreviewed notes with description, updated and source filled in; content is kept as is.\n' +
     'share   (owner) proposes a copy of a reviewed note of <role>\'s main to <shared-home> as a PR there (into its\n' +
-    '        memory/quarantine/from-<role>/, unreviewed, with its source); once merged, that Home\'s owner reviews it\n' +
-    '        into the index the Homes listing it under shared: in .nas/role.yaml read on demand.\n' +
+    '        memory/quarantine/from-<role>/, unreviewed, with its source). Once merged and reviewed by that Home\'s\n' +
+    '        owner, it is in the index every Home with "shared: [<shared-home>]" in .nas/role.yaml reads on demand.\n' +
     'A MEMORY.md or INDEX.md without the index markers keeps single-file memory: nothing is generated into it.\n',
 };
 
