@@ -140,6 +140,8 @@ export class MemoryService {
     const branch = `nas-share-${role}-${commit.slice(0, 12)}`;
     await this.branches.createBranch(to, branch, { at: commit, ttl: '7d' });
     const pr = await this.prs.propose(to, branch, { intent: `share ${role}'s reviewed note ${path} with ${to} (unreviewed here until ${to}'s owner reviews it)` }, creds);
+    // The control API lets go of the views of the Home the route names (role); the change is in the shared Home's.
+    await this.homes.viewsChanged(to);
     return { from: role, note: path, to, path: copy.path, branch, pr: pr.id, prState: pr.state };
   }
 
