@@ -3,6 +3,7 @@ import type { PrStats } from '../merge/propose.js';
 import type { ClusterStatus } from '../cluster/status.js';
 import type { VerifyReport } from '../cluster/verify.js';
 import type { BodyOf, PathParams, Schema } from './schema.js';
+import type { ShareResult } from '../memory/shared.js';
 import type {
   BranchCreated, BranchExtended, BranchListing, BranchResolved, BranchUpdated, BriefingReport, ContextReport, Discarded, HomeSummary, ImportReport, IndexReport,
   LeaseIssued, LeaseView, MeasureReport, MemoryCheckReport, PrDetail, PrFileContent, PrSummary, ReviewResult, StatusReport,
@@ -139,6 +140,7 @@ export const ROUTES = {
     who: writer('body', 'importing notes in {branch}'),
   },
   memoryReview: { method: 'POST', path: '/v1/homes/:role/memory/review', body: { path: 'string', description: 'string?' }, who: owner('reviewing a note') },
+  memoryShare: { method: 'POST', path: '/v1/homes/:role/memory/share', body: { path: 'string', to: 'string' }, who: owner('sharing a memory note') },
   context: { method: 'POST', path: '/v1/homes/:role/context', body: { branch: 'string?' }, who: anyone },
   briefing: { method: 'POST', path: '/v1/homes/:role/briefing', body: { branch: 'string?', maxTokens: 'number?' }, who: anyone },
 
@@ -244,6 +246,7 @@ export interface Results {
   memoryMeasure: MeasureReport;
   memoryImport: ImportReport;
   memoryReview: ReviewResult;
+  memoryShare: ShareResult;
   context: ContextReport;
   briefing: BriefingReport;
   startRun: RunStarted;

@@ -7,6 +7,7 @@ import type { PullRequest } from '../merge/pr-store.js';
 import type { MetaChange, ShownFolder } from '../merge/shown-diff.js';
 import type { CheckReport, Finding } from '../memory/check.js';
 import type { Briefing, ContextLists, measure } from '../memory/context.js';
+import type { SharedContexts } from '../memory/shared.js';
 import type { RunRecord } from '../run/run-store.js';
 
 /**
@@ -259,7 +260,7 @@ export const isIndexWrite = (r: IndexReport): r is IndexWriteReport => 'written'
 
 export type MeasureReport = { view: string } & ReturnType<typeof measure>;
 
-export interface ContextReport extends ContextLists {
+export interface ContextReport extends ContextLists, SharedContexts {
   view: string;
   /** The view's path under the mount: the lists' paths are relative to it. */
   root: string;

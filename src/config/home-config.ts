@@ -1,5 +1,6 @@
 import yaml from 'js-yaml';
 import { parseDuration } from '../util/duration.js';
+import { isRoleName } from '../util/names.js';
 
 /**
  * The `.nas/*.yaml` metadata of a Home: documented schemas, validated on every read.
@@ -13,6 +14,11 @@ export interface RoleConfig {
   description: string;
   owner: string;
   created: string;
+  /**
+   * Other Homes whose memory index this Home reads (shared scopes): their reviewed notes show in the
+   * READ-ON-DEMAND part of this Home's context, read from their main, never resident.
+   */
+  shared: string[];
 }
 
 export interface LimitsConfig {
@@ -252,12 +258,19 @@ export function parseMerge(text: string, file = '.nas/merge.yaml'): Parsed<Merge
   return { value: validate(file, doc, DEFAULT_MERGE, { version: isVersion, drivers: isDrivers }, problems), problems };
 }
 
+const isHomeList: Check = (v) => {
+  if (!Array.isArray(v)) return 'must be a list of Home names';
+  const bad = v.find((x) => !isRoleName(x));
+  return bad === undefined ? null : `names ${JSON.stringify(bad).slice(0, 80)}, not a Home name (a-z, 0-9, '-' and '_')`;
+};
+
 export function parseRole(text: string, file = '.nas/role.yaml'): Parsed<Partial<RoleConfig>> {
   const problems: string[] = [];
   const doc = loadMapping(file, text, problems);
   if (!doc) return { value: {}, problems };
   const value = validate<Partial<RoleConfig>>(file, doc, {}, {
     version: isVersion, role: isString, description: (v) => (typeof v === 'string' ? null : 'must be a string'), owner: isString, created: isString,
+    shared: isHomeList,
   }, problems);
   return { value, problems };
 }

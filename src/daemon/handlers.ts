@@ -137,6 +137,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     memoryMeasure: ({ params, body }) => memory.measure(params.role, body.branch, body.tasks ?? []),
     memoryImport: ({ params, body }) => memory.import(params.role, body.branch, body.files),
     memoryReview: ({ params, body }) => memory.review(params.role, body.path, body.description),
+    memoryShare: ({ params, body, creds }) => memory.share(params.role, body.path, body.to, creds),
     context: ({ params, body }) => memory.context(params.role, body.branch),
     briefing: ({ params, body, creds }) => memory.briefing(params.role, body.branch, body.maxTokens ?? 2000, creds),
 

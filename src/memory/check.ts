@@ -2,7 +2,7 @@ import type { LimitsConfig } from '../config/home-config.js';
 import type { HomeFile } from './files.js';
 import { formatSize } from './index-block.js';
 import { INBOX_DIR, JOURNAL_DIR, MEMORY_MD, QUARANTINE_DIR, SKILLS_DIR, START_SET, isNote, isStartFile } from './layout.js';
-import { isReviewed, type Memory, type MemoryDoc, type Trusted } from './model.js';
+import { isReviewed, markedIndexes, type Memory, type MemoryDoc, type Trusted } from './model.js';
 import { countTokens } from './tokens.js';
 import { relativeLinks } from './links.js';
 
@@ -16,7 +16,7 @@ export type Rule =
   | 'trust-label' | 'trust-claim' | 'unreviewed-in-start-set'
   | 'index-markers' | 'index-stale' | 'index-size'
   | 'topic-description' | 'topic-size' | 'topic-depth' | 'topic-updated' | 'description-length'
-  | 'memory-tokens' | 'resident-budget' | 'missing-file' | 'skill-front-matter';
+  | 'memory-tokens' | 'resident-budget' | 'missing-file' | 'skill-front-matter' | 'shared-scope';
 
 export interface Finding {
   level: 'error' | 'warning';
@@ -41,7 +41,10 @@ export interface CheckReport {
   startSet: StartFile[];
   memoryTokens?: { tokens: number; cap: number };
   notes: number;
+  /** Index files with markers: their scope has a generated index. */
   indexes: string[];
+  /** Index files without markers: their scope keeps single-file memory (markers are opt-in). */
+  singleFile: string[];
 }
 
 export const TOPIC_MAX = 32 * 1024;
@@ -56,7 +59,8 @@ export function checkMemory(memory: Memory, limits: LimitsConfig): CheckReport {
   };
 
   for (const doc of memory.docs.values()) checkDocument(doc, add, memory.fromMain);
-  for (const index of memory.indexes) {
+  // A scope without markers keeps single-file memory: no index, so no index or topic rules.
+  for (const index of markedIndexes(memory)) {
     for (const p of index.problems) add('error', 'index-markers', index.path, p.message, p.line);
     for (const t of index.tooDeep) {
       add('error', 'topic-depth', t.file.path, `nested too deep below ${index.root}: topics are <topic>.md or <topic>/<subtopic>.md`);
@@ -88,7 +92,8 @@ export function checkMemory(memory: Memory, limits: LimitsConfig): CheckReport {
     startSet,
     memoryTokens,
     notes: [...memory.docs.keys()].filter(isNote).length,
-    indexes: memory.indexes.map((i) => i.path),
+    indexes: markedIndexes(memory).map((i) => i.path),
+    singleFile: memory.indexes.filter((i) => !i.marked).map((i) => i.path),
   };
 }
 

@@ -1,7 +1,7 @@
 import type { HomeFile } from './files.js';
 import { formatSize } from './index-block.js';
-import { INBOX_DIR, JOURNAL_DIR, QUARANTINE_DIR, SKILLS_DIR, START_SET, isMarkdown, isStartFile } from './layout.js';
-import { isReviewed, type Memory } from './model.js';
+import { INBOX_DIR, JOURNAL_DIR, MEMORY_MD, QUARANTINE_DIR, SKILLS_DIR, START_SET, isMarkdown, isStartFile } from './layout.js';
+import { isMarked, isReviewed, markedIndexes, type Memory } from './model.js';
 import { countTokens } from './tokens.js';
 import { displayPath } from '../util/display.js';
 
@@ -16,6 +16,8 @@ export interface DemandItem {
 export interface ContextLists {
   start: string[];
   demand: DemandItem[];
+  /** Whether memory/MEMORY.md carries a generated index (markers are opt-in): it then says when to read a note. */
+  indexed: boolean;
 }
 
 const isReadme = (p: string): boolean => /(^|\/)readme\.md$/i.test(p);
@@ -38,7 +40,7 @@ export function contextLists(memory: Memory): ContextLists {
   take((f) => f.path.startsWith(SKILLS_DIR) && f.path.endsWith('/SKILL.md'));
   take((f) => f.path.startsWith(JOURNAL_DIR), () => 'unreviewed');
   take((f) => f.path.startsWith(INBOX_DIR), () => 'untrusted input');
-  return { start, demand };
+  return { start, demand, indexed: isMarked(memory, MEMORY_MD) };
 }
 
 export class BriefingTooSmall extends Error {}
@@ -228,7 +230,7 @@ export function measure(memory: Memory, tasks: readonly string[]): { start: Meas
   };
   const start = START_SET.map((s) => s.path).filter((p) => memory.docs.has(p));
   const taskPaths = tasks.flatMap((t) => {
-    const routes = memory.indexes.filter((i) => i.topics.some((d) => d.file.path === t) && !isStartFile(i.path)).map((i) => i.path);
+    const routes = markedIndexes(memory).filter((i) => i.topics.some((d) => d.file.path === t) && !isStartFile(i.path)).map((i) => i.path);
     return [...routes, t];
   });
   const full = [...memory.docs.keys()].filter((p) => p.startsWith('memory/') && !p.startsWith(QUARANTINE_DIR) && memory.docs.get(p)?.text !== undefined).sort();

@@ -20,8 +20,12 @@ export interface TopicEntry {
   trust: Trust;
 }
 
-/** Locate the one marker pair; every way the markers can be wrong comes back as a problem with its line. */
-export function findBlock(text: string): { block?: Block; problems: NoteProblem[] } {
+/**
+ * Locate the one marker pair; every way the markers can be wrong comes back as a problem with its line. Markers
+ * are opt-in per scope (SPEC.md, "Two-tier memory"): a file with no marker at all keeps single-file memory,
+ * `marked: false` and no problem; one marker alone is a half-made opt-in, reported.
+ */
+export function findBlock(text: string): { block?: Block; problems: NoteProblem[]; marked: boolean } {
   const problems: NoteProblem[] = [];
   const starts: { line: number; offset: number; end: number }[] = [];
   const ends: { line: number; offset: number }[] = [];
@@ -43,17 +47,16 @@ export function findBlock(text: string): { block?: Block; problems: NoteProblem[
   });
   for (const dup of starts.slice(1)) problems.push({ line: dup.line, message: `duplicate ${INDEX_START} (the first is on line ${starts[0].line})` });
   for (const dup of ends.slice(1)) problems.push({ line: dup.line, message: `duplicate ${INDEX_END} (the first is on line ${ends[0].line})` });
-  if (starts.length === 0 && ends.length === 0 && problems.length === 0) {
-    problems.push({ line: 1, message: `no index markers: add the lines ${INDEX_START} and ${INDEX_END}` });
-  } else if (starts.length === 0 && ends.length > 0) {
+  if (starts.length === 0 && ends.length === 0 && problems.length === 0) return { problems, marked: false };
+  if (starts.length === 0 && ends.length > 0) {
     problems.push({ line: ends[0].line, message: `${INDEX_END} without ${INDEX_START} before it` });
   } else if (ends.length === 0 && starts.length > 0) {
     problems.push({ line: starts[0].line, message: `${INDEX_START} without ${INDEX_END} after it` });
   } else if (starts.length > 0 && ends[0].offset < starts[0].offset) {
     problems.push({ line: ends[0].line, message: `${INDEX_END} comes before ${INDEX_START}` });
   }
-  if (problems.length > 0) return { problems };
-  return { block: { from: starts[0].end, to: ends[0].offset, line: starts[0].line }, problems };
+  if (problems.length > 0) return { problems, marked: true };
+  return { block: { from: starts[0].end, to: ends[0].offset, line: starts[0].line }, problems, marked: true };
 }
 
 const KB = 1024;

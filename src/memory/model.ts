@@ -25,6 +25,11 @@ export interface MemoryDoc {
 export interface IndexFile {
   path: string;
   root: string;
+  /**
+   * Whether the file carries index markers: the scope opted in to a generated index. Without, the scope keeps
+   * single-file memory: nothing is generated into it and its topics are not index-checked.
+   */
+  marked: boolean;
   block?: Block;
   problems: NoteProblem[];
   topics: MemoryDoc[];
@@ -83,19 +88,25 @@ function topicEntry(doc: MemoryDoc, fromMain?: Trusted): TopicEntry {
 
 function indexOf(doc: MemoryDoc, docs: Map<string, MemoryDoc>, indexPaths: ReadonlySet<string>, fromMain?: Trusted): IndexFile {
   const root = topicRoot(doc.file.path);
-  const { block, problems } = doc.text !== undefined ? findBlock(doc.text) : { block: undefined, problems: [] };
+  const { block, problems, marked } = doc.text !== undefined ? findBlock(doc.text) : { block: undefined, problems: [], marked: false };
   const candidates = [...docs.values()].filter((d) => isTopic(d.file.path, root, doc.file.path, indexPaths));
   const tooDeep = candidates.filter((d) => topicDepth(d.file.path, root) > MAX_TOPIC_DEPTH);
   // The auto-loaded index (MEMORY.md) lists reviewed notes only: nothing unreviewed reaches the start set.
   const topics = candidates.filter((d) => !tooDeep.includes(d));
   const listed = topics.filter((d) => doc.file.path !== MEMORY_MD || isReviewed(d, fromMain));
-  return { path: doc.file.path, root, block, problems, topics, tooDeep, wanted: renderBlock(doc.file.path, root, listed.map((d) => topicEntry(d, fromMain))) };
+  return { path: doc.file.path, root, marked, block, problems, topics, tooDeep, wanted: renderBlock(doc.file.path, root, listed.map((d) => topicEntry(d, fromMain))) };
 }
+
+/** The index files that opted in to a generated index (they carry the markers). */
+export const markedIndexes = (memory: Memory): IndexFile[] => memory.indexes.filter((i) => i.marked);
+
+/** Whether a scope's index file opted in: MEMORY.md for the Home's own scope. */
+export const isMarked = (memory: Memory, indexPath: string): boolean => memory.indexes.some((i) => i.path === indexPath && i.marked);
 
 /** Index files whose block differs from what their topics call for, with the regenerated text. */
 export function regenerate(memory: Memory): { path: string; text: string }[] {
   const out: { path: string; text: string }[] = [];
-  for (const index of memory.indexes) {
+  for (const index of markedIndexes(memory)) {
     const text = memory.docs.get(index.path)?.text;
     if (!index.block || text === undefined) continue;
     if (text.slice(index.block.from, index.block.to) === index.wanted) continue;

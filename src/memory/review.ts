@@ -1,5 +1,5 @@
 import { MAX_TOPIC_DEPTH, MEMORY_MD, NOTES_DIR, QUARANTINE_DIR, isTopic, topicDepth } from './layout.js';
-import type { Memory } from './model.js';
+import { isMarked, type Memory } from './model.js';
 import { parseNote, setField } from './note.js';
 
 /**
@@ -36,7 +36,8 @@ export function planReview(memory: Memory, notePath: string, description?: strin
     throw new ReviewRefused(`${to} exists already; nothing was changed. Rename one of them in a branch first`);
   }
   if (doc.note.trust === 'reviewed' && to === notePath) throw new ReviewRefused(`${notePath} is reviewed already`);
-  if (!doc.note.description && !description) {
+  // Only an index needs the description: a scope without markers keeps single-file memory.
+  if (!doc.note.description && !description && isMarked(memory, MEMORY_MD)) {
     throw new ReviewRefused(`${notePath} has no description; pass --description "<when to read this>" (the index lists it)`);
   }
   let text = setField(doc.text, 'trust', 'reviewed');

@@ -7,6 +7,9 @@ function describe(name: string): string {
   return JSON.stringify(name).slice(0, 80);
 }
 
+/** Whether a name could be a Home's (validateRole says why not). */
+export const isRoleName = (name: unknown): boolean => typeof name === 'string' && ROLE.test(name);
+
 /** A role names a Home and its mount directory: lower-case letters, digits, '-' and '_', 1-63 characters. */
 export function validateRole(role: string): string {
   if (typeof role !== 'string' || !ROLE.test(role)) {

@@ -54,7 +54,7 @@ export function openWorkflows(
   const branches = new Branches(homes, readers, prs, o.cluster ?? null);
   const trash = new TrashWorkflow(homes, leases, readers);
   const homeFlows = new Homes(homes, branches);
-  const memory = new MemoryService(homes, readers);
+  const memory = new MemoryService(homes, readers, branches, prs);
   return {
     branches, trash, homes: homeFlows, leases, memory, prs,
     runs: new RunService(homes, branches, leases, prs, memory, o.runSockets, o.runsDir, o.stateDir, o.log),

@@ -1,18 +1,21 @@
 import { MODE, RefConflict, type Entry } from '../store/store.js';
 import { UserError } from '../util/errors.js';
-import { validateRelPath } from '../util/names.js';
+import { validateRelPath, validateRole } from '../util/names.js';
 import { checkMemory, type Finding, type Rule } from '../memory/check.js';
 import { briefing, BriefingTooSmall, contextLists, measure } from '../memory/context.js';
 import { filterFiles, treeFiles, withChanges, type FileSet } from '../memory/files.js';
 import { START_SET } from '../memory/layout.js';
-import { loadMemory, regenerate, type Memory } from '../memory/model.js';
+import { loadMemory, markedIndexes, regenerate, type Memory } from '../memory/model.js';
 import { branchMemory } from '../memory/branch-memory.js';
 import { planReview, ReviewRefused, type ReviewPlan } from '../memory/review.js';
 import { importNote } from '../memory/import.js';
+import { sharedCopy, sharedIndex, sharedProblems, ShareRefused, type SharedContext, type ShareResult } from '../memory/shared.js';
 import { mergeIntoMain, type MergeOutcome } from '../merge/merge.js';
 import type { HomeSet, Snapshot } from '../homes/home-set.js';
 import type { Readers } from './readers.js';
 import type { Credentials } from '../api/credentials.js';
+import type { Branches } from './branches.js';
+import type { PrService } from './prs.js';
 import type { FileUpload } from '../api/schema.js';
 import type {
   BriefingReport, ContextReport, ImportReport, IndexReport, MeasureReport, MemoryCheckReport, ReviewResult,
@@ -27,7 +30,12 @@ const INDEX_RULES = new Set<Rule>([
 ]);
 
 export class MemoryService {
-  constructor(private readonly homes: HomeSet, private readonly readers: Readers) {}
+  constructor(
+    private readonly homes: HomeSet,
+    private readonly readers: Readers,
+    private readonly branches: Branches,
+    private readonly prs: PrService,
+  ) {}
 
   private async files(role: string, branch?: string): Promise<{ snap: Snapshot; files: FileSet; tree: string }> {
     const snap = await this.homes.snapshot(role, branch);
@@ -39,10 +47,30 @@ export class MemoryService {
     return snap.view ? branchMemory(snap.home.store, files, snap.commit, snap.mainHead) : loadMemory(files);
   }
 
-  /** Every memory rule; on a branch, trust labels are compared with the commit the branch forked from. */
+  /**
+   * Every memory rule; on a branch, trust labels are compared with the commit the branch forked from. A `shared:`
+   * entry of `.nas/role.yaml` that names no Home here is an error too (the context leaves it out and goes on).
+   */
   async check(role: string, branch?: string): Promise<MemoryCheckReport> {
     const { snap, files } = await this.files(role, branch);
-    return { view: snap.name, commit: snap.commit, ...checkMemory(await this.load(snap, files), snap.config.limits) };
+    const report = checkMemory(await this.load(snap, files), snap.config.limits);
+    for (const message of sharedProblems(role, snap.config.role.shared ?? [], (home) => this.unreadable(home))) {
+      report.findings.unshift({ level: 'error', rule: 'shared-scope', path: '.nas/role.yaml', message });
+      report.errors++;
+      report.ok = false;
+    }
+    return { view: snap.name, commit: snap.commit, ...report };
+  }
+
+  /** Why a shared Home's main cannot be read here (no such Home, archived), or null. */
+  private unreadable(home: string): string | null {
+    try {
+      this.homes.mounted(home);
+      return null;
+    } catch (err) {
+      if (err instanceof UserError) return err.message;
+      throw err;
+    }
   }
 
   /** Regenerate every index block in a branch (text outside the markers untouched), or with check only report. */
@@ -58,19 +86,63 @@ export class MemoryService {
     }
     const { snap, files } = await this.files(role, branch);
     const memory = await this.load(snap, files);
-    const problems = memory.indexes.flatMap((i) => i.problems.map((p) => ({ path: i.path, line: p.line, message: p.message })));
+    const problems = markedIndexes(memory).flatMap((i) => i.problems.map((p) => ({ path: i.path, line: p.line, message: p.message })));
     const written: string[] = [];
     for (const { path, text } of regenerate(memory)) {
       await snap.view!.writeFile(path, Buffer.from(text), memory.docs.get(path)!.file.id);
       written.push(path);
     }
-    return { view: snap.name, written, indexes: memory.indexes.map((i) => i.path), problems, ok: problems.length === 0, head: snap.view!.head };
+    return { view: snap.name, written, indexes: markedIndexes(memory).map((i) => i.path), problems, ok: problems.length === 0, head: snap.view!.head };
   }
 
   async context(role: string, branch?: string): Promise<ContextReport> {
     const { snap, files } = await this.files(role, branch);
     const lists = contextLists(await this.load(snap, files));
-    return { view: snap.name, root: snap.path, ...lists };
+    const shared: SharedContext[] = [];
+    for (const home of snap.config.role.shared ?? []) {
+      if (home === role) continue;
+      const why = this.unreadable(home);
+      if (why) {
+        shared.push({ home, topics: [], problem: why });
+        continue;
+      }
+      // Main only: what the shared Home's gate let in. A reader never sees the shared Home's branches.
+      const other = await this.files(home);
+      shared.push({ home, root: other.snap.path, ...sharedIndex(await loadMemory(other.files)) });
+    }
+    return { view: snap.name, root: snap.path, ...lists, shared };
+  }
+
+  /**
+   * Propose a reviewed note of `role`'s main to a shared Home (`nas memory share`): a branch off that Home's main
+   * with the copy in its quarantine, proposed there like any change, so it passes that Home's gate; the shared
+   * Home's owner then reviews it into what its readers see. Nothing is written to the shared Home's main here.
+   */
+  async share(role: string, notePath: string, to: string, creds: Credentials): Promise<ShareResult> {
+    validateRole(to);
+    if (to === role) throw new UserError(`--to names ${role} itself: share a note with another Home`);
+    const path = validateRelPath(notePath);
+    const from = await this.files(role);
+    const target = await this.files(to);
+    let copy: { path: string; text: string };
+    try {
+      copy = sharedCopy(await loadMemory(from.files), { role, commit: from.snap.commit }, path);
+    } catch (err) {
+      if (err instanceof ShareRefused) throw new UserError(`${err.message} (nothing was shared)`, 409);
+      throw err;
+    }
+    const store = target.snap.home.store;
+    const tree = await store.editTree(target.tree, new Map([[copy.path, { oid: await store.writeBlob(copy.text), mode: MODE.file }]]));
+    if (tree === target.tree) throw new UserError(`${to}'s main has this copy already at ${copy.path}; nothing was shared`, 409);
+    const owner = target.snap.config.role.owner ?? 'owner';
+    const message = `Share memory note ${path} of ${role}\n\nNas-Principal: ${owner}\nNas-Shared-From: ${role}@${from.snap.commit}:${path}\n`;
+    const commit = await store.writeCommit({ tree, parents: [target.snap.commit], message, author: { name: owner, email: `${owner}@agent-nas` } });
+    const branch = `nas-share-${role}-${commit.slice(0, 12)}`;
+    await this.branches.createBranch(to, branch, { at: commit, ttl: '7d' });
+    const pr = await this.prs.propose(to, branch, { intent: `share ${role}'s reviewed note ${path} with ${to} (unreviewed here until ${to}'s owner reviews it)` }, creds);
+    // The control API lets go of the views of the Home the route names (role); the change is in the shared Home's.
+    await this.homes.viewsChanged(to);
+    return { from: role, note: path, to, path: copy.path, branch, pr: pr.id, prState: pr.state };
   }
 
   /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseLimits, parseMaintenance, parseMerge, parsePolicy, DEFAULT_LIMITS, DEFAULT_MERGE, DEFAULT_POLICY } from '../../src/config/home-config.js';
+import { parseLimits, parseMaintenance, parseMerge, parsePolicy, parseRole, DEFAULT_LIMITS, DEFAULT_MERGE, DEFAULT_POLICY } from '../../src/config/home-config.js';
 import { defaultTemplate } from '../../src/home/template.js';
 import { validateBranch, validateRelPath, validateRole } from '../../src/util/names.js';
 import { parseDuration } from '../../src/util/duration.js';
@@ -42,6 +42,15 @@ describe('.nas/ metadata', () => {
     const bad = parseLimits('merged_branch_grace: soon\n');
     expect(bad.value.merged_branch_grace).toBe('1d');
     expect(bad.problems).toEqual([expect.stringMatching(/"merged_branch_grace" invalid duration "soon".*; using the default/)]);
+  });
+
+  it("takes role.yaml's shared: as a list of Home names, and names what is not one", () => {
+    expect(parseRole('version: 1\nrole: dev\nshared: [team, ops-notes]\n')).toMatchObject({ value: { shared: ['team', 'ops-notes'] }, problems: [] });
+    expect(parseRole('role: dev\n').value.shared).toBeUndefined();
+    expect(parseRole('shared: team\n').problems).toEqual(['.nas/role.yaml: "shared" must be a list of Home names; using the default']);
+    const bad = parseRole('shared: [team, "../etc"]\n');
+    expect(bad.value.shared).toBeUndefined();
+    expect(bad.problems[0]).toMatch(/"shared" names "\.\.\/etc", not a Home name/);
   });
 });
 

@@ -140,6 +140,7 @@ describe('coverage of the contract', () => {
     'memory measure': ['memory', 'measure', 'demo', '--task', 'memory/a.md', '--task', 'memory/b.md'],
     'memory review': ['memory', 'review', 'demo', 'memory/quarantine/a.md', '--description', 'When a.'],
     'memory import': ['memory', 'import', 'demo@draft', import.meta.filename],
+    'memory share': ['memory', 'share', 'demo', 'memory/notes/a.md', '--to', 'team'],
     'context': ['context', 'demo@draft'],
     'briefing': ['briefing', 'demo', '--max-tokens', '500'],
     'run': ['run', 'demo', '--user', 'nobody', '--intent', 'notes', '--ttl', '2h', '--budget', '50M', '--cwd', 'workspace',

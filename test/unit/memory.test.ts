@@ -256,9 +256,8 @@ describe('topic index', () => {
     expect(checkMemory(memory, DEFAULT_LIMITS).findings).toEqual([]);
   });
 
-  it('reports missing, unpaired, misplaced and duplicate markers with their lines, and rewrites nothing', async () => {
+  it('reports unpaired, misplaced and duplicate markers with their lines, and rewrites nothing', async () => {
     const cases: [string, number, RegExp][] = [
-      ['# Memory\nno markers\n', 1, /no index markers/],
       ['# M\n<!-- nas:index:start -->\n', 2, /without <!-- nas:index:end -->/],
       ['# M\n<!-- nas:index:end -->\n<!-- nas:index:start -->\n', 2, /comes before/],
       ['# M\n<!-- nas:index:start -->\n<!-- nas:index:start -->\n<!-- nas:index:end -->\n', 3, /duplicate <!-- nas:index:start -->/],
@@ -271,6 +270,34 @@ describe('topic index', () => {
       expect(marker[0].message).toMatch(message);
       expect(regenerate(memory)).toEqual([]);
     }
+  });
+
+  it('keeps single-file memory in a scope without markers: no problem, nothing generated, topics not index-checked', async () => {
+    const files = {
+      'memory/MEMORY.md': '# Memory\n\nEverything in one file.\n',
+      'memory/notes/nodesc.md': note({ trust: 'reviewed' }, 'x'.repeat(33 * 1024)),
+      'memory/team/INDEX.md': '# Team, by hand\n',
+      'memory/team/t.md': 'no front matter\n',
+    };
+    const memory = await home(files, { regenerate: false });
+    const r = checkMemory(memory, DEFAULT_LIMITS);
+    expect(r.findings).toEqual([]);
+    expect(r.indexes).toEqual([]);
+    expect(r.singleFile).toEqual(['memory/MEMORY.md', 'memory/team/INDEX.md']);
+    expect(regenerate(memory)).toEqual([]);
+    expect(contextLists(memory).indexed).toBe(false);
+    // The resident file is still capped: over it, that stays a problem.
+    const long = await findings({ 'memory/MEMORY.md': '# Memory\n\n' + 'word '.repeat(1200) }, { regenerate: false });
+    expect(rules(long.findings)).toContain('memory-tokens');
+    // A review needs no description where no index lists it; with the markers it does.
+    const plain = { ...files, 'memory/quarantine/plain.md': note({ updated: '2026-11-01' }) };
+    expect(planReview(await home(plain, { regenerate: false }), 'memory/quarantine/plain.md').to).toBe('memory/notes/plain.md');
+    const withIndex = await home({ ...plain, 'memory/MEMORY.md': MEMORY }, { regenerate: false });
+    expect(() => planReview(withIndex, 'memory/quarantine/plain.md')).toThrow(/no description/);
+    // Adding the markers turns the index on: it is then generated and checked.
+    const marked = await home({ ...files, 'memory/MEMORY.md': MEMORY }, { regenerate: false });
+    expect(rules(checkMemory(marked, DEFAULT_LIMITS).findings)).toEqual(expect.arrayContaining(['index-stale', 'topic-description', 'topic-size']));
+    expect(regenerate(marked).map((c) => c.path)).toEqual(['memory/MEMORY.md']);
   });
 
   it('warns when the index block is over 8 KB', async () => {

@@ -11,7 +11,8 @@ export const help = {
     '       nas memory index <role>@<branch> [--check]\n' +
     '       nas memory measure <role>[@<branch>] [--task memory/notes/x.md]...\n' +
     '       nas memory review <role> <note> [--description TEXT]\n' +
-    '       nas memory import <role>@<branch> <file>...\n\n' +
+    '       nas memory import <role>@<branch> <file>...\n' +
+    '       nas memory share <role> <note> --to <shared-home>\n\n' +
     'check   runs every memory rule (front matter, trust labels, MEMORY.md token cap, resident byte budgets,\n' +
     '        topic indexes) and prints each problem with file and line; exit 0 when none is an error.\n' +
     '        On a branch, a note that says "trust: reviewed" but changed in the branch is an error.\n' +
@@ -21,7 +22,11 @@ export const help = {
     'review  (owner) sets "trust: reviewed", moves a quarantined note into memory/notes/, regenerates the\n' +
     '        indexes, and commits that on main. Refused when it would break a budget.\n' +
     'import  copies local files (CLAUDE.md, Cursor .mdc rules, Markdown, text) into memory/quarantine/ of the\n' +
-    '        branch as unreviewed notes with description, updated and source filled in; content is kept as is.\n',
+    '        branch as unreviewed notes with description, updated and source filled in; content is kept as is.\n' +
+    'share   (owner) proposes a copy of a reviewed note of <role>\'s main to <shared-home> as a PR there (into its\n' +
+    '        memory/quarantine/from-<role>/, unreviewed, with its source). Once merged and reviewed by that Home\'s\n' +
+    '        owner, it is in the index every Home with "shared: [<shared-home>]" in .nas/role.yaml reads on demand.\n' +
+    'A MEMORY.md or INDEX.md without the index markers keeps single-file memory: nothing is generated into it.\n',
 };
 
 /** `<role>[@<branch>]`, the argument after `memory <verb>`. */
@@ -55,6 +60,7 @@ export const commands = [
     print: (r) =>
       checkSummary('memory check', r) + findingLines(r) +
       r.startSet.map((f) => `start set: ${f.path} ${f.bytes} B of ${f.budget} B, ${f.tokens} tokens\n`).join('') +
+      r.singleFile.map((p) => `${p}: single-file memory (no index markers; add them to turn the index on)\n`).join('') +
       (r.memoryTokens ? `memory/MEMORY.md: ${r.memoryTokens.tokens} of ${r.memoryTokens.cap} tokens\n` : ''),
     failed: (r) => !r.ok,
   }),
@@ -74,7 +80,7 @@ export const commands = [
     print: (r) =>
       !isIndexWrite(r)
         ? checkSummary('index check', r) + findingLines(r)
-        : (r.written.length === 0 ? `indexes up to date in ${r.view}: ${r.indexes.join(', ') || 'none'}\n`
+        : (r.written.length === 0 ? `indexes up to date in ${r.view}: ${r.indexes.join(', ') || 'none (no file has the index markers: single-file memory)'}\n`
           : r.written.map((p) => `regenerated ${r.view}/${p}\n`).join('') + `committed: ${short(r.head)}\n`) +
           r.problems.map((p) => `${p.path}:${p.line}: error [index-markers] ${p.message} (not rewritten)\n`).join(''),
     failed: (r) => !r.ok,
@@ -117,6 +123,26 @@ export const commands = [
     print: (r) =>
       `reviewed ${r.reviewed}${r.to !== r.reviewed ? ` -> ${r.to}` : ''} on main (commit ${short(r.commit)})\n` +
       r.regenerated.map((p) => `regenerated ${p}\n`).join(''),
+  }),
+  command({
+    name: 'memory share',
+    doc: {
+      usage: 'nas memory share <role> <note> --to <shared-home>',
+      about: 'owner: propose a copy of a reviewed note of `<role>`\'s main to a [shared memory Home](guide.md#shared-memory), ' +
+        'as a PR there (into its quarantine, for its owner\'s review); a note that is not reviewed is refused',
+    },
+    route: 'memoryShare',
+    flags: ['to'],
+    request: (args) => {
+      const role = args.need(2, '<role>');
+      if (role.includes('@')) throw new Usage('a note is shared from main: name the Home only');
+      const to = args.value('to');
+      if (!to) throw new Usage('name the shared Home: --to <shared-home>');
+      return { params: { role }, body: { path: args.need(3, '<note>'), to } };
+    },
+    print: (r) =>
+      `proposed ${r.from}'s ${r.note} to ${r.to} as ${r.path}: PR ${r.pr} (${r.prState}) from ${r.to}/${r.branch}\n` +
+      `once it merges, ${r.to}'s owner reviews it into ${r.to}'s index: nas memory review ${r.to} ${r.path}\n`,
   }),
   command({
     name: 'memory import',
