@@ -306,6 +306,8 @@ export interface RunStart {
   store: string;
   uid: number;
   gid: number;
+  /** The run's lease has the egress scope: the host's network. Otherwise its own network namespace, loopback only. */
+  egress: boolean;
 }
 
 export interface RunStarted {
