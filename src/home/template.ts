@@ -64,7 +64,11 @@ export function defaultTemplate(role: string, owner: string, now: Date, adopting
       '  - path: "**/*.yml"\n    driver: yaml\n'),
     f('.nas/policy.yaml', '# Syscall-level rules for branch views (see docs/guide.md, "Home layout and metadata").\n' +
       '# .nas/** is always read-only and memory/journal/** always append-only; these lists add more.\nversion: 1\n' +
-      'read_only:\n  - ".nas/**"\nappend_only:\n  - "memory/journal/**"\n'),
+      'read_only:\n  - ".nas/**"\nappend_only:\n  - "memory/journal/**"\n' +
+      '# Agent PRs: merge.auto (true: a PR that meets every condition merges by itself), merge.required_checks, and\n' +
+      '# merge.egress: a run\'s PR always records whether it had network egress (nas run --egress); person makes\n' +
+      '# such a PR wait for a person, record (the default) only records it. For example:\n' +
+      '# merge:\n#   egress: person\n'),
   ];
 }
 
