@@ -43,6 +43,15 @@ describe('.nas/ metadata', () => {
     expect(bad.value.merged_branch_grace).toBe('1d');
     expect(bad.problems).toEqual([expect.stringMatching(/"merged_branch_grace" invalid duration "soon".*; using the default/)]);
   });
+
+  it('takes merge.egress as record (the default) or person, and reports anything else', () => {
+    expect(DEFAULT_POLICY.merge.egress).toBe('record');
+    expect(parsePolicy('merge:\n  egress: person\n')).toMatchObject({ value: { merge: { auto: true, egress: 'person' } }, problems: [] });
+    expect(parsePolicy('merge:\n  auto: false\n').value.merge.egress).toBe('record');
+    const bad = parsePolicy('merge:\n  egress: ask\n');
+    expect(bad.value.merge.egress).toBe('record');
+    expect(bad.problems).toEqual([expect.stringMatching(/"merge" \.egress must be record or person, not "ask"; using the default/)]);
+  });
 });
 
 describe('names', () => {
