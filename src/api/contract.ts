@@ -149,7 +149,7 @@ export const ROUTES = {
     method: 'POST',
     path: '/v1/homes/:role/runs',
     body: {
-      user: 'string', command: 'strings?', intent: 'string?', ttl: 'string?', cwd: 'string?', launcher: 'number?',
+      user: 'string', command: 'strings?', intent: 'string?', ttl: 'string?', cwd: 'string?', launcher: 'number?', egress: 'boolean?',
       budget: { kind: 'number?', message: '--budget must be a size in bytes (e.g. 50M, 2G, 1000)' },
       attempts: { kind: 'number?', message: '--attempts must be a whole number from 1 to 16' },
     },

@@ -300,12 +300,13 @@ export interface RunStart {
   token: string;
   /** The run's own control socket (reachable by its user; no owner action is taken on it). */
   socket: string;
-  /** The briefing for the agent, readable by the run's user. */
+  /** The briefing for the agent (readable by the run's user). */
   briefing: string;
   /** nasd's state directory: hidden inside the run, so the Store is reached only through the views. */
   store: string;
-  uid: number;
-  gid: number;
+  uid: number; gid: number;
+  /** The lease has the egress scope: the host's network (else a network namespace of its own, loopback only). */
+  egress: boolean;
 }
 
 export interface RunStarted {

@@ -45,6 +45,7 @@ const FLAGS = {
   propose: { takes: 'switch' },
   'no-propose': { takes: 'switch' },
   'propose-on-failure': { takes: 'switch' },
+  egress: { takes: 'switch' },
   print: { takes: 'switch' },
   'smb-conf': { takes: 'value', needs: 'a file' },
   search: { takes: 'value', needs: 'text to find in paths' },

@@ -18,6 +18,8 @@ export interface Proposal {
   lease?: string;
   run?: string;
   exit?: string;
+  /** Whether the run had the host's network (lease scope egress). */
+  egress?: boolean;
   /** The read manifest's text (`<blob> <path>` lines): its paths and digest are the PR's. */
   reads: string;
   at: string;

@@ -60,9 +60,16 @@ export interface PolicyConfig {
   read_only: string[];
   /** Extra append-only patterns (EPERM on truncate, overwrite, rename, unlink); `memory/journal/**` always is. */
   append_only: string[];
-  /** Agent PRs: whether a PR that meets every condition merges by itself, and the checks every PR runs. */
-  merge: { auto: boolean; required_checks: string[] };
+  /**
+   * Agent PRs: whether a PR that meets every condition merges by itself, the checks every PR runs, and what a
+   * PR of a run that had network egress (its lease's `egress` scope) does: `record` it only, or wait for a `person`.
+   */
+  merge: { auto: boolean; required_checks: string[]; egress: EgressRule };
 }
+
+/** merge.egress in policy.yaml: a run's egress is always recorded on its PR; `person` also makes the PR wait. */
+export type EgressRule = 'record' | 'person';
+export const EGRESS_RULES: readonly EgressRule[] = ['record', 'person'];
 
 /**
  * How a file changed on both main and a branch is merged: `json` and `yaml` key by key (stopping on a key both
@@ -125,7 +132,7 @@ export const DEFAULT_POLICY: PolicyConfig = {
   version: 1,
   read_only: ['.nas/**'],
   append_only: ['memory/journal/**'],
-  merge: { auto: true, required_checks: BUILTIN_CHECKS },
+  merge: { auto: true, required_checks: BUILTIN_CHECKS, egress: 'record' },
 };
 
 type Check = (value: unknown) => string | null;
@@ -229,10 +236,11 @@ export function parsePolicy(text: string, file = '.nas/policy.yaml'): Parsed<Pol
   const doc = loadMapping(file, text, problems);
   if (!doc) return { value: DEFAULT_POLICY, problems };
   const isMerge: Check = (v) => {
-    if (!v || typeof v !== 'object' || Array.isArray(v)) return 'must be a mapping with auto and required_checks';
-    const { auto, required_checks: checks, ...rest } = v as Record<string, unknown>;
-    if (Object.keys(rest).length > 0) return `has unknown keys ${Object.keys(rest).join(', ')} (known: auto, required_checks)`;
+    if (!v || typeof v !== 'object' || Array.isArray(v)) return 'must be a mapping with auto, required_checks and egress';
+    const { auto, required_checks: checks, egress, ...rest } = v as Record<string, unknown>;
+    if (Object.keys(rest).length > 0) return `has unknown keys ${Object.keys(rest).join(', ')} (known: auto, required_checks, egress)`;
     if (auto !== undefined && typeof auto !== 'boolean') return '.auto must be true or false';
+    if (egress !== undefined && !EGRESS_RULES.includes(egress as EgressRule)) return `.egress must be ${EGRESS_RULES.join(' or ')}, not ${JSON.stringify(egress)}`;
     if (checks !== undefined && isStringList(checks)) return '.required_checks must be a list of check names';
     return null;
   };

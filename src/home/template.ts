@@ -64,7 +64,10 @@ export function defaultTemplate(role: string, owner: string, now: Date, adopting
       '  - path: "**/*.yml"\n    driver: yaml\n'),
     f('.nas/policy.yaml', '# Syscall-level rules for branch views (see docs/guide.md, "Home layout and metadata").\n' +
       '# .nas/** is always read-only and memory/journal/** always append-only; these lists add more.\nversion: 1\n' +
-      'read_only:\n  - ".nas/**"\nappend_only:\n  - "memory/journal/**"\n'),
+      'read_only:\n  - ".nas/**"\nappend_only:\n  - "memory/journal/**"\n' +
+      '# Agent PRs, under a merge mapping: merge.auto (true: a PR that meets every condition merges by itself),\n' +
+      '# merge.required_checks (all four built-ins), and merge.egress: a run\'s PR always records whether it had\n' +
+      '# network egress (nas run --egress); person makes such a PR wait for a person, record (the default) does not.\n'),
   ];
 }
 

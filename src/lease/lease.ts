@@ -2,8 +2,9 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * Leases: narrow, expiring grants to one run (SPEC.md, Agent Branch, requirement 2). A lease names one Home,
- * one branch, its scopes (`write` on that branch, `propose:<target>`), an expiry and an optional byte
- * budget. A sub-lease can only narrow its parent. Pure rules here; storage is in lease-store.ts.
+ * one branch, its scopes (`write` on that branch, `propose:<target>`, `egress`: effects outside the Home, such as
+ * the network, for a run), an expiry and an optional byte budget. A sub-lease can only narrow its parent (egress
+ * only if the parent has it). Pure rules here; storage is in lease-store.ts.
  */
 
 export interface Lease {
@@ -35,12 +36,15 @@ export class LeaseRefused extends Error {}
 
 const TARGETS = ['main'];
 
+/** The scope that lets a run reach outside the Home (the host's network); without it a run has loopback only. */
+export const EGRESS = 'egress';
+
 export function validateScopes(scopes: string[]): string[] {
-  if (scopes.length === 0) throw new LeaseRefused('a lease needs at least one scope: write, propose:main');
+  if (scopes.length === 0) throw new LeaseRefused('a lease needs at least one scope: write, propose:main, egress');
   for (const s of scopes) {
-    if (s === 'write') continue;
+    if (s === 'write' || s === EGRESS) continue;
     const target = /^propose:(.+)$/.exec(s)?.[1];
-    if (!target) throw new LeaseRefused(`unknown scope "${s}": scopes are write and propose:<target>`);
+    if (!target) throw new LeaseRefused(`unknown scope "${s}": scopes are write, propose:<target> and egress`);
     if (!TARGETS.includes(target)) throw new LeaseRefused(`cannot propose into "${target}": the only target is main`);
   }
   return [...new Set(scopes)].sort();

@@ -25,10 +25,15 @@ export interface MergeFacts {
   modeRisks: string[];
   /** How the run's command ended when it did not succeed (`3`, `SIGTERM`): its work may be unfinished. */
   failedRun?: string;
+  /** The run had the host's network (its lease's egress scope) and main's policy sets merge.egress: person. */
+  egressToPerson?: boolean;
 }
 
 /** A run's exit status (`0`, `3`, `SIGTERM`) that says its command did not succeed. */
 export const runFailed = (exit: string | undefined): boolean => exit !== undefined && exit !== '' && exit !== '0';
+
+/** Why a PR of a run that could reach outside the Home waits, when main's policy says a person decides those. */
+export const EGRESS_REASON = 'the run had network egress (lease scope egress): a person decides';
 
 export type Decision = { action: 'merge' } | { action: 'wait'; reasons: string[] } | { action: 'fail'; reasons: string[] };
 
@@ -46,6 +51,7 @@ export function decide(f: MergeFacts): Decision {
   if (f.inboxReads.length > 0) reasons.push(`the run read untrusted input: ${few(f.inboxReads)}`);
   if (f.startSet.length > 0) reasons.push(`changes what agents load at session start: ${few(f.startSet)}`);
   if (f.modeRisks.length > 0) reasons.push(`gives modes a person must see (mode-risk): ${few(f.modeRisks)}`);
+  if (f.egressToPerson) reasons.push(EGRESS_REASON);
   if (f.failedRun !== undefined) reasons.push(`the run's command failed (exit ${f.failedRun}): its work may be unfinished`);
   if (f.needsPerson.length > 0) reasons.push(`main changed ${few(f.needsPerson)} too, and no merge driver in .nas/merge.yaml merges it: a person decides`);
   return reasons.length > 0 ? { action: 'wait', reasons } : { action: 'merge' };

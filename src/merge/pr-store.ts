@@ -48,8 +48,9 @@ export interface PullRequest {
   target_head: string;
   /** `writers`: the accounts whose calls made the branch's commits (their Nas-Writers trailers), when the kernel said. */
   /** `proposal`, `host`: in a cluster, the queued proposal it was filed from and the host that proposed it. */
+  /** `egress`: a run's PR only: whether the run had the host's network (its lease's egress scope) or loopback only. */
   provenance: {
-    principal: string; lease?: string; run?: string; exit?: string; writers?: string[]; reads: number; reads_digest: string; proposal?: string; host?: string;
+    principal: string; lease?: string; run?: string; exit?: string; egress?: boolean; writers?: string[]; reads: number; reads_digest: string; proposal?: string; host?: string;
   };
   changes: { added: number; modified: number; deleted: number; paths: string[] };
   checks: { name: string; ok: boolean; ms: number; output: string }[];

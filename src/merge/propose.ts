@@ -47,6 +47,8 @@ export interface ProposalInput {
   run?: string;
   /** How the run's command ended (`0`, `1`, `SIGTERM`), when the branch is a run's (nas run). */
   exit?: string;
+  /** Whether the run had the host's network (its lease's egress scope), when the branch is a run's. */
+  egress?: boolean;
   reads: Reads;
   /** Where custom checks get their directories (nasd's runtime directory). */
   checkDirs: CheckDirs;
@@ -127,6 +129,7 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     startSet,
     modeRisks,
     ...(runFailed(p.exit) ? { failedRun: p.exit } : {}),
+    egressToPerson: p.egress === true && policy.merge.egress === 'person',
     needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree, changes)).filter((path) => needsPerson(path, p.mainConfig.merge)),
   });
   const now = new Date().toISOString();
@@ -137,7 +140,8 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     created: now, updated: now, head: p.head, base, target_head: p.mainHead,
     provenance: {
       principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
-      ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}), ...(writers.length ? { writers } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
+      ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}),
+      ...(p.egress !== undefined ? { egress: p.egress } : {}), ...(writers.length ? { writers } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
     },
     // A new folder is listed as added, `A dir/`; one whose mode, owner or times changed as modified, `M dir/`.
     changes: {
@@ -182,7 +186,8 @@ export interface PrHome {
 export async function mergePr(home: PrHome, pr: PullRequest, by: string): Promise<PullRequest> {
   const trailers = [
     `Nas-PR: ${pr.id}`, `Nas-Branch: ${pr.branch}`, `Nas-Run: ${pr.provenance.run ?? '-'}`,
-    ...(pr.provenance.exit !== undefined ? [`Nas-Exit: ${pr.provenance.exit}`] : []), `Nas-Lease: ${pr.provenance.lease ?? '-'}`,
+    ...(pr.provenance.exit !== undefined ? [`Nas-Exit: ${pr.provenance.exit}`] : []),
+    ...(pr.provenance.egress !== undefined ? [`Nas-Egress: ${pr.provenance.egress ? 'yes' : 'no'}`] : []), `Nas-Lease: ${pr.provenance.lease ?? '-'}`,
     `Nas-Principal: ${pr.provenance.principal}`, ...(pr.provenance.writers ? [`Nas-Writers: ${pr.provenance.writers.join(', ')}`] : []),
     `Nas-Intent: ${pr.intent}`,
     `Nas-Checks: ${pr.checks.map((c) => `${c.name}=${c.ok ? 'pass' : 'fail'}`).join(', ') || '-'}`,

@@ -27,6 +27,11 @@ export interface RunRecord {
   command: string[];
   cwd: string;
   lease: string;
+  /**
+   * Whether the run had the host's network (its lease's egress scope, `nas run --egress`); without it, a network
+   * namespace with loopback only. Absent on runs recorded before egress was a scope.
+   */
+  egress?: boolean;
   started: string;
   state: RunState;
   ended?: string;

@@ -276,6 +276,7 @@ function whyBox(pr) {
 function provenance(pr) {
   const p = pr.provenance;
   const rows = [['principal', p.principal], ['lease', p.lease ?? '–'], ['run', p.run ?? '–'], ['run exit', p.exit || '–'],
+    ['run egress', p.egress === undefined ? '–' : p.egress ? "yes (lease scope egress: the host's network)" : 'no (loopback only)'],
     ['written by', p.writers ? p.writers.join(', ') : '–'], ['reads digest', p.reads_digest],
     ['head', pr.head], ['fork point', pr.base], ['main when proposed', pr.target_head]];
   return h('dl', { class: 'prov' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, h('code', {}, v))]));

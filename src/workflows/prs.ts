@@ -20,6 +20,7 @@ import { runFailed } from '../merge/merge-policy.js';
 import type { Cluster } from '../cluster/cluster.js';
 import type { Decision as ClusterDecision, Filer } from '../cluster/writer.js';
 import { readsOf, type Proposal, type ProposalResult } from '../cluster/proposal.js';
+import { RunStore } from '../run/run-store.js';
 
 /** In a cluster, how the Home's merge writer answered: which host, after how long, when it published main. */
 export interface ClusterAnswer {
@@ -55,6 +56,16 @@ export class PrService implements Filer {
     return { role, store: home.store, trash: home.trash, prs: prsOf(home) };
   }
 
+  /**
+   * Whether the run a branch belongs to had the host's network (its lease's egress scope), from the run's record:
+   * the same whoever proposes it (the run at its end, the owner later, a pick). Undefined for a branch no run made.
+   */
+  private async runEgress(role: string, run: string | undefined): Promise<boolean | undefined> {
+    if (!run) return undefined;
+    const home = this.homes.homeOf(role);
+    return (await new RunStore(home.store, home.identity).get(run))?.egress;
+  }
+
   private async owner(role: string): Promise<string> {
     return (await this.homes.snapshot(role)).config.role.owner ?? 'owner';
   }
@@ -72,16 +83,17 @@ export class PrService implements Filer {
       throw new UserError(`${snap.name} has files an update left for a person to decide (${unresolved.map((u) => u.path).join(', ')}): ` +
         `pick a side of each with nas branch resolve ${role}/${branch} <path> --take branch|main (the other goes to the recycle area), then propose again (no PR was created)`, 409);
     }
+    const egress = await this.runEgress(role, snap.view!.run);
     if (this.cluster) {
       const result = await this.cluster.propose(role, {
-        branch, head: snap.commit, intent, checks: opts.checks ?? [], principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit,
+        branch, head: snap.commit, intent, checks: opts.checks ?? [], principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit, egress,
         reads: snap.view!.reads.text(),
       });
       return this.merged(role, this.answered(role, result, 'pr proposed through the cluster'));
     }
     const judged = await judgeProposal({
       role, branch, intent, checks: opts.checks ?? [], store: snap.home.store, head: snap.commit, mainHead: snap.mainHead,
-      mainConfig: snap.config, principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit, reads: snap.view!.reads,
+      mainConfig: snap.config, principal: who.principal, lease: who.lease?.id, run: snap.view!.run, exit: opts.exit, egress, reads: snap.view!.reads,
       checkDirs: this.checkDirs,
     });
     await this.leases.authorize(role, branch, 'propose:main', creds, action);
@@ -191,7 +203,7 @@ export class PrService implements Filer {
     const mainHead = await m.home.mainHead();
     const judged = await judgeProposal({
       role, branch: p.branch, intent: p.intent, checks: p.checks, store: home.store, head: p.head, mainHead, mainConfig: await m.home.config(mainHead),
-      principal: p.principal, lease: p.lease, run: p.run, exit: p.exit, reads: readsOf(p.reads), checkDirs: this.checkDirs,
+      principal: p.principal, lease: p.lease, run: p.run, exit: p.exit, egress: p.egress, reads: readsOf(p.reads), checkDirs: this.checkDirs,
     });
     judged.pr.provenance = { ...judged.pr.provenance, proposal: p.id, host: p.host };
     const pr = this.logged(await home.prs.create(judged.pr, judged.reads), role, 'pr proposed', { principal: p.principal, host: p.host, proposal: p.id });

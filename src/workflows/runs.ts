@@ -10,6 +10,7 @@ import type { PullRequest } from '../merge/pr-store.js';
 import type { PickResult, RunStart, RunStarted, RunView } from '../api/types.js';
 import type { Credentials, RunCaller } from '../api/credentials.js';
 import type { LeaseService } from './leases.js';
+import { EGRESS } from '../lease/lease.js';
 import type { MemoryService } from './memory.js';
 import type { PrService } from './prs.js';
 import type { HomeSet } from '../homes/home-set.js';
@@ -25,7 +26,7 @@ import { shownTo } from './shown-to.js';
 
 /**
  * Runs through the control API (`nas run` is the launcher; the daemon keeps the books): a run is a branch
- * forked from main, a lease for the run's user on it (write, propose:main, the run's TTL and budget), its
+ * forked from main, a lease for the run's user on it (write, propose:main, egress if asked, the run's TTL and budget), its
  * own control socket and briefing, and a record. When the command ends its work is committed, proposed if
  * asked, and the lease revoked. The branch stays for inspection until its TTL, unless its work merged or it
  * never held any: then it goes at once.
@@ -41,6 +42,8 @@ export interface RunRequest {
   cwd?: string;
   budget?: number;
   attempts?: number;
+  /** Ask for the lease scope egress: the run gets the host's network rather than loopback only. */
+  egress?: boolean;
 }
 
 export interface RunEnd {
@@ -133,6 +136,7 @@ export class RunService {
   ): Promise<RunStart> {
     const id = newRunId();
     const branch = runBranch(id);
+    const egress = r.egress === true;
     const created = await this.branches.createBranch(role, branch, { at: r.fork, ttl: r.ttl, run: id });
     try {
       const { account } = r;
@@ -141,7 +145,7 @@ export class RunService {
       const socket = `${dir}/nasd.sock`;
       // The lease (a commit) and the run's own files do not wait for each other.
       const [lease, files] = await Promise.allSettled([
-        this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: 'write,propose:main', budget: r.budget }, { owner: true }),
+        this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: `write,propose:main${egress ? `,${EGRESS}` : ''}`, budget: r.budget }, { owner: true }),
         (async () => {
           // Everyone may pass through the runs directory and a run's own, which stay root's: the user gets its
           // socket and its briefing (0600 each), nothing it could rename or swap under root's feet.
@@ -163,16 +167,18 @@ export class RunService {
       const record: RunRecord = {
         id, home: role, branch, ...(r.task ? { task: r.task } : {}), ...(r.intent ? { intent: r.intent } : {}),
         user: account.name, uid: account.uid, command: r.command!, cwd: r.cwd, lease: issued.lease.id,
-        started: new Date().toISOString(), state: 'running',
+        // What the launcher confines the run to follows the lease it was issued: the scope, not the request.
+        egress: issued.lease.scopes.includes(EGRESS), started: new Date().toISOString(), state: 'running',
       };
       await this.store(role).write(record, `run ${id}: ${account.name} on ${branch}`);
-      this.log.info({ role, run: id, branch, lease: issued.lease.id, user: account.name, ...(r.task ? { task: r.task } : {}) }, 'run started');
+      this.log.info({ role, run: id, branch, lease: issued.lease.id, user: account.name, egress: record.egress, ...(r.task ? { task: r.task } : {}) }, 'run started');
       const pid = r.launcher ?? 0;
       if (pid > 0) this.launchers.set(id, { role, pid, start: startTimeOf(pid) ?? '' });
       const root = this.homes.mountRoot;
       return {
         id, branch, view: created.view, viewPath: `${root}/${created.view}`, homePath: `${root}/${role}`,
         lease: issued.lease.id, token: issued.token, socket, briefing, store: this.stateDir, uid: account.uid, gid: account.gid,
+        egress: record.egress === true,
       };
     } catch (err) {
       await this.undo(role, id);

@@ -361,6 +361,8 @@ describe('the web page', () => {
     await page.waitForSelector('.pr-head');
     expect(await page.locator('.pr-head .flag.exit.failed').textContent()).toBe('run failed: exit 3');
     expect(await page.locator('.prov').textContent()).toMatch(/run exit3/);
+    // What network it had (the lease scope egress): none outside the run.
+    expect(await page.locator('.prov').textContent()).toMatch(/run egressno \(loopback only\)/);
     expect(await page.locator('ul.reasons').textContent()).toMatch(/the run's command failed \(exit 3\)/);
     await page.goto(`${base}/`);
     const card = page.locator(`.card[data-pr="demo/${pr.id}"]`);

@@ -52,6 +52,15 @@ describe('.nas/ metadata', () => {
     expect(bad.value.shared).toBeUndefined();
     expect(bad.problems[0]).toMatch(/"shared" names "\.\.\/etc", not a Home name/);
   });
+
+  it('takes merge.egress as record (the default) or person, and reports anything else', () => {
+    expect(DEFAULT_POLICY.merge.egress).toBe('record');
+    expect(parsePolicy('merge:\n  egress: person\n')).toMatchObject({ value: { merge: { auto: true, egress: 'person' } }, problems: [] });
+    expect(parsePolicy('merge:\n  auto: false\n').value.merge.egress).toBe('record');
+    const bad = parsePolicy('merge:\n  egress: ask\n');
+    expect(bad.value.merge.egress).toBe('record');
+    expect(bad.problems).toEqual([expect.stringMatching(/"merge" \.egress must be record or person, not "ask"; using the default/)]);
+  });
 });
 
 describe('names', () => {

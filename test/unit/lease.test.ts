@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkNarrowing, LeaseRefused, newToken, parseToken, refusal, tokenMatches, validateScopes, type Lease, type LeaseRequest } from '../../src/lease/lease.js';
-import { decide, type MergeFacts } from '../../src/merge/merge-policy.js';
+import { decide, EGRESS_REASON, type MergeFacts } from '../../src/merge/merge-policy.js';
 import { conflictHunks } from '../../src/merge/hunks.js';
 import { modeRisk } from '../../src/merge/mode-risk.js';
 import { parseCheckDefinitions } from '../../src/merge/checks.js';
@@ -22,6 +22,16 @@ describe('leases', () => {
     expect(() => validateScopes([])).toThrow(/at least one scope/);
     expect(() => validateScopes(['admin'])).toThrow(/unknown scope "admin"/);
     expect(() => validateScopes(['propose:prod'])).toThrow(/the only target is main/);
+    expect(validateScopes(['write', 'egress', 'propose:main'])).toEqual(['egress', 'propose:main', 'write']);
+    expect(() => validateScopes(['network'])).toThrow(/unknown scope "network": scopes are write, propose:<target> and egress/);
+  });
+
+  it('gives a sub-lease egress only when its parent has it', () => {
+    const narrowing = (parentScopes: string[], scopes: string[]) => () => checkNarrowing(lease({ scopes: parentScopes }), request({ scopes }));
+    expect(narrowing(['propose:main', 'write'], ['egress', 'write'])).toThrow(/asks for egress, which the parent does not have \(propose:main, write\)/);
+    expect(narrowing(['egress', 'propose:main', 'write'], ['egress', 'write'])).not.toThrow();
+    // Dropping egress is narrowing too.
+    expect(narrowing(['egress', 'propose:main', 'write'], ['write'])).not.toThrow();
   });
 
   it('lets a sub-lease narrow, and refuses every way of asking for more', () => {
@@ -78,6 +88,9 @@ describe('merge policy', () => {
   it('fails on a failed check, and waits for each risk with its reason', () => {
     expect(decide(facts({ checks: [{ name: 'links', ok: false }], deleted: ['a'] }))).toEqual({ action: 'fail', reasons: ['check(s) failed: links'] });
     expect(decide(facts({ deleted: ['a.md'] }))).toEqual({ action: 'wait', reasons: ['deletes a.md'] });
+    expect(decide(facts({ egressToPerson: true }))).toEqual({ action: 'wait', reasons: [EGRESS_REASON] });
+    expect(EGRESS_REASON).toBe('the run had network egress (lease scope egress): a person decides');
+    expect(decide(facts({ egressToPerson: false }))).toEqual({ action: 'merge' });
     expect(decide(facts({ failedRun: '3' }))).toEqual({ action: 'wait', reasons: ["the run's command failed (exit 3): its work may be unfinished"] });
     expect(decide(facts({ metadata: ['.nas/policy.yaml'] }))).toEqual({ action: 'wait', reasons: ['changes Home metadata: .nas/policy.yaml'] });
     expect(decide(facts({ reviewedClaims: ['memory/notes/x.md'] }))).toEqual({ action: 'wait', reasons: ['marks notes reviewed: memory/notes/x.md'] });

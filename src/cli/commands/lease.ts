@@ -8,7 +8,9 @@ export const help = {
     '       nas lease list <role>\n       nas lease revoke <role> <id>\n\n' +
     'issue prints the token on stdout (shown once; only its hash is stored). Without $NAS_LEASE it is an owner\n' +
     'action; with $NAS_LEASE it issues a sub-lease, which may only narrow: same branch and principal, fewer scopes,\n' +
-    'no later expiry, no bigger budget. The principal (a local user or uid) owns the branch view\'s files while\n' +
+    'no later expiry, no bigger budget. Scopes: write, propose:main (the default: both) and egress (effects outside\n' +
+    'the Home: a nas run whose lease has it gets the host\'s network, one without it loopback only; a sub-lease has\n' +
+    'it only if its parent does). The principal (a local user or uid) owns the branch view\'s files while\n' +
     'the lease is active, so the kernel keeps other users from writing them. Revocation takes effect at once.\n',
 };
 

@@ -17,6 +17,9 @@ export const help = {
     'approve and reject are owner actions (also on the web page: nas web open).\n',
 };
 
+/** A run's network as its PR records it (lease scope egress, or loopback only). */
+const egressText = (egress: boolean): string => (egress ? 'yes (lease scope egress: the host\'s network)' : 'no (loopback only: no outside connection)');
+
 /** A run's exit status in a list: `3 FAILED`, `0`, or `-` for a PR that is not a run's. */
 const exitMark = (p: { exit?: string; run_failed?: boolean }): string => (p.exit ? `${p.exit}${p.run_failed ? ' FAILED' : ''}` : '-');
 
@@ -90,6 +93,7 @@ export const commands = [
       prState(r) +
       (r.imported ? `imported: made in Home ${r.imported.from}, came with ${r.imported.file} on ${r.imported.at}\n` : '') +
       (r.provenance.exit ? `run exit: ${r.provenance.exit}${runFailed(r.provenance.exit) ? ` (FAILED: the run's command did not succeed; its work may be unfinished)` : ' (succeeded)'}\n` : '') +
+      (r.provenance.egress !== undefined ? `run egress: ${egressText(r.provenance.egress)}\n` : '') +
       `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}` +
       `${r.provenance.writers ? `, written by ${r.provenance.writers.join(', ')}` : ''}\n` +
       readsLine(r.reads, r.provenance.reads, r.provenance.reads_digest) +

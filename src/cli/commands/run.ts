@@ -13,7 +13,7 @@ import { parseAttempts, parseSize, resolveProgram, runAccount } from '../run/inp
 export const help = {
   run:
     'usage: nas run <role> [--user NAME] [--intent TEXT] [--ttl 48h] [--budget 50M] [--cwd PATH] [--attempts N]\n' +
-    '              [--env NAME[,NAME]]... [--propose | --no-propose] [--propose-on-failure] [--json] -- COMMAND [ARG]...\n' +
+    '              [--env NAME[,NAME]]... [--egress] [--propose | --no-propose] [--propose-on-failure] [--json] -- COMMAND [ARG]...\n' +
     '       nas run list <role>\n       nas run pick <role> <task> <run>\n\n' +
     'Runs COMMAND in its own branch of the Home: a new branch forked from main, a lease for the user on it\n' +
     '(write, propose:main, the TTL and budget), and a private mount namespace in which /agents/<role> is that\n' +
@@ -21,6 +21,8 @@ export const help = {
     'user sudo was called by; never root), unable to make namespaces, in the Home (or --cwd inside it), with NAS_RUN, NAS_HOME,\n' +
     'NAS_BRANCH, NAS_LEASE, NAS_SOCKET and NAS_BRIEFING_FILE set. Of the caller\'s environment only PATH, TERM,\n' +
     'COLORTERM, NO_COLOR, LANG, LANGUAGE, LC_* and TZ reach it, and the variables named with --env (an API key).\n' +
+    'Its network is its own, loopback only (it reaches nothing outside the run, not even the host\'s 127.0.0.1),\n' +
+    'unless --egress: the lease then has the egress scope and the run the host\'s network. Its PR records which.\n' +
     'nas run itself needs root (sudo nas run ...).\n\n' +
     'When the command ends, what it wrote is committed; with --intent the branch is proposed into main (unless\n' +
     '--no-propose; a run ended by a signal only with --propose-on-failure) and the PR\'s state is printed; the\n' +
@@ -48,7 +50,7 @@ function summary(r: RunView): string {
 
 const asJson = (r: RunView) => ({
   run: r.id, ...(r.task ? { task: r.task } : {}), home: r.home, branch: r.branch, view: `${r.home}@${r.branch}`, user: r.user,
-  state: r.state, exit: r.exit ?? null, signal: r.signal ?? null,
+  state: r.state, exit: r.exit ?? null, signal: r.signal ?? null, egress: r.egress ?? null,
   pr: r.pr !== undefined ? { id: r.pr, state: r.pr_state, reasons: r.pr_reasons ?? [] } : null, note: r.note ?? null,
   branch_removed: r.branch_removed ?? null,
 });
@@ -167,12 +169,12 @@ function watchDaemon(start: RunStart, proc: RunProcess): { timer: NodeJS.Timeout
 const runCommand: Command = {
   name: 'run',
   doc: {
-    usage: 'nas run <role> [--user U] [--intent T] [--ttl 48h] [--budget 50M] [--cwd P] [--attempts N] [--env NAME]... [--propose | --no-propose] [--propose-on-failure] -- CMD...',
-    about: 'run a command in its own branch at `/agents/<role>` ([runs](guide.md#runs-nas-run)); exit status is the ' +
-      'command\'s',
+    usage: 'nas run <role> [--user U] [--intent T] [--ttl 48h] [--budget 50M] [--cwd P] [--attempts N] [--env NAME]... [--egress] [--propose | --no-propose] [--propose-on-failure] -- CMD...',
+    about: 'run a command in its own branch at `/agents/<role>` ([runs](guide.md#runs-nas-run)), loopback-only network ' +
+      'unless `--egress` (the lease scope egress: the host\'s network); exit status is the command\'s',
   },
   route: 'startRun',
-  flags: ['user', 'intent', 'ttl', 'budget', 'cwd', 'attempts', 'env', 'propose', 'no-propose', 'propose-on-failure'],
+  flags: ['user', 'intent', 'ttl', 'budget', 'cwd', 'attempts', 'env', 'egress', 'propose', 'no-propose', 'propose-on-failure'],
   async run(args, call): Promise<Output> {
     const p = await plan(args, call);
     const budget = args.value('budget');
@@ -181,7 +183,7 @@ const runCommand: Command = {
       started = await call('startRun', { role: p.role }, {
         user: p.account.name, command: p.command, intent: args.value('intent'), ttl: args.value('ttl'), cwd: p.cwd || undefined,
         budget: budget === undefined ? undefined : parseSize(budget, '--budget'), attempts: p.attempts,
-        launcher: process.pid,
+        launcher: process.pid, egress: args.has('egress'),
       });
     } catch (err) {
       // What nasd refuses as input (no such Home, a TTL that does not parse) is a usage mistake: nothing was made.

@@ -9,7 +9,9 @@ import type { RunStart } from '../../api/types.js';
 
 /**
  * One run's processes: a private mount and PID namespace (unshare) in which the run's branch view is bound
- * over the Home's path, the run's socket over nasd's, and the command runs as the run's user. The namespace
+ * over the Home's path, the run's socket over nasd's, and the command runs as the run's user. Unless the run's
+ * lease has the egress scope, a network namespace too, with loopback only: nothing outside the run is reachable
+ * over the network, not even the host's own 127.0.0.1 (nasd's control socket is a Unix socket, bound in by path). The namespace
  * keeps the run's process tree together: a process is the run's exactly when it is in that namespace (nasd
  * uses this for the read manifest), and when the namespace's first process ends, the kernel ends the rest.
  */
@@ -17,7 +19,8 @@ import type { RunStart } from '../../api/types.js';
 /**
  * Runs as root inside the new namespaces, as PID 1 (which ignores signals it has no handler for, so it
  * outlives its command and passes the status on). $1 view, $2 Home path, $3 run socket, $4 nasd's socket,
- * $5 working directory, $6 uid, $7 gid, $8 nasd's state directory, $9 nas-no-userns, then the command, which
+ * $5 working directory, $6 uid, $7 gid, $8 nasd's state directory, $9 nas-no-userns, $10 `loopback-only` (a new
+ * network namespace) or `host-network` (the lease's egress scope), then the command, which
  * runs as the run's user, with no_new_privs, unable to make or join namespaces (a namespace made inside the run
  * would be below the run's, which nasd counts as the run's, but a user namespace also brings capabilities). Other branches'
  * workspace/ binds are detached (plain directories: nasd never sees who reads them). The Store is covered by
@@ -31,7 +34,17 @@ mount --rbind -- "$1" "$2"
 awk -v root="\${2%/*}/" -v own="$1/" 'index($2, root) == 1 && index($2, "@") && index($2 "/", own) != 1 { print $2 }' /proc/self/mounts |
   while read -r m; do umount -l "$m" 2>/dev/null || true; done
 if [ -S "$4" ]; then mount --bind -- "$3" "$4"; fi
-mount -t tmpfs -o ro,mode=000,size=4k nas-store-hidden "$8"
+mount -t tmpfs -o mode=000,size=4k nas-store-hidden "$8"
+if [ "\${10}" = loopback-only ]; then
+  # A new network namespace starts with lo down: up, so the run's own servers on 127.0.0.1 work.
+  if command -v ip >/dev/null 2>&1; then ip link set lo up || true; fi
+  # sysfs shows the network of whoever mounted it: the namespace's own devices (lo) over the host's.
+  mkdir "$8/sys" && mount -t sysfs nas-sysfs "$8/sys" &&
+    mount --bind "$8/sys/class/net" /sys/class/net && mount --bind "$8/sys/devices/virtual/net" /sys/devices/virtual/net || true
+  umount "$8/sys" 2>/dev/null || true
+  rmdir "$8/sys" 2>/dev/null || true
+fi
+mount -o remount,ro "$8"
 readlink /proc/self/ns/pid >&3
 exec 3>&-
 read -r go <&4 || exit 125
@@ -41,7 +54,7 @@ cd -- "$5"
 unset OLDPWD
 PWD=$5; export PWD
 uid=$6 gid=$7 confine=$9
-shift 9
+shift 10
 set +e
 # The filter first, as root (the run's user may not reach this checkout); setpriv needs nothing it refuses.
 "$confine" setpriv --reuid="$uid" --regid="$gid" --init-groups --no-new-privs -- "$@"
@@ -71,9 +84,9 @@ export class RunProcess {
     // setpriv --pdeathsig: if nas run is killed outright, unshare dies, and --kill-child takes the namespace with it.
     this.child = spawn(
       'setpriv',
-      ['--pdeathsig', 'KILL', '--', 'unshare', '--mount', '--pid', '--fork', '--mount-proc', '--propagation', 'private', '--kill-child=SIGKILL',
-        '--', '/bin/sh', '-c', SETUP, 'nas-run', start.viewPath, start.homePath, start.socket, mainSocket, dir,
-        String(account.uid), String(account.gid), start.store, NO_USERNS, ...command],
+      ['--pdeathsig', 'KILL', '--', 'unshare', '--mount', '--pid', ...(start.egress ? [] : ['--net']), '--fork', '--mount-proc', '--propagation', 'private',
+        '--kill-child=SIGKILL', '--', '/bin/sh', '-c', SETUP, 'nas-run', start.viewPath, start.homePath, start.socket, mainSocket, dir,
+        String(account.uid), String(account.gid), start.store, NO_USERNS, start.egress ? 'host-network' : 'loopback-only', ...command],
       { stdio: ['inherit', 'inherit', 'inherit', 'pipe', 'pipe'], env },
     );
     // The set-up may end before it reads "go" (a mount failed): a write to it then fails, which is no crash.
