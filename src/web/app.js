@@ -259,8 +259,8 @@ function renderPr(role, pr) {
       h('span', { title: pr.created }, `proposed ${ago(pr.created)}`),
       h('span', {}, `${pr.changes.added} added, ${pr.changes.modified} modified, ${pr.changes.deleted} deleted`),
       pr.reverts ? h('span', { class: 'reverts' }, 'reverts ', h('a', { href: `/pr/${enc(role)}/${pr.reverts}` }, `PR ${pr.reverts}`)) : null),
-    decision,
     reverted,
+    decision,
     why,
     unresolvedBox(role, pr.branch),
     pr.conflicts?.length ? section('Conflicts', h('ul', {}, pr.conflicts.map((c) =>
@@ -283,6 +283,8 @@ function renderPr(role, pr) {
 function revertedBy(el, role, id, list) {
   const by = list.filter((p) => p.reverts === id);
   el.hidden = by.length === 0;
+  // A revert that merged or may still merge: no second Revert is offered (app.css hides it).
+  el.classList.toggle('settled', by.some((p) => !['rejected', 'expired', 'superseded'].includes(p.state)));
   el.replaceChildren(...(by.length ? ['Reverted by ', by.map((p, i) => [i ? ', ' : '', h('a', { href: `/pr/${enc(role)}/${p.id}` }, `PR ${p.id}`), ` (${p.state})`])] : []).flat(2));
 }
 

@@ -176,6 +176,8 @@ describe('reverting a merged PR', () => {
       await page.goto(`${base}/pr/demo/${id}`);
       await page.waitForSelector('.reverted:not([hidden])');
       expect(await page.locator('.reverted').textContent()).toBe(`Reverted by PR ${revertId} (merged)`);
+      // Undone already: no second Revert is offered.
+      expect(await page.locator('button.revert').isVisible()).toBe(false);
       await page.screenshot({ path: `${ROOT}/test-output/web-pr-reverted.png`, fullPage: true });
       // A waiting PR offers no Revert.
       const waiting = (await d.nasJson<any[]>('pr', 'inbox')).find((x) => x.home === 'demo' && x.state === 'waiting');
