@@ -53,7 +53,7 @@ export interface RouteSpec {
   who: Access;
   /**
    * The web page may call it (through the owner's session, src/daemon/web-server.ts): what the page shows, and
-   * the owner's three decisions there (approve, reject, restore). Any other route answers the page 404.
+   * the owner's decisions there (approve, reject, revert, restore). Any other route answers the page 404.
    */
   web?: true;
 }
@@ -128,6 +128,8 @@ export const ROUTES = {
   prFile: { method: 'GET', path: '/v1/homes/:role/prs/:id/file/:side/:path', body: none, who: owner('reading a file of a PR'), web: true },
   approvePr: { method: 'POST', path: '/v1/homes/:role/prs/:id/approve', body: none, who: owner('approving a PR'), web: true },
   rejectPr: { method: 'POST', path: '/v1/homes/:role/prs/:id/reject', body: { why: 'string?' }, who: owner('rejecting a PR'), web: true },
+  // Who may undo a merge is who may make one: the owner. The undoing is a new PR, through the same gate (history.revert).
+  revertPr: { method: 'POST', path: '/v1/homes/:role/prs/:id/revert', body: none, who: owner('reverting a PR'), web: true },
 
   memoryCheck: { method: 'POST', path: '/v1/homes/:role/memory/check', body: { branch: 'string?' }, who: anyone },
   memoryIndex: {
@@ -241,6 +243,7 @@ export interface Results {
   prFile: PrFileContent;
   approvePr: PullRequest;
   rejectPr: PullRequest;
+  revertPr: PullRequest;
   memoryCheck: MemoryCheckReport;
   memoryIndex: IndexReport;
   memoryMeasure: MeasureReport;

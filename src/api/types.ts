@@ -155,6 +155,7 @@ export interface PrSummary {
   exit?: string;
   run_failed?: boolean;
   imported?: PullRequest['imported'];
+  reverts?: PullRequest['reverts'];
 }
 
 /** One PR in the decision inbox (`nas pr inbox`, the web page): everything a person needs to decide. */

@@ -131,6 +131,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     prFile: ({ params }) => prs.file(params.role, Number(params.id), params.side, params.path),
     approvePr: ({ params }) => prs.approve(params.role, Number(params.id)),
     rejectPr: ({ params, body }) => prs.reject(params.role, Number(params.id), body.why),
+    revertPr: ({ params, creds }) => history.revert(params.role, Number(params.id), creds),
 
     memoryCheck: ({ params, body }) => memory.check(params.role, body.branch),
     memoryIndex: ({ params, body: b }) => memory.index(params.role, b.branch, b.check === true),

@@ -14,7 +14,7 @@ import type { PrFileContent } from '../api/types.js';
  * The Human Gate as a web page, served by nasd on 127.0.0.1 (web_listen). A session is the owner's: it is bought
  * with a one-time link from `nas web open`. The page calls the control API's own routes under /api (the same
  * handlers, the same rules as the CLI), only those the contract marks `web` (what it shows, a PR's files as plain
- * text, and the owner's three decisions: approve, reject, restore); every state change carries the session's CSRF
+ * text, and the owner's decisions: approve, reject, revert, restore); every state change carries the session's CSRF
  * token. Nothing on the page is built from HTML strings of data: the script sets text, so names and intents show as
  * text; the Content-Security-Policy allows only the page's own script and style.
  */

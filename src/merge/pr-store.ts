@@ -69,6 +69,8 @@ export interface PullRequest {
   superseded_by?: number;
   /** The earlier, undecided PRs of the same branch it replaced when it was filed. */
   supersedes?: number[];
+  /** The merged PR whose changes it undoes (nas pr revert): proposed from main like any other change. */
+  reverts?: number;
 }
 
 export class PrStore {

@@ -6,6 +6,8 @@
 const csrf = document.querySelector('meta[name="csrf"]').content;
 const main = document.getElementById('main');
 const POLL_MS = 3000;
+/** A poll nasd has not answered in this long counts as no answer (a nasd that hangs is as offline as one that stopped). */
+const POLL_WAIT_MS = 6000;
 
 /** An element with attributes and children; strings become text nodes, so nothing in them is markup. */
 function h(tag, attrs, ...children) {
@@ -21,11 +23,14 @@ function h(tag, attrs, ...children) {
 }
 
 /** The control API through the session: the same routes and rules as the nas CLI. */
-async function api(method, path, body, etag) {
+/** `waitMs`: give up (a TimeoutError) when nasd has not answered by then. */
+async function api(method, path, body, etag, waitMs) {
   const headers = { 'x-csrf-token': csrf };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (etag) headers['if-none-match'] = etag;
-  const res = await fetch(`/api${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  const res = await fetch(`/api${path}`, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', signal: waitMs ? AbortSignal.timeout(waitMs) : undefined,
+  });
   if (res.status === 304) return { unchanged: true };
   if (res.status === 401) {
     location.reload();
@@ -70,22 +75,58 @@ const size = (n) => (n === undefined ? '–' : n < 1024 ? `${n} B` : n < 1048576
 const badge = (state) => h('span', { class: `badge ${state}` }, state);
 const short = (oid) => (oid ? oid.slice(0, 10) : '–');
 
-/** Poll a GET route; `render` runs on the first answer and whenever the answer changes (ETag). */
+/**
+ * Whether the page is current, in words (not colour alone) in the header: "live" while the polls below answer,
+ * "reconnecting…" after one fails, "offline since <time>" once a second fails in a row (nasd stopped, the network
+ * gone), and "live" again at the next answer.
+ */
+const connection = {
+  failures: 0,
+  since: null,
+  show(state, text, title) {
+    const el = document.getElementById('live');
+    el.hidden = false;
+    el.className = `live ${state}`;
+    el.dataset.state = state;
+    el.textContent = text;
+    el.title = title;
+  },
+  answered() {
+    if (this.failures === 0 && this.since === null && document.getElementById('live').dataset.state === 'on') return;
+    this.failures = 0;
+    this.since = null;
+    this.show('on', 'live', 'nasd answers: this page updates by itself');
+  },
+  failed() {
+    this.failures++;
+    this.since ??= new Date();
+    const at = this.since.toTimeString().slice(0, 8); // HH:MM:SS, local time
+    if (this.failures < 2) this.show('retry', 'reconnecting…', `nasd did not answer at ${at}; trying again`);
+    else this.show('off', `offline since ${at}`, `nasd has not answered since ${this.since.toISOString()}: what this page shows may be out of date; it tries again every ${POLL_MS / 1000} s`);
+  },
+};
+
+/**
+ * Poll a GET route; `render` runs on the first answer and whenever the answer changes (ETag). Every answer, or
+ * the lack of one, drives the header's live indicator; an error nasd answered with shows as a notice.
+ */
 function live(path, render) {
   let etag;
   let stopped = false;
   const tick = async () => {
     if (stopped) return;
     try {
-      const r = await api('GET', path, undefined, etag);
+      const r = await api('GET', path, undefined, etag, POLL_WAIT_MS);
       if (!r.unchanged) {
         etag = r.etag;
         render(r.result);
       }
-      document.getElementById('live').className = 'live on';
+      connection.answered();
     } catch (err) {
-      document.getElementById('live').className = 'live off';
-      notice(err.message);
+      // fetch throws a TypeError when nothing answered (and a TimeoutError when it took too long); anything else is
+      // an answer (a refusal) worth reading.
+      if (err instanceof TypeError || err.name === 'TimeoutError') connection.failed();
+      else notice(err.message);
     }
     setTimeout(tick, POLL_MS);
   };
@@ -194,12 +235,14 @@ function prPage(role, id) {
     shown.why.replaceWith((shown.why = whyBox(pr)));
   };
   load().then(() => live(`/v1/homes/${enc(role)}/prs`, (list) => {
+    revertedBy(shown.reverted, role, id, list);
     const mine = list.find((p) => p.id === id);
     if (mine && mine.updated !== updated) load().catch((err) => notice(err.message));
   }), (err) => main.replaceChildren(h('p', { class: 'notice error' }, err.message)));
 }
 
 function renderPr(role, pr) {
+  const reverted = h('p', { class: 'reverted', hidden: true });
   const state = badge(pr.state);
   const decision = decisionBox(role, pr);
   const why = whyBox(pr);
@@ -214,7 +257,9 @@ function renderPr(role, pr) {
       h('span', {}, 'branch ', h('code', {}, pr.branch)), h('span', {}, `by ${p.principal}`),
       p.run ? h('span', {}, 'run ', h('code', {}, p.run)) : null, p.lease ? h('span', {}, 'lease ', h('code', {}, p.lease)) : null,
       h('span', { title: pr.created }, `proposed ${ago(pr.created)}`),
-      h('span', {}, `${pr.changes.added} added, ${pr.changes.modified} modified, ${pr.changes.deleted} deleted`)),
+      h('span', {}, `${pr.changes.added} added, ${pr.changes.modified} modified, ${pr.changes.deleted} deleted`),
+      pr.reverts ? h('span', { class: 'reverts' }, 'reverts ', h('a', { href: `/pr/${enc(role)}/${pr.reverts}` }, `PR ${pr.reverts}`)) : null),
+    reverted,
     decision,
     why,
     unresolvedBox(role, pr.branch),
@@ -231,7 +276,16 @@ function renderPr(role, pr) {
     section(`Files (${pr.files.length})${pr.folders?.length ? ` and folders (${pr.folders.length})` : ''}`, filesTable(pr.files, pr.folders ?? [], (side, path) => `/api/v1/homes/${enc(role)}/prs/${pr.id}/file/${side}/${enc(path)}`)),
     section('Changes', diffView(pr.diff, pr.files)),
   );
-  return { decision, state, why };
+  return { decision, state, why, reverted };
+}
+
+/** The PRs that undo this one (nas pr revert, the Revert button), each with its state. */
+function revertedBy(el, role, id, list) {
+  const by = list.filter((p) => p.reverts === id);
+  el.hidden = by.length === 0;
+  // A revert that merged or may still merge: no second Revert is offered (app.css hides it).
+  el.classList.toggle('settled', by.some((p) => !['rejected', 'expired', 'superseded'].includes(p.state)));
+  el.replaceChildren(...(by.length ? ['Reverted by ', by.map((p, i) => [i ? ', ' : '', h('a', { href: `/pr/${enc(role)}/${p.id}` }, `PR ${p.id}`), ` (${p.state})`])] : []).flat(2));
 }
 
 /**
@@ -340,6 +394,7 @@ function decisionBox(role, pr) {
               : `This PR is ${pr.state}.`;
     box.append(h('p', { class: `decided ${pr.state}` }, text));
     if (pr.state === 'conflict' || pr.state === 'failed') box.append(rejectForm(role, pr));
+    if (pr.state === 'merged') box.append(revertButton(role, pr));
     return box;
   }
   const approve = h('button', { class: 'approve', onclick: () => { approve.hidden = true; approve.after(confirmBox); } }, 'Approve and merge');
@@ -352,6 +407,35 @@ function decisionBox(role, pr) {
       ` (${n('added')} added, ${n('modified')} modified, ${n('deleted')} deleted)?`), merge, cancel);
   box.append(h('p', {}, 'This PR waits for your decision.'), approve, rejectForm(role, pr));
   return box;
+}
+
+/**
+ * Undo a merged PR: asks first, then proposes its inverse on today's main as a new PR (nas pr revert), which goes
+ * through the same checks, policy and decision as any other; the page moves to that PR. Main is not touched here.
+ */
+function revertButton(role, pr) {
+  const wrap = h('div', { class: 'revert-box' });
+  const ask = h('button', { class: 'revert', onclick: () => { ask.hidden = true; wrap.append(confirmBox); } }, 'Revert');
+  const go = h('button', {
+    class: 'confirm-revert',
+    onclick: async () => {
+      go.disabled = true;
+      try {
+        const { result } = await api('POST', `/v1/homes/${enc(role)}/prs/${pr.id}/revert`, {});
+        notice(`PR ${result.id} proposed: it reverts PR ${pr.id} (${result.state}).`, 'ok');
+        setTimeout(() => location.assign(`/pr/${enc(role)}/${result.id}`), 600);
+      } catch (err) {
+        notice(err.message);
+        go.disabled = false;
+      }
+    },
+  }, 'Propose the revert');
+  const cancel = h('button', { class: 'cancel', onclick: () => { confirmBox.remove(); ask.hidden = false; } }, 'Cancel');
+  const confirmBox = h('div', { class: 'confirm', role: 'alertdialog', 'aria-label': 'confirm the revert' },
+    h('span', {}, `Propose a new PR that undoes PR ${pr.id}'s ${pr.files.length} file${pr.files.length === 1 ? '' : 's'} on today's main (branch `,
+      h('code', {}, `revert-${pr.id}`), ')? It passes the same checks and policy, and may wait for you.'), go, cancel);
+  wrap.append(ask);
+  return wrap;
 }
 
 function rejectForm(role, pr) {

@@ -4,7 +4,42 @@
 
 const TRASH_PER_PAGE = 25;
 
-async function homePage(role, trashPage = 0) {
+/** What a person set in the recycle area (page, filters, search), kept across the redraws that keep the page current. */
+const recycleKept = { page: 0, from: '', into: '', search: '' };
+let watched = null;
+
+/** A Home's page, kept current: drawn again when its PRs, branches, checkpoints or recycle area change. */
+async function homePage(role) {
+  await drawHome(role);
+  if (watched === role) return;
+  watched = role;
+  const r = enc(role);
+  let queued = false;
+  // Not while a person types in the recycle area's search or picks from its lists: once they leave it.
+  const busy = () => !!document.activeElement?.closest?.('.recycle-bar');
+  const redraw = () => {
+    if (busy()) return setTimeout(redraw, POLL_MS);
+    queued = false;
+    drawHome(role).catch((err) => notice(err.message));
+  };
+  // Each poll's first answer is what was just drawn.
+  const onChange = () => {
+    let seen = false;
+    return () => {
+      if (seen && !queued) {
+        queued = true;
+        setTimeout(redraw, 200);
+      }
+      seen = true;
+    };
+  };
+  live(`/v1/homes/${r}/prs`, onChange());
+  live(`/v1/homes/${r}/branches`, onChange());
+  live(`/v1/homes/${r}/checkpoints`, onChange());
+  live(`/v1/homes/${r}/trash`, onChange());
+}
+
+async function drawHome(role) {
   document.title = `${role} · Agent NAS`;
   const r = enc(role);
   const [branches, trash, checkpoints, log, prs, stats, cluster] = await Promise.all([
@@ -14,7 +49,6 @@ async function homePage(role, trashPage = 0) {
     get('/v1/cluster').catch(() => null),
   ]);
   const here = cluster?.homes.find((x) => x.role === role);
-  document.getElementById('live').hidden = true; // this page is drawn once; reload to see changes
   show(
     h('p', { class: 'crumbs' }, h('a', { href: '/' }, 'Decisions'), ` / ${role}`),
     h('h1', {}, role),
@@ -39,7 +73,7 @@ async function homePage(role, trashPage = 0) {
     section('History of main', h('ol', { class: 'log' }, log.map((e) => h('li', {},
       h('code', {}, short(e.commit)), ' ', h('span', {}, e.subject), ' ', h('span', { class: 'muted' }, ago(e.time)),
       e.trailers['Nas-Principal'] ? h('span', { class: 'muted' }, ` · ${e.trailers['Nas-Principal']}`) : null)))),
-    h('section', { class: 'recycle' }, h('h2', {}, `Recycle area (${waiting(trash).length})`), recycleArea(role, trash, branches.map((b) => b.name).filter((b) => b !== 'main'), trashPage)),
+    h('section', { class: 'recycle' }, h('h2', {}, `Recycle area (${waiting(trash).length})`), recycleArea(role, trash, branches.map((b) => b.name).filter((b) => b !== 'main'))),
   );
 }
 
@@ -51,12 +85,11 @@ const waiting = (trash) => trash.filter((t) => !t.within && !t.restored);
  * by a search in the paths (a folder's contents included); one "restore into" choice for the page (not a select on every
  * row): by default each entry goes back into the branch it was deleted from, if that branch is still there.
  */
-function recycleArea(role, trash, usable, startPage) {
+function recycleArea(role, trash, usable) {
   const entries = waiting(trash);
   if (entries.length === 0) return h('p', { class: 'muted' }, trash.length ? `nothing waits (${trash.length} restored)` : 'empty');
   const inside = new Map();
   for (const t of trash) if (t.within) inside.set(t.within, [...(inside.get(t.within) ?? []), t]);
-  let page = startPage;
   const into = h('select', { class: 'restore-into', 'aria-label': 'branch to restore into' },
     h('option', { value: '' }, 'the branch it was deleted from'), usable.map((b) => h('option', { value: b }, b)));
   const from = h('select', { class: 'filter-branch', 'aria-label': 'deleted from' },
@@ -65,12 +98,17 @@ function recycleArea(role, trash, usable, startPage) {
   const body = h('tbody');
   const pager = h('div', { class: 'pager' });
   const target = (t) => into.value || (usable.includes(t.branch) ? t.branch : null);
+  // As the person left them before this draw (an option gone since falls back to the first).
+  for (const [select, value] of [[into, recycleKept.into], [from, recycleKept.from]]) if ([...select.options].some((o) => o.value === value)) select.value = value;
+  search.value = recycleKept.search;
+  let page = recycleKept.page;
   const draw = () => {
+    Object.assign(recycleKept, { into: into.value, from: from.value, search: search.value });
     const text = search.value.trim().toLowerCase();
     const hit = (t) => t.path.toLowerCase().includes(text);
     const shown = entries.filter((t) => (!from.value || t.branch === from.value) && (!text || hit(t) || (inside.get(t.id) ?? []).some(hit)));
-    page = Math.max(0, Math.min(page, Math.ceil(shown.length / TRASH_PER_PAGE) - 1));
-    body.replaceChildren(...shown.slice(page * TRASH_PER_PAGE, (page + 1) * TRASH_PER_PAGE).map((t) => trashRow(role, t, inside.get(t.id) ?? [], () => target(t), () => page)));
+    page = recycleKept.page = Math.max(0, Math.min(page, Math.ceil(shown.length / TRASH_PER_PAGE) - 1));
+    body.replaceChildren(...shown.slice(page * TRASH_PER_PAGE, (page + 1) * TRASH_PER_PAGE).map((t) => trashRow(role, t, inside.get(t.id) ?? [], () => target(t))));
     pagerBar(pager, 'entries', page, TRASH_PER_PAGE, shown.length, (p) => { page = p; draw(); });
   };
   for (const control of [into, from]) control.addEventListener('change', draw);
@@ -91,7 +129,7 @@ function folderPath(t, contents) {
       files.length > 200 ? h('li', { class: 'muted' }, `and ${files.length - 200} more`) : null));
 }
 
-function trashRow(role, t, contents, target, page) {
+function trashRow(role, t, contents, target) {
   const branch = target();
   const button = h('button', {
     disabled: !branch,
@@ -102,7 +140,7 @@ function trashRow(role, t, contents, target, page) {
         const { result } = await api('POST', `/v1/homes/${enc(role)}/trash/restore`, { id: t.id, branch: target() });
         const more = result.contents?.length ? ` with the ${result.contents.length} path(s) deleted with it` : '';
         notice(`Restored ${result.restored.path} into ${result.view}/${result.to}${more}.`, 'ok');
-        setTimeout(() => homePage(role, page()), 600);
+        setTimeout(() => drawHome(role).catch((e) => notice(e.message)), 600);
       } catch (err) {
         notice(err.message);
         button.disabled = false;

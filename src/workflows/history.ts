@@ -18,6 +18,7 @@ import type { Branches } from './branches.js';
 import type { Readers } from './readers.js';
 import { shownDiff } from '../merge/shown-diff.js';
 import { checkRestore, isAppendOnly } from '../policy/policy.js';
+import { revertCommit } from '../merge/revert.js';
 
 /** The `.nas/` files a Home reads. */
 const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.yaml', '.nas/policy.yaml', '.nas/merge.yaml', '.nas/checks.yaml'];
@@ -158,6 +159,33 @@ export class HistoryService {
     const branch = `nas-config-${new Date().toISOString().replace(/[-:.TZ]/g, '').slice(0, 14)}-${commit.slice(0, 6)}`;
     await this.branches.createBranch(role, branch, { at: commit, ttl: '7d' });
     return this.prs.propose(role, branch, { intent: b.intent ?? `change ${file}` }, creds);
+  }
+
+  /**
+   * Undo a merged PR (nas pr revert, the PR page's Revert): its inverse on today's main (merge/revert.ts) is
+   * committed on a new branch `revert-<id>` off main and proposed, so it passes the same checks, policy and Human
+   * Gate as any change, and what it deletes goes to the recycle area when it merges; main is never written here.
+   * A revert of the same PR still undecided is named rather than made twice; a refused proposal leaves no branch.
+   */
+  async revert(role: string, id: number, creds: Credentials): Promise<PullRequest> {
+    const pr = await this.prs.get(role, id);
+    const open = (await this.prs.list(role)).find((p) => p.reverts === id && ['waiting', 'conflict', 'failed', 'merging'].includes(p.state));
+    if (open) throw new UserError(`PR ${open.id} (branch ${open.branch}) reverts PR ${id} already and is ${open.state}: decide that one`, 409);
+    const snap = await this.homes.snapshot(role);
+    const owner = snap.config.role.owner ?? 'owner';
+    const commit = await revertCommit(snap.home.store, pr, snap.commit, { name: owner, email: `${owner}@agent-nas` });
+    const m = this.homes.mounted(role);
+    const free = (name: string) => !m.branches.has(name) && !m.elsewhere.has(name);
+    const branch = [`revert-${id}`, ...Array.from({ length: 98 }, (_, i) => `revert-${id}-${i + 2}`)].find(free);
+    if (!branch) throw new UserError(`every name revert-${id}, revert-${id}-2 ... is taken: discard old revert branches first`, 409);
+    await this.branches.createBranch(role, branch, { at: commit });
+    const intent = `Revert PR ${id}: ${pr.intent}`;
+    try {
+      return await this.prs.propose(role, branch, { intent: intent.length > 500 ? `${intent.slice(0, 499)}…` : intent, reverts: id }, creds);
+    } catch (err) {
+      await this.branches.discardBranch(role, branch, `the revert of PR ${id} was not proposed`).catch(() => undefined);
+      throw err;
+    }
   }
 
   /**

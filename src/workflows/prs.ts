@@ -71,7 +71,7 @@ export class PrService implements Filer {
   }
 
   /** Needs propose:main on the branch; the lease must still hold when the PR is filed (checks take a while). */
-  async propose(role: string, branch: string, opts: { intent?: string; checks?: string[]; exit?: string }, creds: Credentials): Promise<PullRequest> {
+  async propose(role: string, branch: string, opts: { intent?: string; checks?: string[]; exit?: string; reverts?: number }, creds: Credentials): Promise<PullRequest> {
     validateBranch(branch);
     const action = `propose ${role}/${branch}`;
     const who = await this.leases.authorize(role, branch, 'propose:main', creds, action);
@@ -97,6 +97,7 @@ export class PrService implements Filer {
       checkDirs: this.checkDirs,
     });
     await this.leases.authorize(role, branch, 'propose:main', creds, action);
+    if (opts.reverts) judged.pr.reverts = opts.reverts;
     const home = this.home(role);
     const pr = await home.prs.create(judged.pr, judged.reads);
     this.logged(pr, role, 'pr proposed', { principal: who.principal, lease: who.lease?.id ?? null, run: snap.view!.run ?? null, supersedes: pr.supersedes ?? [] });
@@ -110,7 +111,13 @@ export class PrService implements Filer {
       checks: p.checks.map((c) => `${c.name}:${c.ok ? 'pass' : 'FAIL'}`).join(' '), created: p.created, updated: p.updated,
       ...(p.merged ? { merged_by: p.merged.by } : {}), ...(p.decision?.action === 'reject' ? { rejected_by: p.decision.by } : {}), ...exitOf(p),
       ...(p.imported ? { imported: p.imported } : {}), ...(p.superseded_by ? { superseded_by: p.superseded_by } : {}),
+      ...(p.reverts ? { reverts: p.reverts } : {}),
     }));
+  }
+
+  /** One PR's record, whole. */
+  get(role: string, id: number): Promise<PullRequest> {
+    return findPr(this.home(role), id);
   }
 
   /**

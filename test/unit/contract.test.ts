@@ -134,6 +134,7 @@ describe('coverage of the contract', () => {
     'pr show': ['pr', 'show', 'demo', '1'],
     'pr approve': ['pr', 'approve', 'demo', '1'],
     'pr reject': ['pr', 'reject', 'demo', '1', '--why', 'no'],
+    'pr revert': ['pr', 'revert', 'demo', '1'],
     'pr stats': ['pr', 'stats', 'demo'],
     'memory check': ['memory', 'check', 'demo@draft'],
     'memory index': ['memory', 'index', 'demo@draft', '--check'],
@@ -306,6 +307,6 @@ describe('the web page', () => {
   it("marks for the web only reads and the owner's decisions", () => {
     const web = ROUTE_NAMES.filter((n) => (ROUTES[n] as RouteSpec).web);
     const decisions = web.filter((n) => ROUTES[n].method === 'POST' && ROUTES[n].who !== 'anyone');
-    expect(decisions.sort()).toEqual(['approvePr', 'rejectPr', 'resolveBranch', 'restoreTrash']);
+    expect(decisions.sort()).toEqual(['approvePr', 'rejectPr', 'resolveBranch', 'restoreTrash', 'revertPr']);
   });
 });

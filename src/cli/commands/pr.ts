@@ -12,9 +12,10 @@ export const help = {
     'waits for nas pr approve. Exit 1 when checks fail or the merge conflicts.\n',
   pr:
     'usage: nas pr list <role>\n       nas pr inbox\n       nas pr show <role> <id>\n       nas pr approve <role> <id>\n' +
-    '       nas pr reject <role> <id> --why TEXT\n       nas pr stats <role>\n\n' +
+    '       nas pr reject <role> <id> --why TEXT\n       nas pr revert <role> <id>\n       nas pr stats <role>\n\n' +
     'inbox: what waits for a person in every Home, oldest first, then conflicts and failures, with why.\n' +
-    'approve and reject are owner actions (also on the web page: nas web open).\n',
+    'revert: propose the undoing of a merged PR as a new PR (branch revert-<id>), judged like any other.\n' +
+    'approve, reject and revert are owner actions (also on the web page: nas web open).\n',
 };
 
 /** A run's network as its PR records it (lease scope egress, or loopback only). */
@@ -92,6 +93,7 @@ export const commands = [
     print: (r) =>
       prState(r) +
       (r.imported ? `imported: made in Home ${r.imported.from}, came with ${r.imported.file} on ${r.imported.at}\n` : '') +
+      (r.reverts ? `reverts: PR ${r.reverts} (nas pr show ${r.home} ${r.reverts})\n` : '') +
       (r.provenance.exit ? `run exit: ${r.provenance.exit}${runFailed(r.provenance.exit) ? ` (FAILED: the run's command did not succeed; its work may be unfinished)` : ' (succeeded)'}\n` : '') +
       (r.provenance.egress !== undefined ? `run egress: ${egressText(r.provenance.egress)}\n` : '') +
       `intent: ${r.intent}\nprovenance: principal ${r.provenance.principal}, lease ${r.provenance.lease ?? '-'}, run ${r.provenance.run ?? '-'}` +
@@ -126,6 +128,19 @@ export const commands = [
     request: (args) => ({ params: prId(args), body: { why: args.value('why') } }),
     print: (r) => prState(r) + (r.decision?.why ? `why: ${r.decision.why}\n` : ''),
     failed: (r) => r.state === 'conflict',
+  }),
+  command({
+    name: 'pr revert',
+    doc: {
+      usage: 'nas pr revert <role> <id>',
+      about: 'owner: undo a merged PR through the gate: its inverse on today\'s main is committed on a new branch revert-<id> and ' +
+        'proposed as a new PR ("Revert PR <id>: ..."), which merges by policy or waits for a person like any other; refused, naming ' +
+        'the files, when main changed them since so the inverse does not apply cleanly; main is never written directly',
+    },
+    route: 'revertPr',
+    request: (args) => ({ params: prId(args), body: {} }),
+    print: (r) => `reverts PR ${r.reverts} on branch ${r.branch}\n` + prState(r),
+    failed: (r) => r.state === 'failed' || r.state === 'conflict',
   }),
   command({
     name: 'pr stats',
