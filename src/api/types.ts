@@ -191,8 +191,7 @@ export interface PrFile {
   /** Full modes in octal, setuid, setgid and sticky bits included (`104755`). */
   beforeMode?: string;
   afterMode?: string;
-  /** Metadata changed, before -> after (a file on both sides): mode, owner, group by name, times where the content
-   * did not change; a side without a metadata record has no value. */
+  /** Metadata changed, before -> after: mode, owner, group by name, times where the content did not change. */
   meta?: MetaChange[];
   /** The caller could not read it through the mount: the diff names it but shows none of its content. */
   withheld?: boolean;
