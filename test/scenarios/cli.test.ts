@@ -35,6 +35,22 @@ describe('nas CLI and bad input', () => {
     expect(r.stderr).toMatch(/nasd is not running.*systemctl start nasd/);
   });
 
+  it('nas lease issue says what it granted on stdout at a terminal, and the token alone into a pipe', async () => {
+    expect((await d.nas('branch', 'create', 'demo/leased')).code).toBe(0);
+    const piped = await d.nas('lease', 'issue', 'demo/leased', '--principal', 'nobody');
+    expect(piped.stdout).toMatch(/^nas1\.l-[0-9a-f]{12}\.[A-Za-z0-9_-]{43}\n$/);
+    expect(piped.stderr).toMatch(/^lease l-[0-9a-f]{12} for nobody on demo\/leased: propose:main, write, until /);
+    // A terminal (script(1) gives the command one): both lines on stdout, nothing on stderr.
+    const cmd = [process.execPath, `${ROOT}/dist/src/cli/main.js`, '--socket', d.socket, 'lease', 'issue', 'demo/leased', '--principal', 'nobody']
+      .map((a) => `'${a}'`).join(' ');
+    const tty = await run('script', ['-qec', `${cmd} 2>${d.dir}/tty-stderr`, '/dev/null'], { env: { NAS_OWNER_TOKEN_FILE: `${d.state}/owner.token` } });
+    expect(tty.code, tty.stdout).toBe(0);
+    expect(tty.stdout.replace(/\r/g, '')).toMatch(/^lease l-[0-9a-f]{12} for nobody on demo\/leased: propose:main, write, until \S+\nnas1\.l-[0-9a-f]{12}\.[A-Za-z0-9_-]{43}\n$/);
+    expect(await fs.readFile(`${d.dir}/tty-stderr`, 'utf8')).toBe('');
+    // The tests after this one see the Home as it was.
+    expect((await d.nas('branch', 'discard', 'demo/leased')).code).toBe(0);
+  });
+
   it('prints JSON with --json', async () => {
     const homes = await d.nasJson<any[]>('home', 'list');
     expect(homes).toEqual([expect.objectContaining({ role: 'demo', branches: [], problems: [] })]);

@@ -169,18 +169,23 @@ describe('BranchView (no mount)', () => {
     expect(await blob('draft:AGENTS.md')).toBe(`${HEAD_FILES['AGENTS.md']}One more rule.\n`);
   });
 
-  it('sends unlinked files to the recycle area: committed, uncommitted and git-only alike', async () => {
+  it('sends unlinked files to the recycle area: committed, uncommitted and git-only alike, but for the transient', async () => {
     const view = await openView();
     await writeNew(view, 'outbox/committed.md', 'was committed\n');
     await view.sync();
     await view.unlink('outbox/committed.md');
     await writeNew(view, 'outbox/fresh.md', 'never committed\n');
+    // Made and deleted at once, never committed (a tool's temporary file): nothing to file.
+    await writeNew(view, 'outbox/blip.md', 'a moment\n');
+    await view.unlink('outbox/blip.md');
+    // Older than a second: filed, committed or not.
+    await new Promise((r) => setTimeout(r, 1100));
     await view.unlink('outbox/fresh.md');
     await view.unlink('inbox/README.md');
     await view.sync();
 
     const files = await tree();
-    for (const gone of ['outbox/committed.md', 'outbox/fresh.md', 'inbox/README.md']) expect(files).not.toContain(gone);
+    for (const gone of ['outbox/committed.md', 'outbox/fresh.md', 'outbox/blip.md', 'inbox/README.md']) expect(files).not.toContain(gone);
     const records = await trash.list();
     const byPath = new Map(records.map((r) => [r.path, r]));
     expect([...byPath.keys()].sort()).toEqual(['inbox/README.md', 'outbox/committed.md', 'outbox/fresh.md']);

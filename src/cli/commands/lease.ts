@@ -1,6 +1,7 @@
 import { branchSpec, wholeNumber } from '../args.js';
 import { command } from '../command.js';
 import { table } from '../format.js';
+import type { LeaseIssued } from '../../api/types.js';
 
 export const help = {
   lease:
@@ -13,6 +14,10 @@ export const help = {
     'it only if its parent does). The principal (a local user or uid) owns the branch view\'s files while\n' +
     'the lease is active, so the kernel keeps other users from writing them. Revocation takes effect at once.\n',
 };
+
+/** What a lease grants, in a line. */
+const granted = (r: LeaseIssued, spec: string): string =>
+  `lease ${r.lease.id} for ${r.lease.principal} on ${spec}: ${r.lease.scopes.join(', ')}, until ${r.lease.expires}\n`;
 
 export const commands = [
   command({
@@ -28,11 +33,10 @@ export const commands = [
       const budget = wholeNumber(args, 'budget', '--budget takes a number of bytes');
       return { params: { role }, body: { branch, principal: args.value('principal'), ttl: args.value('ttl'), scopes: args.value('scopes'), budget } };
     },
-    // The token alone on stdout, for TOKEN=$(nas lease issue ...); what it grants on stderr.
-    notice: (r, args) =>
-      `lease ${r.lease.id} for ${r.lease.principal} on ${args.positional[2]}: ${r.lease.scopes.join(', ')}, until ${r.lease.expires}\n` +
-      (r.access?.warning ? `warning: ${r.access.warning}\n` : ''),
-    print: (r) => `${r.token}\n`,
+    // At a terminal, what it grants and the token, on stdout; into a pipe or file (TOKEN=$(nas lease issue ...))
+    // the token alone there, and what it grants on stderr. A warning is always on stderr.
+    notice: (r, args) => (process.stdout.isTTY ? '' : granted(r, args.positional[2])) + (r.access?.warning ? `warning: ${r.access.warning}\n` : ''),
+    print: (r, args) => (process.stdout.isTTY ? granted(r, args.positional[2]) : '') + `${r.token}\n`,
   }),
   command({
     name: 'lease list',
