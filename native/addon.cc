@@ -126,6 +126,9 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   m->mountpoint = text(env, property(env, argv[0], "mountpoint"));
   std::string options = text(env, property(env, argv[0], "options"));
   m->ttl = number(env, property(env, argv[0], "ttl"), 3600);
+  bool private_ids = false;
+  napi_get_value_bool(env, property(env, argv[0], "privateIds"), &private_ids);
+  m->private_ids = private_ids;
   // The views whose nodes have ACLs, known before the first request (share() changes them later).
   bool listed;
   m->shared = strings(env, property(env, argv[0], "shared"), &listed);

@@ -76,6 +76,7 @@ struct Mount {
   napi_threadsafe_function requests = nullptr;  // a request for JS
   napi_threadsafe_function barriers = nullptr;  // an invalidation batch was sent
   double ttl = 3600;
+  bool private_ids = false;  // tests: every node gets a private id (they otherwise come from inode-number collisions)
 
   std::mutex mu;  // guards everything below it
   std::unordered_map<uint64_t, Node*> nodes;

@@ -121,7 +121,7 @@ Node* bind(Mount* m, uint64_t parent, const std::string& name, const struct stat
     unbound(m, parent);
   }
   uint64_t id = st.st_ino;
-  if (id > FUSE_ROOT_ID && id < PRIVATE_IDS) {
+  if (!m->private_ids && id > FUSE_ROOT_ID && id < PRIVATE_IDS) {
     Node* same = get(m, id);
     if (same && same->nlookup == 0 && same->id != FUSE_ROOT_ID) {
       // A node the kernel forgot: its number now names this path (a disk reuses inode numbers).

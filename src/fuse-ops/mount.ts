@@ -128,7 +128,11 @@ export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseO
   let handle: NativeMount;
   try {
     const debug = process.env.NASD_FUSE_DEBUG === '1' ? ',debug' : '';
-    handle = native.mount({ mountpoint, options: OPTIONS + debug, ttl: CACHE_SECONDS, threads: THREADS, shared: options.shared, ...options.takeover }, dispatch, (id) => {
+    // Tests of the hand-over: ids above 2^53 for every node, where they come only from collisions otherwise.
+    const privateIds = process.env.NASD_TEST_PRIVATE_IDS === '1';
+    handle = native.mount({
+      mountpoint, options: OPTIONS + debug, ttl: CACHE_SECONDS, threads: THREADS, shared: options.shared, privateIds, ...options.takeover,
+    }, dispatch, (id) => {
       barriers.get(id)?.();
       barriers.delete(id);
     });

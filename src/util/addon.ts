@@ -47,6 +47,8 @@ export interface MountOptions {
   threads: number;
   /** The views whose nodes have ACLs from the first request on (share() changes them later). */
   shared?: string[];
+  /** Tests only: every node gets a private id (from 2^62), as inode-number collisions give some in use. */
+  privateIds?: boolean;
   /** Take over this kernel connection (/dev/fuse, handed on by an earlier nasd) instead of mounting. */
   fd?: number;
   init?: Buffer;

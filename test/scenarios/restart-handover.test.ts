@@ -178,3 +178,38 @@ describe('reload: nasd becomes the next nasd in the same process', () => {
     expect(await fs.readFile(d.path('demo@reloaded', 'outbox/across-hups.txt'), 'utf8')).toBe('before\nafter\n');
   });
 });
+
+describe('reload with every node on a private id (above 2^53, where a double loses the last digits)', () => {
+  let d: TestDaemon;
+  const children: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    // The binding's test hook: ids from 2^62 for every node, as inode-number collisions give some in use.
+    d = await TestDaemon.start({ env: { NASD_TEST_PRIVATE_IDS: '1' }, extraArgs: ['--demo'] });
+    const r = await d.nas('branch', 'create', 'demo/private');
+    expect(r.code, r.stderr).toBe(0);
+  });
+  afterAll(async () => {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+    await d?.cleanup();
+  });
+
+  it('keeps a shell, a file held open for writing and an open directory on their own nodes across a reload', async () => {
+    // Two files open for reading in two folders, whose ids differ by less than a double's step at 2^62.
+    const branch = d.path('demo@private');
+    await fs.mkdir(`${branch}/outbox/one`, { recursive: true });
+    await fs.mkdir(`${branch}/outbox/two`, { recursive: true });
+    await fs.writeFile(`${branch}/outbox/one/x.txt`, 'one\n');
+    await fs.writeFile(`${branch}/outbox/two/x.txt`, 'two, longer\n');
+    const held = await Promise.all(['one', 'two'].map((dir) => fs.open(`${branch}/outbox/${dir}/x.txt`, 'r')));
+    try {
+      await carriesOn(d, 'private', () => d.reload(), children);
+      expect((await held[0].stat()).size).toBe(4);
+      expect((await held[1].stat()).size).toBe(12);
+      expect((await held[1].read(Buffer.alloc(32), 0, 32, 0)).buffer.toString('utf8', 0, 12)).toBe('two, longer\n');
+      expect(await fs.readFile(`${branch}/outbox/one/x.txt`, 'utf8')).toBe('one\n');
+    } finally {
+      await Promise.all(held.map((h) => h.close()));
+    }
+  });
+});
