@@ -2,29 +2,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchChromium, stopChromium } from '../browser.js';
 import { TestDaemon, eventually, run } from '../helpers.js';
 
 const CLI = path.resolve(import.meta.dirname, '../../dist/src/cli/main.js');
 
-/** A page of Debian's chromium (driven by playwright-core, as in web.test.ts), closed and killed whatever happens. */
+/** A page of Debian's chromium, closed and killed whatever happens. */
 async function withPage(use: (page: Page) => Promise<void>): Promise<void> {
-  const server = await chromium.launchServer({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+  const chrome = await launchChromium();
   try {
-    const browser = await chromium.connect(server.wsEndpoint());
-    try {
-      await use(await (await browser.newContext()).newPage());
-    } finally {
-      await browser.close().catch(() => undefined);
-    }
+    await use(await (await chrome.browser.newContext()).newPage());
   } finally {
-    const pid = server.process().pid;
-    await server.close().catch(() => undefined);
-    try {
-      if (pid) process.kill(pid, 'SIGKILL');
-    } catch {
-      // closed already
-    }
+    await stopChromium(chrome);
   }
 }
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { chromium, type Browser, type BrowserServer, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchChromium, stopChromium, type Chromium } from '../browser.js';
 import { ROOT, TestDaemon, eventually } from '../helpers.js';
 
 /**
@@ -121,25 +122,16 @@ describe('reverting a merged PR', () => {
   });
 
   describe('on the web page', () => {
-    let server: BrowserServer;
-    let browser: Browser;
+    let chrome: Chromium | undefined;
     let page: Page;
 
     beforeAll(async () => {
-      server = await chromium.launchServer({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
-      browser = await chromium.connect(server.wsEndpoint());
-      page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+      chrome = await launchChromium();
+      page = await (await chrome.browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
       await page.goto((await d.nasJson('web', 'open')).url);
     });
     afterAll(async () => {
-      await browser?.close().catch(() => undefined);
-      const pid = server?.process().pid;
-      await server?.close().catch(() => undefined);
-      try {
-        if (pid) process.kill(pid, 'SIGKILL');
-      } catch {
-        // closed already
-      }
+      await stopChromium(chrome);
     });
 
     it('gives a merged PR a Revert that opens the new PR; it links back, and merged, main has the old content', async () => {

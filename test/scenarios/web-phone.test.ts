@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { chromium, type Browser, type BrowserServer, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchChromium, stopChromium, type Chromium } from '../browser.js';
 import { ROOT, TestDaemon, run } from '../helpers.js';
 
 /**
@@ -15,8 +16,7 @@ const SHOTS = `${ROOT}/test-output`;
 
 describe('the web page at 390 px, and whether it is live', () => {
   let d: TestDaemon;
-  let server: BrowserServer | undefined;
-  let browser: Browser;
+  let chrome: Chromium | undefined;
   let page: Page;
   let base: string;
   let waiting: number;
@@ -45,11 +45,8 @@ describe('the web page at 390 px, and whether it is live', () => {
       expect((await run('rm', ['-r', p('sweep', 'outbox/old-reports-from-the-previous-quarter')])).code).toBe(0);
       await d.sync('demo/sweep');
       await fs.mkdir(SHOTS, { recursive: true });
-      server = await chromium.launchServer({
-        executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-      });
-      browser = await chromium.connect(server.wsEndpoint());
-      page = await (await browser.newContext({ viewport: { width: WIDTH, height: 844 }, isMobile: true, hasTouch: true })).newPage();
+      chrome = await launchChromium();
+      page = await (await chrome.browser.newContext({ viewport: { width: WIDTH, height: 844 }, isMobile: true, hasTouch: true })).newPage();
       const link = await d.nasJson('web', 'open');
       base = new URL(link.url).origin;
       await page.goto(link.url);
@@ -59,14 +56,7 @@ describe('the web page at 390 px, and whether it is live', () => {
     }
   });
   afterAll(async () => {
-    await browser?.close().catch(() => undefined);
-    const pid = server?.process().pid;
-    await server?.close().catch(() => undefined);
-    try {
-      if (pid) process.kill(pid, 'SIGKILL');
-    } catch {
-      // closed already
-    }
+    await stopChromium(chrome);
     await d?.cleanup();
   });
 

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
 import http from 'node:http';
-import { chromium, type Browser, type BrowserServer, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
+import { launchChromium, stopChromium, type Chromium } from '../browser.js';
 import { ROOT, TestDaemon, eventually, run } from '../helpers.js';
 
 /**
@@ -9,14 +10,12 @@ import { ROOT, TestDaemon, eventually, run } from '../helpers.js';
  * log in with nas web open, decide PRs, restore from the recycle area; the page's security rules hold.
  * Screenshots go to test-output/ to be looked at.
  */
-const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = `${ROOT}/test-output`;
 const XSS = '<script>alert(1)</script> tidy the rules';
 
 describe('the web page', () => {
   let d: TestDaemon;
-  let server: BrowserServer | undefined;
-  let browser: Browser;
+  let chrome: Chromium | undefined;
   let page: Page;
   let base: string;
   const dialogs: string[] = [];
@@ -42,12 +41,8 @@ describe('the web page', () => {
       await fs.unlink(p('other', 'outbox/README.md'));
       prB = (await d.nasJson('propose', 'demo/other', '--into', 'main', '--intent', 'drop the outbox readme')).id;
       await fs.mkdir(SHOTS, { recursive: true });
-      server = await chromium.launchServer({
-        executablePath: CHROMIUM,
-        args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-      });
-      browser = await chromium.connect(server.wsEndpoint());
-      page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+      chrome = await launchChromium();
+      page = await (await chrome.browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
       page.on('dialog', (dialog) => {
         dialogs.push(dialog.message());
         void dialog.dismiss();
@@ -61,16 +56,7 @@ describe('the web page', () => {
     }
   });
   afterAll(async () => {
-    await browser?.close().catch(() => undefined);
-    const pid = server?.process().pid;
-    await server?.close().catch(() => undefined);
-    if (pid) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // closed already
-      }
-    }
+    await stopChromium(chrome);
     await d?.cleanup();
   });
 
