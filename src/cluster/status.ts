@@ -1,7 +1,8 @@
 import { MAIN_REF } from '../store/refs.js';
 import type { Store } from '../store/store.js';
-import type { Cluster } from './cluster.js';
-import type { HostRecord } from './hosts.js';
+import type { ClusterConfig } from './config.js';
+import type { ClusterEtcd } from './etcd.js';
+import type { HostRecord, Membership } from './hosts.js';
 
 /** `nas cluster status`: etcd's health, the live hosts, and per Home its writer, main, queue and this host's lag. */
 export interface ClusterStatus {
@@ -20,7 +21,14 @@ export interface ClusterStatus {
   }[];
 }
 
-export async function clusterStatus(c: Cluster, roles: string[], storeOf: (role: string) => Store | null): Promise<ClusterStatus> {
+/** What the status reads of this host's part in the cluster (cluster.ts's Cluster has it). */
+interface Reads {
+  config: ClusterConfig;
+  etcd: ClusterEtcd;
+  membership: Pick<Membership, 'live'>;
+}
+
+export async function clusterStatus(c: Reads, roles: string[], storeOf: (role: string) => Store | null): Promise<ClusterStatus> {
   const base = { host: c.config.host, hosts: [] as ClusterStatus['hosts'], homes: [] as ClusterStatus['homes'] };
   let ms: number;
   try {
