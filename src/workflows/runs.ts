@@ -143,7 +143,8 @@ export class RunService {
       const dir = `${this.runsDir}/${id}`;
       const briefing = `${dir}/briefing.md`;
       const socket = `${dir}/nasd.sock`;
-      // The lease (a commit) and the run's own files do not wait for each other.
+      // The lease (a commit) and the run's own directory and socket do not wait for each other.
+      const caller = { id, role, branch, user: account.name, uid: account.uid, gid: account.gid };
       const [lease, files] = await Promise.allSettled([
         this.leases.issue(role, branch, { principal: account.name, ttl: r.ttl, scopes: `write,propose:main${egress ? `,${EGRESS}` : ''}`, budget: r.budget }, { owner: true }),
         (async () => {
@@ -152,17 +153,16 @@ export class RunService {
           await mkdirExact(this.runsDir, 0o755);
           await fs.mkdir(dir, { mode: 0o755 });
           await fs.chmod(dir, 0o755);
-          const caller = { id, role, branch, user: account.name, uid: account.uid, gid: account.gid };
           this.sockets.set(id, await this.runSockets.open(socket, caller));
-          // Made as the run's user would read it through the mount (nothing it may not read goes in), and what it
-          // holds counts as read by the run (its PR lists it).
-          const text = (await this.memory.briefing(role, branch, 2000, { owner: false, run: caller })).text;
-          await this.runsTree.createFile(`${id}/briefing.md`, text, { mode: 0o600, uid: account.uid, gid: account.gid });
         })(),
       ]);
       // Both settled before either failure counts: the undo below then finds everything that was made.
       if (lease.status === 'rejected') throw lease.reason;
       if (files.status === 'rejected') throw files.reason;
+      // Made once the lease is applied, as the run's user reads through the mount (its inbox included; nothing it may
+      // not read), and what it holds counts as read by the run (its PR lists it).
+      const text = (await this.memory.briefing(role, branch, 2000, { owner: false, run: caller })).text;
+      await this.runsTree.createFile(`${id}/briefing.md`, text, { mode: 0o600, uid: account.uid, gid: account.gid });
       const issued = lease.value;
       const record: RunRecord = {
         id, home: role, branch, ...(r.task ? { task: r.task } : {}), ...(r.intent ? { intent: r.intent } : {}),

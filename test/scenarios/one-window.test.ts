@@ -85,6 +85,11 @@ describe('changes within one commit window', () => {
     await new Promise((r) => setTimeout(r, 1100));
     await fs.unlink(p('outbox/long.log'));
     await log.close();
+    // A committed file renamed, then deleted at once, is filed: only what a create made is transient.
+    await fs.writeFile(p('outbox/report.md'), 'the report\n');
+    await sync();
+    await fs.rename(p('outbox/report.md'), p('outbox/report.old'));
+    await fs.unlink(p('outbox/report.old'));
     // A committed file deleted after is filed as ever, with what it held when deleted.
     await fs.writeFile(p('outbox/kept.md'), 'v1\n');
     await sync();
@@ -92,11 +97,12 @@ describe('changes within one commit window', () => {
     await fs.unlink(p('outbox/kept.md'));
     await sync();
     const trash = await d.nasJson<any[]>('trash', 'list', 'demo', '--all');
-    expect(trash.slice(0, trash.length - before).map((t) => t.path)).toEqual(['outbox/kept.md', 'outbox/long.log']);
+    expect(trash.slice(0, trash.length - before).map((t) => t.path)).toEqual(['outbox/kept.md', 'outbox/report.old', 'outbox/long.log']);
     expect((await d.gitBlob(trash[0].oid)).toString()).toBe('v2\n');
-    expect((await d.gitBlob(trash[1].oid)).toString()).toBe('an hour of lines\n');
+    expect((await d.gitBlob(trash[1].oid)).toString()).toBe('the report\n');
+    expect((await d.gitBlob(trash[2].oid)).toString()).toBe('an hour of lines\n');
     const files = await tree();
-    for (const gone of ['AGENTS.md.tmp', 'outbox/scratchpad.md', 'outbox/tmpdir/x', 'outbox/kept.md']) expect(files).not.toContain(gone);
+    for (const gone of ['AGENTS.md.tmp', 'outbox/scratchpad.md', 'outbox/tmpdir/x', 'outbox/kept.md', 'outbox/report.md', 'outbox/report.old']) expect(files).not.toContain(gone);
   });
 
   it('does not bring back a file renamed while the commit adding it is under way', async () => {

@@ -348,6 +348,9 @@ describe('nas run', () => {
   });
 
   it('puts the briefing in NAS_BRIEFING_FILE; nas hook session-start prints the start and on-demand paths, not contents', async () => {
+    // An item that waits in main's inbox: the briefing, made as the run's user once its lease applies, lists it.
+    await d.pushToMain({ 'inbox/waiting-task.md': 'Do the waiting task.\n' }, 'an inbox item');
+    await eventually(async () => (await fs.readFile(d.path('demo', 'inbox/waiting-task.md'), 'utf8').catch(() => '')) !== '', 'main to show the inbox item');
     const { code, stderr } = await runJson('demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
       `echo 'Please summarise.' > inbox/hook-task.md && cat "$NAS_BRIEFING_FILE" > ${shared}/briefing && ` +
       `${nasInside} hook session-start > ${shared}/hook && ${nasInside} hook session-start --max-tokens 800 > ${shared}/hook-capped && ` +
@@ -355,6 +358,7 @@ describe('nas run', () => {
     expect(code, stderr).toBe(0);
     const agents = (await fs.readFile(d.path('demo', 'AGENTS.md'), 'utf8')).split('\n')[0];
     expect(await fs.readFile(`${shared}/briefing`, 'utf8')).toContain(agents);
+    expect(await fs.readFile(`${shared}/briefing`, 'utf8')).toMatch(/inbox\/waiting-task\.md/);
     const hook = await fs.readFile(`${shared}/hook`, 'utf8');
     // Paths where the run sees its branch (the Home's ordinary path), never the files' contents.
     expect(hook).not.toContain(agents);

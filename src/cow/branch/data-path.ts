@@ -37,7 +37,7 @@ export class DataPath {
     private readonly overlay: Overlay,
     private readonly copy: CopyUp,
     private readonly committer: Committer,
-    private readonly state: Pick<BranchState, 'usage' | 'refuseIfExpired' | 'refuseIfGone' | 'opened' | 'closed' | 'openWriters' | 'writersAt'>,
+    private readonly state: Pick<BranchState, 'usage' | 'refuseIfExpired' | 'refuseIfGone' | 'opened' | 'closed' | 'openWriters' | 'writersAt' | 'made'>,
     /** What the run read from git through the view. */
     private readonly reads: () => ReadManifest,
   ) {}
@@ -103,6 +103,7 @@ export class DataPath {
       return made;
     }));
     this.state.usage.set(rel, 0);
+    this.state.made.add(rel);
     return this.writer(rel, fd, 0, true, false);
   }
 

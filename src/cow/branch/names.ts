@@ -31,7 +31,7 @@ export class Names {
     private readonly copy: CopyUp,
     private readonly deletions: Deletions,
     private readonly committer: Committer,
-    private readonly state: Pick<BranchState, 'usage' | 'forget' | 'isDirty'>,
+    private readonly state: Pick<BranchState, 'usage' | 'forget' | 'isDirty' | 'made'>,
     /** Descriptors open for writing follow the names they write to. */
     private readonly files: Pick<DataPath, 'moved' | 'hiddenAway'>,
   ) {}
@@ -133,6 +133,7 @@ export class Names {
           act: async () => {
             await this.overlay.tree.at(rel, (p) => fs.unlink(p));
             this.state.usage.removed(rel);
+            this.state.made.delete(rel);
           },
         };
       }
@@ -181,6 +182,7 @@ export class Names {
           act: async () => {
             await this.overlay.tree.at2(rel, hidden, (p, h) => fs.rename(p, h));
             this.state.usage.renamed(rel, hidden);
+            this.state.made.delete(rel);
           },
         };
       }
@@ -239,13 +241,13 @@ export class Names {
   }
 
   /**
-   * A file made less than a second ago that no commit holds (a tool's `AGENTS.md.tmp`, made and removed within one
-   * commit window): its deletion files nothing in the recycle area. One that lived longer is filed, committed or
-   * not (a log written for an hour and deleted while still open). Git's copy of a path deleted and made again is
-   * hidden: that copy was filed when it was deleted.
+   * A file a create made here less than a second ago, that no commit took (a tool's `AGENTS.md.tmp`, made and
+   * removed within one commit window): its deletion files nothing in the recycle area. A copy-up or a rename of an
+   * older file is never made; one that lived longer is filed, committed or not (a log deleted while still open).
    */
   private async transient(rel: string, node: Node): Promise<boolean> {
-    const age = node.stat ? Date.now() - node.stat.birthtimeMs : Infinity;
+    if (!this.state.made.has(rel) || !node.stat) return false;
+    const age = Date.now() - node.stat.birthtimeMs;
     return age >= 0 && age < TRANSIENT_MS && !(await this.overlay.gitNode(rel));
   }
 
@@ -315,12 +317,22 @@ export class Names {
     }
     // What was counted at `to` (a file written over) is gone; what was at `from` is counted there now.
     this.state.usage.renamed(from, to, srcDir);
+    this.madeMoved(from, to);
     this.files.moved(from, to);
     this.state.forget(from, true);
     this.overlay.ignore.changed(from, srcDir);
     this.overlay.ignore.changed(to, srcDir);
     if (toVersioned) await this.markMoved(to, srcDir, recorded);
     this.committer.schedule();
+  }
+
+  /** What a create made moves with its name; what was at `to` before is gone (a rename of an older file is not made). */
+  private madeMoved(from: string, to: string): void {
+    const { made } = this.state;
+    const under = (p: string, dir: string) => p === dir || p.startsWith(`${dir}/`);
+    const moving = [...made].filter((p) => under(p, from));
+    for (const p of [...made]) if (under(p, to) || under(p, from)) made.delete(p);
+    for (const p of moving) made.add(to + p.slice(from.length));
   }
 
   /** rel and the directories below it that have a metadata record, committed or pending (relative to rel: '' is rel). */

@@ -27,6 +27,12 @@ export class BranchState {
   private closedBecause?: string;
   /** Why the branch is gone (discarded): what is still open in it is dead, so no write is taken and then dropped. */
   private goneBecause?: string;
+  /**
+   * Files a create made here that no commit has taken yet (never a copy-up or a rename of something older):
+   * deleted young, they file nothing in the recycle area (names.ts transient). Kept in memory: after a restart
+   * nothing counts as made, and every deletion is filed.
+   */
+  readonly made = new Set<string>();
 
   constructor(quotaBytes: number, homeSpace?: Space) {
     this.usage = new BranchUsage(quotaBytes, homeSpace);
@@ -86,7 +92,10 @@ export class BranchState {
 
   /** After a commit of `taken`: forget what it committed, unless it changed again while the commit was made. */
   committed(taken: { dirty: Marked; whiteouts: Marked }): void {
-    for (const [p, g] of taken.dirty) if (this.dirty.get(p) === g) this.dirty.delete(p);
+    for (const [p, g] of taken.dirty) {
+      this.made.delete(p);
+      if (this.dirty.get(p) === g) this.dirty.delete(p);
+    }
     for (const [p, g] of taken.whiteouts) if (this.whiteouts.get(p) === g) this.whiteouts.delete(p);
   }
 
