@@ -90,7 +90,7 @@ export function fuseOps(router: Router, log: Logger, callerOf: () => Caller | nu
   function homeOf(path: string): string {
     const slash = path.indexOf('/', 1);
     const view = path === '/' ? undefined : router.view(slash < 0 ? path.slice(1) : path.slice(1, slash));
-    return view ? view.name.split('@')[0] : '';
+    return view ? view.name.split(/[@:]/)[0] : '';
   }
 
   /** A path a mutation may name: inside a view. The mount root itself only lists Homes and branches. */

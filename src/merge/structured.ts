@@ -53,6 +53,8 @@ export function mergeStructured(driver: 'json' | 'yaml', base: string | null, ma
     } catch (err) {
       return { conflict: [`${name} is not valid ${driver.toUpperCase()} (${(err as Error).message.split('\n')[0]})`] };
     }
+    const lossy = driver === 'json' && text !== null ? inexactNumber(text) : undefined;
+    if (lossy) return { conflict: [`${name} holds the number ${lossy}, which the merge cannot keep exactly (JSON numbers are doubles here): a person merges it`] };
   }
   const conflicts: string[] = [];
   const merged = merge3(sides[0], sides[1], sides[2], [], conflicts);
@@ -62,6 +64,14 @@ export function mergeStructured(driver: 'json' | 'yaml', base: string | null, ma
   if (equal(merged, sides[2])) return { text: branch, value: merged };
   if (driver === 'yaml') return { text: yaml.dump(merged, { lineWidth: -1, noRefs: true }), value: merged };
   return { text: writeJsonLike(main, merged), value: merged };
+}
+
+/** An integer beyond 2^53 (or -0) in JSON text, outside strings: parsing would change it. */
+function inexactNumber(text: string): string | undefined {
+  for (const m of text.matchAll(/"(?:[^"\\]|\\.)*"|(-?\d+)(?![.\deE])/g)) {
+    if (m[1] !== undefined && (m[1] === '-0' || !Number.isSafeInteger(Number(m[1])))) return m[1];
+  }
+  return undefined;
 }
 
 /**

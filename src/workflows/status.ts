@@ -21,7 +21,12 @@ export async function statusReport(homes: Homes, prs: PrService, remotes: Replic
   for (const h of base.homes) {
     for (const p of h.problems) problems.push(`Home ${h.role}: ${p}`);
     if (h.state === 'archived') continue;
-    for (const r of await remotes.health(h.role)) {
+    // What cannot be read is a problem of its own: status is what an operator runs when something is wrong.
+    const health = await remotes.health(h.role).catch((err) => {
+      problems.push(`Home ${h.role}: its remotes cannot be read (${(err as Error).message})`);
+      return [];
+    });
+    for (const r of health) {
       if (r.failures === 0) continue;
       const since = r.pushed ? `; last good push ${new Date(r.pushed).toISOString()}` : '';
       problems.push(`Home ${h.role}: mirroring to remote ${r.name} failed ${r.failures} time(s) in a row${since} (nas remote list ${h.role})`);

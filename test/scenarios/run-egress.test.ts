@@ -48,6 +48,7 @@ describe('a run and the network: the lease scope egress', () => {
     const r = await nasRun('--json', 'demo', '--user', 'nobody', '--intent', `probe ${name}`, ...flags, '--', 'sh', '-c',
       `${process.execPath} ${shared}/probe.cjs ${port} > ${shared}/${name}.seen 2>&1; ` +
       `ip -o link | cut -d: -f2 | tr -d ' ' > ${shared}/${name}.links; ls /sys/class/net > ${shared}/${name}.sys; ` +
+      `ls -A /run/user /run/dbus > ${shared}/${name}.run 2>&1; ` +
       `echo ${name} > outbox/${name}.md`);
     expect(r.code, r.stderr).toBe(0);
     const lines = async (ext: string) => (await fs.readFile(`${shared}/${name}.${ext}`, 'utf8')).split('\n').filter(Boolean).map((l) => l.replace(/@.*$/, ''));
@@ -80,6 +81,8 @@ describe('a run and the network: the lease scope egress', () => {
     expect(accepted).toBe(before);
     expect(links).toEqual(['lo']);
     expect(sysNet).toEqual(['lo']);
+    // The host's service sockets reached by path (the user's systemd and session bus, the system bus) are hidden.
+    expect(await fs.readFile(`${shared}/closed.run`, 'utf8')).toBe('/run/dbus:\n\n/run/user:\n');
     expect(out.egress).toBe(false);
     // Only recorded: the default policy merges it.
     expect(out.pr).toMatchObject({ state: 'merged' });

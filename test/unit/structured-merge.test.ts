@@ -24,6 +24,9 @@ describe('structured merge', () => {
       .toMatchObject({ text: '{ "a": 10, "b": [1, 2] }\n' });
     expect(mergeStructured('json', '{\n    "a": 1,\n    "b": {"x": 1}\n}', '{\n    "a": 2,\n    "b": {"x": 1}\n}', '{\n    "a": 1,\n    "b": {"x": 2}\n}'))
       .toMatchObject({ text: '{\n    "a": 2,\n    "b": {\n        "x": 2\n    }\n}' });
+    // A number a double cannot hold exactly is never rewritten: a person merges the file.
+    const big = mergeStructured('json', '{"a":1,"n":12345678901234567890}', '{"a":2,"n":12345678901234567890}', '{"a":1,"n":12345678901234567891}');
+    expect('conflict' in big && big.conflict[0]).toMatch(/holds the number 12345678901234567890, which the merge cannot keep exactly/);
     // The branch only reformatted; main changed a value: main's bytes, not a rewrite.
     const main = '{"a": 2,   "b": 1}\n';
     expect(mergeStructured('json', '{"a": 1, "b": 1}\n', main, '{\n  "a": 1,\n  "b": 1\n}\n')).toMatchObject({ text: main });

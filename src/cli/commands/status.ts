@@ -8,13 +8,12 @@ const branchNames = (branches: string[], merged: string[] = []) => branches.map(
 
 /** How long since `iso`, as a person says it: `3d 4h`, `2h 5m`, `40s`. */
 export function since(iso: string, now = Date.now()): string {
-  let s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
-  const parts: string[] = [];
-  for (const [unit, n] of [['d', 86400], ['h', 3600], ['m', 60]] as const) {
-    if (s >= n) parts.push(`${Math.floor(s / n)}${unit}`);
-    s %= n;
-  }
-  return parts.length > 0 ? parts.slice(0, 2).join(' ') : `${s}s`;
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  // The two largest units, the second even when 0 (`1d 0h`, not `1d 5m`).
+  const units = [['d', 86400], ['h', 3600], ['m', 60], ['s', 1]] as const;
+  const first = units.findIndex(([, n]) => s >= n);
+  if (first < 0) return '0s';
+  return units.slice(first, first + 2).map(([unit, n], i) => `${i === 0 ? Math.floor(s / n) : Math.floor((s % units[first][1]) / n)}${unit}`).join(' ');
 }
 
 export const commands = [

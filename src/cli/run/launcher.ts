@@ -43,6 +43,12 @@ if [ "\${10}" = loopback-only ]; then
     mount --bind "$8/sys/class/net" /sys/class/net && mount --bind "$8/sys/devices/virtual/net" /sys/devices/virtual/net || true
   umount "$8/sys" 2>/dev/null || true
   rmdir "$8/sys" 2>/dev/null || true
+  # Sockets reached by path are files, which the namespace does not cut: the host's services that would act for
+  # the run outside it (the user's systemd and session bus, the system bus, the resolvers) are hidden.
+  for d in /run/user /run/dbus /run/systemd/resolve /run/nscd; do
+    case "$4/" in "$d"/*) continue ;; esac
+    if [ -d "$d" ]; then mount -t tmpfs -o ro,mode=755,size=4k nas-hidden "$d" || true; fi
+  done
 fi
 mount -o remount,ro "$8"
 readlink /proc/self/ns/pid >&3
