@@ -1,4 +1,5 @@
-import { namespaceMembers } from '../util/pid-namespace.js';
+import { holdNamespace, namespaceMembers } from '../util/pid-namespace.js';
+import { UserError } from '../util/errors.js';
 import { binding } from '../util/addon.js';
 
 /**
@@ -6,7 +7,8 @@ import { binding } from '../util/addon.js';
  * process is the run's exactly when that namespace is its own or one above it: children, daemons it starts,
  * re-parented orphans and whatever runs in a namespace made inside the run (unshare -p) included, with no walk
  * up the process tree. Read once per request that needs it (a few microseconds), only while a run is active;
- * the binding decides the same way for what it answers itself (native/pidns.cc).
+ * the binding decides the same way for what it answers itself (native/pidns.cc). A run's namespace is held open
+ * while it is tracked: its number then names no other namespace, even after the run's last process ended.
  */
 
 export interface ActiveRun {
@@ -19,10 +21,19 @@ export interface ActiveRun {
 
 export class RunTracker {
   private readonly byNs = new Map<string, ActiveRun>();
+  /** Each tracked run's hold on its namespace, by run id. */
+  private readonly held = new Map<string, { release(): void }>();
   /** Told when a run starts (true) or ends: the mount answers a run's processes from its cache only in its views. */
   onChange?: (run: ActiveRun, active: boolean) => void;
 
+  /** Track a run by its namespace, which must still have a process in it (the run's set-up waits in it). */
   add(run: ActiveRun): void {
+    const other = this.byNs.get(run.ns);
+    if (other?.id === run.id) return;
+    if (other) throw new UserError(`${run.ns} is run ${other.id}'s namespace already`, 409);
+    const hold = holdNamespace(run.ns);
+    if (!hold) throw new UserError(`no process is left in ${run.ns}: run ${run.id} cannot be attached to it`, 409);
+    this.held.set(run.id, hold);
     this.byNs.set(run.ns, run);
     this.onChange?.(run, true);
   }
@@ -33,6 +44,9 @@ export class RunTracker {
       this.byNs.delete(run.ns);
       this.onChange?.(run, false);
     }
+    // Let go last: once no one keys on the number, the kernel may give it to another namespace.
+    this.held.get(id)?.release();
+    this.held.delete(id);
     return run;
   }
 

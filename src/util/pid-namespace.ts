@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /**
  * Processes by PID namespace, from /proc (the caller's view of it): a run lives in a namespace of its own, so
@@ -29,6 +29,28 @@ export function namespaceMembers(ns: string, withInit: boolean): number[] {
     pids.push(Number(name));
   }
   return pids;
+}
+
+/**
+ * Keep a PID namespace in being until `release`, through /proc/<pid>/ns/pid of a process in it; null when none is
+ * left. The kernel gives a freed namespace's number (the inode in `pid:[…]`) to the next namespace made, at once:
+ * whatever knows a run by that number must hold its namespace, or the next run's processes pass for the last one's.
+ */
+export function holdNamespace(ns: string): { release(): void } | null {
+  const inode = Number(/^pid:\[(\d+)\]$/.exec(ns)?.[1]);
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name) || namespaceOf(Number(name)) !== ns) continue;
+    let fd: number;
+    try {
+      fd = openSync(`/proc/${name}/ns/pid`, 'r');
+    } catch {
+      continue; // it ended meanwhile
+    }
+    // The pid may have been reused between the readlink and the open: the descriptor must name this namespace.
+    if (fstatSync(fd).ino === inode) return { release: () => closeSync(fd) };
+    closeSync(fd);
+  }
+  return null;
 }
 
 /**
