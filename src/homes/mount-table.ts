@@ -85,9 +85,17 @@ export class MountTable {
     return this.view(slash < 0 ? path.slice(1) : path.slice(1, slash))?.kind === 'main';
   }
 
-  /** The top-level names a run's processes reach (admit): its Home's main, under both names, and its own branch. */
+  /**
+   * The top-level names a run's processes reach (admit): its Home's main, under both names, its own branch, and the
+   * mains of the Homes its Home reads shared memory from (`shared:` in .nas/role.yaml).
+   */
   namesOfRun(run: { role: string; branch: string }): string[] {
-    return [run.role, `${run.role}@main`, `${run.role}@${run.branch}`];
+    return [run.role, `${run.role}@main`, `${run.role}@${run.branch}`, ...this.sharedOf(run.role).flatMap((s) => [s, `${s}@main`])];
+  }
+
+  /** The Homes whose memory a Home reads (shared scopes), those served here. */
+  private sharedOf(role: string): string[] {
+    return (this.homes.find(role)?.config.role.shared ?? []).filter((s) => s !== role && this.homes.find(s));
   }
 
   /**
@@ -99,14 +107,21 @@ export class MountTable {
   admit(view: View, caller: () => Caller | null): void {
     const run = this.homes.runs.runOf(caller()?.pid ?? 0);
     if (!run || view === this.homes.find(run.role)?.main || (view instanceof BranchView && view.run === run.id)) return;
-    throw fsError('EACCES', `run ${run.id} reaches only its own branch and its Home's main, not ${view.name}`);
+    if (this.sharedOf(run.role).some((s) => view === this.homes.find(s)?.main)) return;
+    throw fsError('EACCES', `run ${run.id} reaches only its own branch, its Home's main and the mains of the Homes it shares memory from, not ${view.name}`);
   }
 
-  /** A run that reads its own Home's main: the read goes into its branch's manifest, like a read in the branch. */
-  readerOf(view: View, caller: Caller | null): BranchView['reads'] | undefined {
+  /**
+   * A run that reads its own Home's main: the read goes into its branch's manifest, like a read in the branch; one
+   * that reads a shared Home's main, as `<home>:<path>` (so a read of that Home's inbox counts as untrusted input too).
+   */
+  readerOf(view: View, caller: Caller | null): { record(path: string, oid: string): Promise<void> } | undefined {
     const run = caller ? this.homes.runs.runOf(caller.pid) : undefined;
-    if (!run || run.role !== view.name) return undefined;
-    return this.homes.find(run.role)?.branches.get(run.branch)?.reads;
+    const reads = run && this.homes.find(run.role)?.branches.get(run.branch)?.reads;
+    if (!run || !reads) return undefined;
+    if (run.role === view.name) return reads;
+    if (!this.sharedOf(run.role).includes(view.name)) return undefined;
+    return { record: (path: string, oid: string) => reads.record(`${view.name}:${path}`, oid) };
   }
 
   /**

@@ -125,7 +125,8 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
       (await store.folderChanges(headTree, baseTree)).filter((f) => f.status === 'added').map((f) => f.path)),
     metadata: changes.filter((c) => c.path.startsWith('.nas/')).map((c) => c.path),
     reviewedClaims: claims,
-    inboxReads: p.reads.paths().filter((x) => x.startsWith('inbox/')),
+    // Its own Home's inbox, or a shared Home's (`<home>:inbox/...`): untrusted input either way.
+    inboxReads: p.reads.paths().filter((x) => /^(?:[^/:]+:)?inbox\//.test(x)),
     startSet,
     modeRisks,
     ...(runFailed(p.exit) ? { failedRun: p.exit } : {}),

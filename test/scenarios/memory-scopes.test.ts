@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs/promises';
-import { TestDaemon, eventually } from '../helpers.js';
+import path from 'node:path';
+import { TestDaemon, eventually, run } from '../helpers.js';
+
+const CLI = path.resolve(import.meta.dirname, '../../dist/src/cli/main.js');
 
 /**
  * Memory scopes (SPEC.md, "Two-tier memory"): index markers are opt-in per scope, and a shared scope is a Home
@@ -16,6 +19,7 @@ describe('memory scopes', () => {
 
   beforeAll(async () => {
     d = await TestDaemon.start({ extraArgs: ['--demo'] });
+    await fs.chmod(d.dir, 0o755);
     expect((await d.nas('home', 'create', 'team')).code).toBe(0);
     role = await fs.readFile(d.path('demo', '.nas/role.yaml'), 'utf8');
   });
@@ -110,6 +114,15 @@ describe('memory scopes', () => {
     }
     // A Home that does not list team does not read it.
     expect((await d.nas('context', 'team')).stdout).not.toContain('[shared:');
+    // Inside a run of demo the path the context lists reads through the mount (team's main, read-only).
+    const out = `${d.dir}/shared-read`;
+    await fs.mkdir(out);
+    await fs.chmod(out, 0o1777);
+    const env = { NAS_OWNER_TOKEN_FILE: `${d.state}/owner.token`, NAS_OWNER_TOKEN: '', NAS_LEASE: '', SUDO_USER: '' };
+    const ran = await run(process.execPath, [CLI, '--socket', d.socket, 'run', 'demo', '--user', 'nobody', '--no-propose', '--', 'sh', '-c',
+      `cat ${d.path('team', 'memory/notes/from-demo/release.md')} > ${out}/note`], { env });
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(await fs.readFile(`${out}/note`, 'utf8')).toContain('When cutting a release.');
   });
 
   it('reports a shared Home that does not exist in memory check, and the context still works', async () => {
