@@ -139,7 +139,7 @@ function routes(flows: Workflows, web: WebLogins): Handlers {
     memoryImport: ({ params, body }) => memory.import(params.role, body.branch, body.files),
     memoryReview: ({ params, body }) => memory.review(params.role, body.path, body.description),
     memoryShare: ({ params, body, creds }) => memory.share(params.role, body.path, body.to, creds),
-    context: ({ params, body }) => memory.context(params.role, body.branch),
+    context: ({ params, body, creds }) => memory.context(params.role, body.branch, creds),
     briefing: ({ params, body, creds }) => memory.briefing(params.role, body.branch, body.maxTokens ?? 2000, creds),
 
     startRun: ({ params, body }) => runs.start(params.role, body),

@@ -95,7 +95,8 @@ export class MemoryService {
     return { view: snap.name, written, indexes: markedIndexes(memory).map((i) => i.path), problems, ok: problems.length === 0, head: snap.view!.head };
   }
 
-  async context(role: string, branch?: string): Promise<ContextReport> {
+  /** `creds`: who asks; a shared Home's notes are filtered to what it could read through the mount (their descriptions are content). */
+  async context(role: string, branch?: string, creds?: Credentials): Promise<ContextReport> {
     const { snap, files } = await this.files(role, branch);
     const lists = contextLists(await this.load(snap, files));
     const shared: SharedContext[] = [];
@@ -108,7 +109,9 @@ export class MemoryService {
       }
       // Main only: what the shared Home's gate let in. A reader never sees the shared Home's branches.
       const other = await this.files(home);
-      shared.push({ home, root: other.snap.path, ...sharedIndex(await loadMemory(other.files)) });
+      const mayRead = creds ? this.readers.mayRead(await this.readers.of(home, creds), other.snap.home.store, this.homes.viewShare(home)) : undefined;
+      const readable = mayRead ? filterFiles(other.files, (p) => mayRead(other.tree, p)) : other.files;
+      shared.push({ home, root: other.snap.path, ...sharedIndex(await loadMemory(readable)) });
     }
     return { view: snap.name, root: snap.path, ...lists, shared };
   }
@@ -138,8 +141,16 @@ export class MemoryService {
     const message = `Share memory note ${path} of ${role}\n\nNas-Principal: ${owner}\nNas-Shared-From: ${role}@${from.snap.commit}:${path}\n`;
     const commit = await store.writeCommit({ tree, parents: [target.snap.commit], message, author: { name: owner, email: `${owner}@agent-nas` } });
     const branch = `nas-share-${role}-${commit.slice(0, 12)}`;
+    if (this.homes.branchNames(to).includes(branch)) throw new UserError(`the same copy waits in ${to}/${branch} already (its PR decides it); nothing was shared`, 409);
     await this.branches.createBranch(to, branch, { at: commit, ttl: '7d' });
-    const pr = await this.prs.propose(to, branch, { intent: `share ${role}'s reviewed note ${path} with ${to} (unreviewed here until ${to}'s owner reviews it)` }, creds);
+    let pr;
+    try {
+      pr = await this.prs.propose(to, branch, { intent: `share ${role}'s reviewed note ${path} with ${to} (unreviewed here until ${to}'s owner reviews it)` }, creds);
+    } catch (err) {
+      // A proposal refused leaves nothing behind.
+      await this.branches.discardBranch(to, branch, `the share of ${path} was not proposed`).catch(() => undefined);
+      throw err;
+    }
     // The control API lets go of the views of the Home the route names (role); the change is in the shared Home's.
     await this.homes.viewsChanged(to);
     return { from: role, note: path, to, path: copy.path, branch, pr: pr.id, prState: pr.state };
