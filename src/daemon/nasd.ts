@@ -1,7 +1,7 @@
 import { releaseHup } from './held-hup.js';
 import fs, { accessSync, constants } from 'node:fs';
 import os from 'node:os';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { UserError } from '../util/errors.js';
 import { loadConfig, USAGE } from './config.js';
 import { HomeSet } from '../homes/home-set.js';
@@ -167,6 +167,7 @@ async function main(): Promise<void> {
   const refresh = () => homes.refreshMains().catch((err) => log.error({ err }, 'cannot re-read main'));
   const refs = watchMainRefs(config.state_dir, refresh, log);
   const follow = setInterval(() => {
+    keepUmask(log);
     refresh();
     void leases.applyAll();
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
@@ -254,3 +255,13 @@ main().catch((err) => {
   else process.stderr.write(`nasd: ${(err as Error).stack ?? err}\n`);
   process.exit(1);
 });
+
+/**
+ * libgit2 reads the umask by setting it to 0 for a moment (git_futils_mktmp, on libuv's threads): two such reads at
+ * once can leave the process at 0, and whatever nasd or a child made then would be open to everyone. Set back at
+ * every tick (one syscall, no read of its own), and said, so the window is bounded and seen.
+ */
+function keepUmask(log: Logger): void {
+  const was = process.umask(0o077);
+  if (was !== 0o077) log.warn({ umask: was.toString(8) }, 'the process umask was not 077 (libgit2 sets it to 0 to read it); set back');
+}
