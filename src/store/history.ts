@@ -1,6 +1,7 @@
 import NodeGit from 'nodegit';
 import { isMetaPath, META_ROOT, metaSubject } from './file-meta.js';
 import { MODE, type Change, type Entry, type FolderChange, type MergeConflict, type Tree } from './types.js';
+import { oneWriter } from './one-writer.js';
 
 /**
  * History: how two trees or commits relate. What changed between them (as stored, and as a person sees it),
@@ -120,8 +121,8 @@ export async function diffByFile(repo: any, trees: TreeReader, before: string, a
  */
 export async function mergeTrees(repo: any, base: string, ours: string, theirs: string): Promise<{ tree: string } | { conflicts: MergeConflict[] }> {
   const [b, o, t] = await Promise.all([base, ours, theirs].map((oid) => repo.getTree(oid)));
-  const index = await NodeGit.Merge.trees(repo, b, o, t, null);
-  if (!index.hasConflicts()) return { tree: (await index.writeTreeTo(repo)).tostrS() };
+  const index = await oneWriter(() => NodeGit.Merge.trees(repo, b, o, t, null)); // it writes the blobs it merges
+  if (!index.hasConflicts()) return { tree: (await oneWriter(() => index.writeTreeTo(repo))).tostrS() };
   return { conflicts: conflictsOf(index) };
 }
 

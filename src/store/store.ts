@@ -9,6 +9,7 @@ import * as history from './history.js';
 import { GitCommands } from './git-commands.js';
 import { ServerRepo, type ServerAccess } from './server-repo.js';
 import { MODE, type Change, type FolderChange, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
+import { oneWriter } from './one-writer.js';
 
 /**
  * The Store: one bare git repository per Home. The only module that talks to git, and the one entry point
@@ -50,7 +51,7 @@ export class Store {
 
   /** Create a bare repository at path (or open the one there). */
   static async init(path: string): Promise<Store> {
-    const repo = await NodeGit.Repository.init(path, 1);
+    const repo = await oneWriter(() => NodeGit.Repository.init(path, 1));
     return new Store(path, repo, await repo.odb());
   }
 
@@ -93,8 +94,8 @@ export class Store {
       const actual = await this.readRef(name);
       if (actual !== expected) throw new RefConflict(name, expected, actual);
       try {
-        if (expected === null) await NodeGit.Reference.create(this.repo, name, NodeGit.Oid.fromString(target), 0, log);
-        else await NodeGit.Reference.createMatching(this.repo, name, NodeGit.Oid.fromString(target), 1, NodeGit.Oid.fromString(expected), log);
+        if (expected === null) await oneWriter(() => NodeGit.Reference.create(this.repo, name, NodeGit.Oid.fromString(target), 0, log));
+        else await oneWriter(() => NodeGit.Reference.createMatching(this.repo, name, NodeGit.Oid.fromString(target), 1, NodeGit.Oid.fromString(expected), log));
       } catch (e) {
         const now = await this.readRef(name);
         if (now !== expected) throw new RefConflict(name, expected, now);
@@ -108,13 +109,13 @@ export class Store {
     await this.withRefLock(name, async () => {
       const actual = await this.readRef(name);
       if (actual !== expected) throw new RefConflict(name, expected, actual);
-      await NodeGit.Reference.remove(this.repo, name);
+      await oneWriter(() => NodeGit.Reference.remove(this.repo, name));
     });
   }
 
   /** Point HEAD at a branch, so that `git clone` of the Store checks it out. */
   async setHead(ref: string): Promise<void> {
-    await NodeGit.Reference.symbolicCreate(this.repo, 'HEAD', ref, 1, 'nas: HEAD');
+    await oneWriter(() => NodeGit.Reference.symbolicCreate(this.repo, 'HEAD', ref, 1, 'nas: HEAD'));
   }
 
   private async withRefLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
@@ -236,7 +237,7 @@ export class Store {
 
   async writeBlob(content: Buffer | string): Promise<string> {
     const buf = typeof content === 'string' ? Buffer.from(content) : content;
-    const oid = await NodeGit.Blob.createFromBuffer(this.repo, buf, buf.length);
+    const oid = await oneWriter(() => NodeGit.Blob.createFromBuffer(this.repo, buf, buf.length));
     const hex = oid.tostrS();
     this.sizes.set(hex, buf.length);
     return hex;
@@ -257,7 +258,7 @@ export class Store {
         await fh.close();
       }
     }
-    const oid = await NodeGit.Blob.createFromDisk(this.repo, path);
+    const oid = await oneWriter(() => NodeGit.Blob.createFromDisk(this.repo, path));
     return oid.tostrS();
   }
 
@@ -269,14 +270,14 @@ export class Store {
     try {
       return await this.git.hashObject(fd);
     } catch {
-      return (await NodeGit.Blob.createFromDisk(this.repo, `/proc/self/fd/${fd}`)).tostrS();
+      return (await oneWriter(() => NodeGit.Blob.createFromDisk(this.repo, `/proc/self/fd/${fd}`))).tostrS();
     }
   }
 
   async writeTree(entries: Tree): Promise<string> {
     const builder = await NodeGit.Treebuilder.create(this.repo, null);
     for (const [name, e] of entries) await builder.insert(name, NodeGit.Oid.fromString(e.oid), e.mode);
-    const oid = await builder.write();
+    const oid = await oneWriter(() => builder.write());
     return typeof oid === 'string' ? oid : oid.tostrS();
   }
 
@@ -284,7 +285,7 @@ export class Store {
     const now = Math.floor(Date.now() / 1000);
     const author = NodeGit.Signature.create(c.author.name, c.author.email, now, 0);
     const committer = c.committer ? NodeGit.Signature.create(c.committer.name, c.committer.email, now, 0) : author;
-    const oid = await this.repo.createCommit(null, author, committer, c.message, c.tree, c.parents);
+    const oid = await oneWriter(() => this.repo.createCommit(null, author, committer, c.message, c.tree, c.parents));
     return oid.tostrS();
   }
 

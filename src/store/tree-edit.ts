@@ -1,5 +1,6 @@
 import NodeGit from 'nodegit';
 import { MODE, type Entry, type Tree } from './types.js';
+import { oneWriter } from './one-writer.js';
 
 /**
  * Planning and applying a batch of tree edits (paths mapped to a new entry, or null to delete). libgit2
@@ -47,7 +48,7 @@ export async function applySimpleEdits(repo: any, root: string, changes: Edits):
     if (entry) u.id = NodeGit.Oid.fromString(entry.oid);
     return u;
   });
-  return (await base.createUpdated(repo, updates.length, updates)).tostrS();
+  return (await oneWriter(() => base.createUpdated(repo, updates.length, updates))).tostrS();
 }
 
 /** The edits as a trie of directory levels, applied in order. */

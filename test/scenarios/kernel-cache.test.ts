@@ -73,7 +73,7 @@ describe('kernel cache: what nasd changes shows at once', () => {
     await ok('branch', 'create', 'demo/back');
     const file = d.path('demo@back', 'outbox/keep.md');
     await fs.writeFile(file, 'kept\n');
-    // Committed first: a file made and deleted within a second leaves nothing in the recycle area.
+    // Committed first: a file made and deleted within 250 ms leaves nothing in the recycle area.
     await ok('sync', 'demo/back');
     await fs.unlink(file);
     expect(await names('demo@back', 'outbox')).not.toContain('keep.md');

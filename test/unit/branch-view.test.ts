@@ -178,7 +178,7 @@ describe('BranchView (no mount)', () => {
     // Made and deleted at once, never committed (a tool's temporary file): nothing to file.
     await writeNew(view, 'outbox/blip.md', 'a moment\n');
     await view.unlink('outbox/blip.md');
-    // Older than a second: filed, committed or not.
+    // Older than 250 ms: filed, committed or not.
     await new Promise((r) => setTimeout(r, 1100));
     await view.unlink('outbox/fresh.md');
     await view.unlink('inbox/README.md');

@@ -21,8 +21,12 @@ import { formatMeta, type FileMeta } from '../../store/file-meta.js';
  * The namespace operations of a branch view: mkdir, symlink, link, unlink, rmdir, rename. Versioned
  * deletions go through the deletion log (and on to the recycle area); scratch ones are plain unlinks.
  */
-/** A file younger than this that no commit holds goes without a recycle record when deleted (birth time; 0 where unknown). */
-const TRANSIENT_MS = 1000;
+/**
+ * A file a create made younger than this that no commit holds goes without a recycle record when deleted (birth
+ * time; 0 where unknown): a tool's temporary file lives milliseconds, and anything a person or a second command
+ * touched in between lived longer.
+ */
+const TRANSIENT_MS = 250;
 
 export class Names {
   constructor(
@@ -241,7 +245,7 @@ export class Names {
   }
 
   /**
-   * A file a create made here less than a second ago, that no commit took (a tool's `AGENTS.md.tmp`, made and
+   * A file a create made here less than 250 ms ago, that no commit took (a tool's `AGENTS.md.tmp`, made and
    * removed within one commit window): its deletion files nothing in the recycle area. A copy-up or a rename of an
    * older file is never made; one that lived longer is filed, committed or not (a log deleted while still open).
    */
