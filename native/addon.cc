@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "handover.h"
+#include "js.h"
 #include "invalidate.h"
 #include "ops.h"
 #include "napi-args.h"
@@ -177,35 +178,32 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// reply(call, result, value, extra, flag, fd)
+// reply(call, result, answer?): JS's answer to the request it was given as `call` (0 or a negative errno, and what
+// the op's answer kind holds: protocol.h). A call answered already is not answered again.
 static napi_value js_reply(napi_env env, napi_callback_info info) {
-  size_t argc = 6;
-  napi_value argv[6];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  Call* c = reinterpret_cast<Call*>(static_cast<uintptr_t>(number(env, argv[0])));
-  if (!c) return fail(env, "reply: no call");
-  finish(env, c, number(env, argv[1]), argc > 2 ? argv[2] : nullptr, argc > 3 ? argv[3] : nullptr,
-         argc > 4 ? static_cast<int>(number(env, argv[4])) : 0, argc > 5 ? static_cast<int>(number(env, argv[5])) : -1);
+  Js js(env);
+  size_t argc = 3;
+  napi_value argv[3] = {nullptr, nullptr, nullptr};
+  if (!js.check(napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr)) || argc < 2)
+    return js.fail("reply(call, result, answer?)");
+  Call* c = take_call(static_cast<uint32_t>(js.to_number(argv[0])));
+  if (c) finish(env, c, static_cast<int>(js.to_number(argv[1], -EIO)), argc > 2 ? argv[2] : nullptr);
   return nullptr;
 }
 
 // groups(call) -> the caller's supplementary groups (fuse_req_getgroups reads them from /proc: asked only when
 // a handler wants them, while its request is unanswered).
 static napi_value js_groups(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], out;
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  Call* c = reinterpret_cast<Call*>(static_cast<uintptr_t>(number(env, argv[0])));
-  napi_create_array(env, &out);
+  Js js(env);
+  napi_value argv[1];
+  if (!js.args(info, 1, argv, "groups(call)")) return nullptr;
+  napi_value out = js.array();
+  Call* c = pending_call(static_cast<uint32_t>(js.to_number(argv[0])));
   if (!c) return out;
   gid_t list[256];
   int n = fuse_req_getgroups(c->req, 256, list);
-  for (int i = 0; i < n && i < 256; i++) {
-    napi_value v;
-    napi_create_uint32(env, list[i], &v);
-    napi_set_element(env, out, i, v);
-  }
-  return out;
+  for (int i = 0; i < n && i < 256; i++) js.set_at(out, static_cast<uint32_t>(i), js.number(list[i]));
+  return js.failed ? nullptr : out;
 }
 
 // invalidate(mount, roles | null, barrierId): every view of these Homes; null is everything.
