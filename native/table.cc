@@ -46,8 +46,6 @@ bool path_of(Mount* m, Node* n, std::string& out, std::string* top) {
   return true;
 }
 
-bool fresh(const Node* n) { return n->known && n->writers == 0 && n->fresh_until > now(); }
-
 void drop(Node* n) {
   n->fresh_until = 0;
   n->listing.reset();

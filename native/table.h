@@ -1,4 +1,5 @@
-// The node table (table.cc). Callers hold the mount's mutex.
+// The node table (table.cc): the nodes the kernel holds, their names and lookup counts, and what JS last said of
+// each (cache.cc decides what of it may be served). Callers hold the mount's mutex.
 #pragma once
 #include "nasfuse.h"
 
@@ -9,8 +10,6 @@ Node* get(Mount* m, uint64_t id);
 Node* child(Mount* m, uint64_t parent, const std::string& name);
 // The node's path from the mount root ("/" for the root); `top` gets the first component. False: unreachable.
 bool path_of(Mount* m, Node* n, std::string& out, std::string* top = nullptr);
-// Whether the node's attributes may be served without asking JS.
-bool fresh(const Node* n);
 // Forget what is cached of a node (attributes and listing); its name and lookup count stay.
 void drop(Node* n);
 // The node for a name just looked up with these attributes: the one the name already stands for, else
