@@ -29,7 +29,8 @@ void invalidate_names(Mount* m, const std::set<std::string>& names, bool all, do
   m->invalidations++;
   m->mutations++;
   std::string path, top;
-  for (auto& [id, n] : m->nodes) {
+  for (auto& [id, node] : m->nodes) {
+    Node* n = node.get();
     // The root's listing is asked every time (never cached) and its attributes never change: nothing to tell.
     if (id == FUSE_ROOT_ID) continue;
     if (!path_of(m, n, path, &top) || (!all && !names.count(role_of(top)))) continue;

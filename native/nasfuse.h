@@ -78,8 +78,10 @@ struct Mount {
   double ttl = 3600;
   bool private_ids = false;  // tests: every node gets a private id (they otherwise come from inode-number collisions)
 
+  Mount();  // with the root node in its table (table.cc)
+
   std::mutex mu;  // guards everything below it
-  std::unordered_map<uint64_t, Node*> nodes;
+  std::unordered_map<uint64_t, std::unique_ptr<Node>> nodes;
   std::unordered_map<std::string, uint64_t> dentries;  // key(parent, name) -> node id
   uint64_t next_private = PRIVATE_IDS;
   std::deque<uint64_t> forgotten;  // oldest first; an id may be there again if its node came back
