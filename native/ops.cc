@@ -86,7 +86,8 @@ static void ll_init(void* userdata, struct fuse_conn_info* conn) {
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_HANDLE_KILLPRIV);
   conn->max_write = 1 << 20;
   conn->time_gran = 1;
-  m->conn = *conn;
+  // The notifier may tell the kernel from now on (libfuse sends the INIT reply once this returns).
+  m->initialized = true;
 }
 
 // NFS export: "." and ".." looked up by node id (a file handle names the node, the kernel may have dropped it).

@@ -9,7 +9,7 @@
 
 namespace nas {
 
-Mount::Mount() {
+NodeTable::NodeTable() {
   // The root: the kernel holds it from the mount on (its lookup count is the kernel's own, never forgotten).
   auto root = std::make_unique<Node>();
   root->id = FUSE_ROOT_ID;
