@@ -56,12 +56,16 @@ static napi_value export_nodes(napi_env env, Mount* m) {
   uint32_t i = 0;
   auto push = [&](napi_value v) { napi_set_element(env, out, i++, v); };
   auto num = [&](double d) { napi_value v; napi_create_double(env, d, &v); push(v); };
-  std::lock_guard<std::mutex> lock(m->mu);
-  for (auto& [id, n] : m->nodes) {
-    push(id_value(env, id));
-    num(static_cast<double>(n->nlookup));
-    num(static_cast<double>(n->names.size()));
-    for (auto& [parent, name] : n->names) {
+  std::vector<Exported> nodes;
+  {
+    std::lock_guard<std::mutex> lock(m->mu);
+    nodes = export_table(m);
+  }
+  for (const Exported& n : nodes) {
+    push(id_value(env, n.id));
+    num(static_cast<double>(n.nlookup));
+    num(static_cast<double>(n.names.size()));
+    for (auto& [parent, name] : n.names) {
       push(id_value(env, parent));
       napi_value v;
       napi_create_string_utf8(env, name.data(), name.size(), &v);
@@ -75,28 +79,18 @@ static void import_nodes(napi_env env, Mount* m, napi_value array) {
   uint32_t len = 0;
   if (napi_get_array_length(env, array, &len) != napi_ok) return;
   auto at = [&](uint32_t i) { napi_value v; napi_get_element(env, array, i, &v); return v; };
+  std::vector<Exported> nodes;
   for (uint32_t i = 0; i + 3 <= len;) {
-    uint64_t id = id_of(env, at(i));
-    uint64_t nlookup = static_cast<uint64_t>(number(env, at(i + 1)));
+    Exported n;
+    n.id = id_of(env, at(i));
+    n.nlookup = static_cast<uint64_t>(number(env, at(i + 1)));
     uint32_t names = static_cast<uint32_t>(number(env, at(i + 2)));
     i += 3;
-    if (id == FUSE_ROOT_ID || id == 0) {  // the root is made at mount (its lookup count is the kernel's own); 0: unreadable
-      i += 2 * names;
-      continue;
-    }
-    Node* n = m->nodes.count(id) ? m->nodes[id] : new Node();
-    n->id = id;
-    n->nlookup = nlookup;
-    m->nodes[id] = n;
-    for (uint32_t k = 0; k < names && i + 2 <= len; k++, i += 2) {
-      uint64_t parent = id_of(env, at(i));
-      std::string name = text(env, at(i + 1));
-      n->names.emplace_back(parent, name);
-      m->dentries[dentry_key(parent, name)] = id;
-    }
-    if (id >= m->next_private && id >= PRIVATE_IDS) m->next_private = id + 1;
-    if (nlookup == 0) m->forgotten.push_back(id);
+    for (uint32_t k = 0; k < names && i + 2 <= len; k++, i += 2) n.names.emplace_back(id_of(env, at(i)), text(env, at(i + 1)));
+    nodes.push_back(std::move(n));
   }
+  std::lock_guard<std::mutex> lock(m->mu);
+  import_table(m, nodes);
 }
 
 static std::set<std::string> strings(napi_env env, napi_value array, bool* present) {
@@ -167,10 +161,6 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (inherited >= 0) import_nodes(env, m, property(env, argv[0], "nodes"));
   // The kernel connection is nasd's alone: git and every other child nasd starts must not inherit it.
   fcntl(m->fd, F_SETFD, fcntl(m->fd, F_GETFD) | FD_CLOEXEC);
-  Node* root = new Node();
-  root->id = FUSE_ROOT_ID;
-  root->nlookup = 1;
-  m->nodes[FUSE_ROOT_ID] = root;
   start_notifier(m);
   m->loop = std::thread(serve, m, threads);
   napi_value out;

@@ -1,5 +1,5 @@
 // What the low-level handlers share (ops.cc, files.cc, listings.cc): the mount a request is for, a Call for JS and its
-// sending, the path of a node, and whether the cache may answer a run's process.
+// sending, the path of a node. (What the cache may answer, for whom: cache.h.)
 #pragma once
 
 #include <string>
@@ -20,8 +20,6 @@ uint64_t begin(Node* n);
 void changing(Call* c);
 // A request about a name in a directory: its path resolved now; false (and ESTALE) when the directory is unknown.
 bool in_dir(Call* c, uint64_t parent, const char* name);
-// Whether the cache may answer this caller about node `n` (or its child `name`); the mutex held.
-bool may_serve(Mount* m, fuse_req_t req, Node* n, const std::string& name = std::string());
 
 void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi);
 void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, struct fuse_file_info* fi);

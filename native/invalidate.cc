@@ -29,7 +29,8 @@ void invalidate_names(Mount* m, const std::set<std::string>& names, bool all, do
   m->invalidations++;
   m->mutations++;
   std::string path, top;
-  for (auto& [id, n] : m->nodes) {
+  for (auto& [id, node] : m->nodes) {
+    Node* n = node.get();
     // The root's listing is asked every time (never cached) and its attributes never change: nothing to tell.
     if (id == FUSE_ROOT_ID) continue;
     if (!path_of(m, n, path, &top) || (!all && !names.count(role_of(top)))) continue;
@@ -46,17 +47,19 @@ void invalidate_names(Mount* m, const std::set<std::string>& names, bool all, do
 static void run(Mount* m) {
   for (;;) {
     Inval item;
+    bool stopping;
     {
       std::unique_lock<std::mutex> lock(m->qmu);
       m->qcv.wait(lock, [m] { return m->qstop || !m->queue.empty(); });
       if (m->queue.empty()) return;
       item = std::move(m->queue.front());
       m->queue.pop_front();
+      stopping = m->qstop;
     }
     // Before INIT, or once the session is gone, there is nothing to tell (and nothing cached).
     // While paused for a hand-over, requests an invalidation could wait for are not read: the successor
     // invalidates everything once it has taken over.
-    bool live = m->conn.max_write != 0 && !m->qstop && !m->paused.load();
+    bool live = m->initialized.load() && !stopping && !m->paused.load();
     switch (item.kind) {
       case Inval::INODE:
         if (live) fuse_lowlevel_notify_inval_inode(m->se, item.ino, item.off, 0);

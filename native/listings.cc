@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "cache.h"
 #include "handlers.h"
 #include "ops.h"
 #include "table.h"
@@ -23,7 +24,7 @@ void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
     std::lock_guard<std::mutex> lock(m->mu);
     Node* n = get(m, ino);
     if (!n) return (void)fuse_reply_err(req, ESTALE);
-    if (n->listing && may_serve(m, req, n)) {
+    if (n->listing && may_serve(m, fuse_req_ctx(req)->pid, n)) {
       m->hits++;
       fi->fh = dir_handle(m, n->listing);
       fi->cache_readdir = 1;

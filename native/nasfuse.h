@@ -65,7 +65,21 @@ struct Inval {
   double barrier = 0;
 };
 
-struct Mount {
+// One mounted filesystem (or one taken over from an earlier nasd). Four kinds of thread use it: libfuse's workers
+// (the requests), the notifier (invalidate.cc), the JS thread (addon.cc, replies.cc) and libuv's pool (unmount,
+// suspend). Its parts say what keeps each field safe:
+//
+//   Settings      written once by mount() before any thread starts; read by all without a lock.
+//   NodeTable, OpenHandles, RunAccess, and every Node and Listing they hold: guarded by `mu`.
+//   Counters      atomics, moved and read without a lock.
+//   Notifier      the invalidation queue, guarded by `qmu`; `initialized` an atomic.
+//   SessionEnd    `ended`, guarded by `endmu`; the loop's thread handle is the JS thread's.
+//   Handover      atomics, and the INIT, written once before it is read (handover.cc says how).
+//
+// Lock order: mu, then qmu (a change queues invalidations while it holds the table). endmu is taken alone. No lock
+// is held while calling JS, and the notifier holds none while it tells the kernel: an invalidation can wait for a
+// request whose worker needs mu. (A reply, fuse_reply_*, never waits: a worker may send one holding mu.)
+struct Settings {
   fuse_session* se = nullptr;
   std::string mountpoint;
   int fd = -1;
@@ -73,51 +87,77 @@ struct Mount {
   napi_threadsafe_function barriers = nullptr;  // an invalidation batch was sent
   double ttl = 3600;
   bool private_ids = false;  // tests: every node gets a private id (they otherwise come from inode-number collisions)
+};
 
-  std::mutex mu;  // guards everything below it
-  std::unordered_map<uint64_t, Node*> nodes;
+// The nodes the kernel holds or held (table.cc), by id and by (parent, name). Made with the root in it.
+struct NodeTable {
+  NodeTable();
+  std::unordered_map<uint64_t, std::unique_ptr<Node>> nodes;
   std::unordered_map<std::string, uint64_t> dentries;  // key(parent, name) -> node id
   uint64_t next_private = PRIVATE_IDS;
   std::deque<uint64_t> forgotten;  // oldest first; an id may be there again if its node came back
+};
+
+struct OpenHandles {
   // Open directories by handle number (never a pointer: a successor gets handles it did not make).
   std::unordered_map<uint64_t, std::shared_ptr<Listing>> dirs;
   uint64_t next_dir = 1;
   // Open files JS gave a descriptor of (a file on disk, by handle number): their reads are answered here, on
   // the worker, from a duplicate of that descriptor (closed at release).
   std::unordered_map<uint64_t, int> files;
+};
+
+struct RunAccess {
   // Run namespaces (readlink of /proc/<pid>/ns/pid) and the top-level names their processes may reach; a
   // request from one is answered from the cache only inside those names (else JS refuses it).
   std::map<std::string, std::set<std::string>> restricted;
   // Top-level names (branch views) whose nodes may have an access ACL: their ACLs are asked of JS, every other
   // node's answered here (none).
   std::set<std::string> shared;
+};
 
+struct Counters {
   // Changes made by requests (mutations) and by nasd on its own (invalidations): a fill from JS whose request
   // saw either move is not cached, and one that saw an invalidation is given to the kernel with no timeout.
   std::atomic<uint64_t> mutations{0};
   std::atomic<uint64_t> invalidations{0};
   std::atomic<uint64_t> hits{0}, misses{0};
+};
 
-  std::thread loop;
-  std::thread notifier;
+struct Notifier {
+  std::thread notifier;  // started and joined by mount() and unmount, never by the thread itself
   std::mutex qmu;
   std::condition_variable qcv;
-  std::deque<Inval> queue;
-  bool qstop = false;
-  bool ended = false;  // the session loop returned
+  std::deque<Inval> queue;  // qmu
+  bool qstop = false;       // qmu
+  // The kernel's INIT was answered (set by the INIT handler on a worker): before it there is nothing to tell.
+  std::atomic<bool> initialized{false};
+};
+
+struct SessionEnd {
+  std::thread loop;  // the session loop; joined or detached by the JS thread at unmount
   std::mutex endmu;
   std::condition_variable endcv;
-  // What the kernel said at INIT (conn.max_write is set once it came).
-  struct fuse_conn_info conn {};
-  // The connection's hand-over (handover.cc): the kernel's INIT as read, whether this session took the
-  // connection over from an earlier nasd (and replays that INIT once), requests read but not answered, and
-  // whether reading is paused for a stop that hands the connection on.
+  bool ended = false;  // endmu: the session loop returned
+};
+
+// The connection's hand-over (handover.cc): the kernel's INIT as read (written once: by mount() on a successor,
+// else by the worker that reads the INIT, before any other request is read; suspend reads it after a drain),
+// whether this session took the connection over from an earlier nasd (and replays that INIT once), requests
+// read but not answered, and whether reading is paused for a stop that hands the connection on.
+struct Handover {
   std::vector<char> init_request;
-  bool takeover = false;
+  bool takeover = false;  // a Setting: written before the loop starts
   std::atomic<bool> replay_init{false};
   std::atomic<int64_t> inflight{0};
   std::atomic<bool> paused{false};
   std::atomic<bool> init_replayed{false};  // a successor reads nothing before its replayed INIT was answered
+};
+
+// The parts are bases, not members: each field reads as m->field wherever it is used, and its part says its lock.
+struct Mount : Settings, NodeTable, OpenHandles, RunAccess, Counters, Notifier, SessionEnd, Handover {
+  // Guards NodeTable, OpenHandles, RunAccess and every Node and Listing in them.
+  std::mutex mu;
 };
 
 // A request on its way to JS and back. JS names it by `id` (calls.cc keeps the ones it was given), never by address.

@@ -9,8 +9,8 @@
 
 #include <memory>
 
+#include "cache.h"
 #include "handlers.h"
-#include "pidns.h"
 #include "table.h"
 
 namespace nas {
@@ -44,34 +44,6 @@ void changing(Call* c) { c->m->mutations++; }
 
 // A change begins: the versions of what it changes move (the mutex held); returns the version it leaves.
 uint64_t begin(Node* n) { return n ? ++n->version : 0; }
-
-// The top-level name a node is under (the root's child `name`, for the root itself); empty if unreachable.
-static std::string top_of(Mount* m, Node* n, const std::string& name) {
-  for (int depth = 0; n && n->id != FUSE_ROOT_ID && depth < 4096; depth++) {
-    if (n->names.empty()) return std::string();
-    if (n->names[0].first == FUSE_ROOT_ID) return n->names[0].second;
-    n = get(m, n->names[0].first);
-  }
-  return n ? name : std::string();
-}
-
-// Whether the cache may answer this caller about node `n` (or its child `name`): runs reach only their views, and
-// JS says why not. A process is a run's when its PID namespace is the run's or below it (pidns.h). Nothing is
-// looked up while no run is confined (the hot path). Called with the mutex held.
-bool may_serve(Mount* m, fuse_req_t req, Node* n, const std::string& name) {
-  if (m->restricted.empty()) return true;
-  std::string top = top_of(m, n, name);
-  if (top.empty()) return true;
-  pid_t pid = fuse_req_ctx(req)->pid;
-  if (pid <= 0) return false;  // not known whose it is: JS decides
-  std::vector<std::string> spaces = pid_namespaces(pid);
-  if (spaces.empty()) return false;
-  for (const std::string& ns : spaces) {
-    auto it = m->restricted.find(ns);
-    if (it != m->restricted.end()) return it->second.count(top) > 0;
-  }
-  return true;
-}
 
 // The path a request names (parent + name), or false when the parent is unknown.
 static bool named(Mount* m, uint64_t parent, const char* name, std::string& out) {
@@ -114,7 +86,8 @@ static void ll_init(void* userdata, struct fuse_conn_info* conn) {
   conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_HANDLE_KILLPRIV);
   conn->max_write = 1 << 20;
   conn->time_gran = 1;
-  m->conn = *conn;
+  // The notifier may tell the kernel from now on (libfuse sends the INIT reply once this returns).
+  m->initialized = true;
 }
 
 // NFS export: "." and ".." looked up by node id (a file handle names the node, the kernel may have dropped it).
@@ -141,34 +114,6 @@ static void lookup_by_id(fuse_req_t req, fuse_ino_t ino, bool parent) {
   send(c);
 }
 
-// A lookup the cache can answer (a fresh node under that name, an entry of the directory's cached listing, or a
-// name that listing lacks):
-// answered here, the mutex held. False: JS is asked.
-static bool lookup_cached(Mount* m, fuse_req_t req, Node* p, const std::string& name) {
-  if (!may_serve(m, req, p, name)) return false;
-  Node* n = child(m, p->id, name);
-  if (!n && p->listing) {
-    auto it = p->listing->index.find(name);
-    if (it == p->listing->index.end()) {
-      // Not in the directory's current listing: no such name (not cached by the kernel, which asks again).
-      m->hits++;
-      fuse_reply_err(req, ENOENT);
-      return true;
-    }
-    // A copy: bind may drop this listing (a forgotten node it reuses had a name here).
-    struct stat st = p->listing->attrs[it->second];
-    n = bind(m, p->id, name, st);
-    remember(m, n, st, p->listing != nullptr);
-  }
-  if (!n || !fresh(n)) return false;
-  m->hits++;
-  struct fuse_entry_param e {};
-  n->nlookup++;
-  fill_entry(m, n, &e, m->ttl);
-  fuse_reply_entry(req, &e);
-  return true;
-}
-
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Mount* m = mount_of(req);
   std::string nm(name);
@@ -177,7 +122,16 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     std::lock_guard<std::mutex> lock(m->mu);
     Node* p = get(m, parent);
     if (!p) return (void)fuse_reply_err(req, ESTALE);
-    if (lookup_cached(m, req, p, nm)) return;
+    struct fuse_entry_param e {};
+    switch (lookup_cached(m, fuse_req_ctx(req)->pid, p, nm, &e)) {
+      case Cached::ASK_JS: break;
+      case Cached::NO_ENTRY:
+        m->hits++;
+        return (void)fuse_reply_err(req, ENOENT);
+      case Cached::ENTRY:
+        m->hits++;
+        return (void)fuse_reply_entry(req, &e);
+    }
   }
   Call* c = call(req, LOOKUP, 0);
   if (in_dir(c, parent, name)) send(c);
@@ -224,12 +178,13 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi
     std::lock_guard<std::mutex> lock(m->mu);
     Node* n = get(m, ino);
     if (!n) return (void)fuse_reply_err(req, ESTALE);
-    bool unlinked = n->names.empty() && ino != FUSE_ROOT_ID;
-    if (n->known && fresh(n) && (unlinked || may_serve(m, req, n))) {
+    double ttl;
+    if (attr_cached(m, fuse_req_ctx(req)->pid, n, &ttl)) {
       m->hits++;
-      return (void)fuse_reply_attr(req, &n->st, unlinked ? 0 : ino == FUSE_ROOT_ID ? ROOT_TTL : m->ttl);
+      return (void)fuse_reply_attr(req, &n->st, ttl);
     }
     // An unlinked file has no path: asked through the descriptor it is open on, else as last seen.
+    bool unlinked = n->names.empty() && ino != FUSE_ROOT_ID;
     if (unlinked && !fi) return n->known ? (void)fuse_reply_attr(req, &n->st, 0) : (void)fuse_reply_err(req, ENOENT);
   }
   Call* c = call(req, GETATTR, ino);

@@ -2,9 +2,20 @@
 // runs with the mount's mutex held.
 #include "table.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 namespace nas {
+
+NodeTable::NodeTable() {
+  // The root: the kernel holds it from the mount on (its lookup count is the kernel's own, never forgotten).
+  auto root = std::make_unique<Node>();
+  root->id = FUSE_ROOT_ID;
+  root->nlookup = 1;
+  nodes.emplace(FUSE_ROOT_ID, std::move(root));
+}
 
 double now() {
   struct timespec ts;
@@ -20,7 +31,7 @@ std::string dentry_key(uint64_t parent, const std::string& name) {
 
 Node* get(Mount* m, uint64_t id) {
   auto it = m->nodes.find(id);
-  return it == m->nodes.end() ? nullptr : it->second;
+  return it == m->nodes.end() ? nullptr : it->second.get();
 }
 
 Node* child(Mount* m, uint64_t parent, const std::string& name) {
@@ -45,8 +56,6 @@ bool path_of(Mount* m, Node* n, std::string& out, std::string* top) {
   if (top) *top = parts.empty() ? std::string() : *parts.back();
   return true;
 }
-
-bool fresh(const Node* n) { return n->known && n->writers == 0 && n->fresh_until > now(); }
 
 void drop(Node* n) {
   n->fresh_until = 0;
@@ -97,10 +106,10 @@ bool listing_remove(Node* p, const std::string& name, struct stat* was) {
 }
 
 static Node* make(Mount* m, uint64_t id) {
-  Node* n = new Node();
-  n->id = id;
-  m->nodes[id] = n;
-  return n;
+  auto& slot = m->nodes[id];
+  slot = std::make_unique<Node>();
+  slot->id = id;
+  return slot.get();
 }
 
 static void name_node(Mount* m, Node* n, uint64_t parent, const std::string& name) {
@@ -175,10 +184,7 @@ void unbind(Mount* m, uint64_t parent, const std::string& name) {
   }
   if (!n->names.empty()) return;
   n->st.st_nlink = 0;
-  if (n->nlookup == 0 && n->id != FUSE_ROOT_ID) {
-    m->nodes.erase(n->id);
-    delete n;
-  }
+  if (n->nlookup == 0 && n->id != FUSE_ROOT_ID) m->nodes.erase(n->id);
 }
 
 void move(Mount* m, uint64_t parent, const std::string& name, uint64_t parent2, const std::string& name2) {
@@ -204,13 +210,25 @@ static void erase(Mount* m, Node* n) {
     if (it != m->dentries.end() && it->second == n->id) m->dentries.erase(it);
     unbound(m, parent);
   }
-  m->nodes.erase(n->id);
-  delete n;
+  m->nodes.erase(n->id);  // frees n
+}
+
+// The kernel forgets more lookups than this node was given: the table lost count (a reply that took a lookup
+// without saying so, or a hand-over that dropped some). Said where nasd's journal gets it; a checked build stops.
+static void forgot_too_many(Mount* m, Node* n, uint64_t count) {
+  std::string path;
+  if (!path_of(m, n, path)) path = n->names.empty() ? "(no name)" : "(unreachable)";
+  fprintf(stderr, "nasfuse: FORGET of %" PRIu64 " lookups of node %" PRIu64 " %s, which has %" PRIu64 "\n", count,
+          n->id, path.c_str(), n->nlookup);
+#ifdef NAS_CHECKED
+  abort();
+#endif
 }
 
 void forget(Mount* m, uint64_t id, uint64_t count) {
   Node* n = get(m, id);
   if (!n || id == FUSE_ROOT_ID) return;
+  if (count > n->nlookup) forgot_too_many(m, n, count);
   n->nlookup = n->nlookup > count ? n->nlookup - count : 0;
   if (n->nlookup > 0) return;
   // Kept, for a lookup by id; the oldest forgotten go once there are too many (unless the kernel took them back).
@@ -236,6 +254,30 @@ void fill_entry(Mount* m, Node* n, struct fuse_entry_param* e, double ttl) {
   e->attr = n->st;
   e->attr_timeout = ttl;
   e->entry_timeout = ttl;
+}
+
+std::vector<Exported> export_table(Mount* m) {
+  std::vector<Exported> out;
+  out.reserve(m->nodes.size());
+  for (auto& [id, n] : m->nodes) out.push_back(Exported{id, n->nlookup, n->names});
+  return out;
+}
+
+void import_table(Mount* m, const std::vector<Exported>& nodes) {
+  for (const Exported& e : nodes) {
+    // The root is made with the table (its lookup count is the kernel's own); 0 is no id (an unreadable one).
+    if (e.id == FUSE_ROOT_ID || e.id == 0) continue;
+    auto& slot = m->nodes[e.id];
+    if (!slot) slot = std::make_unique<Node>();
+    slot->id = e.id;
+    slot->nlookup = e.nlookup;
+    for (auto& [parent, name] : e.names) {
+      slot->names.emplace_back(parent, name);
+      m->dentries[dentry_key(parent, name)] = e.id;
+    }
+    if (e.id >= m->next_private && e.id >= PRIVATE_IDS) m->next_private = e.id + 1;
+    if (e.nlookup == 0) m->forgotten.push_back(e.id);
+  }
 }
 
 }  // namespace nas

@@ -1,4 +1,5 @@
-// The node table (table.cc). Callers hold the mount's mutex.
+// The node table (table.cc): the nodes the kernel holds, their names and lookup counts, and what JS last said of
+// each (cache.cc decides what of it may be served). Callers hold the mount's mutex.
 #pragma once
 #include "nasfuse.h"
 
@@ -9,8 +10,6 @@ Node* get(Mount* m, uint64_t id);
 Node* child(Mount* m, uint64_t parent, const std::string& name);
 // The node's path from the mount root ("/" for the root); `top` gets the first component. False: unreachable.
 bool path_of(Mount* m, Node* n, std::string& out, std::string* top = nullptr);
-// Whether the node's attributes may be served without asking JS.
-bool fresh(const Node* n);
 // Forget what is cached of a node (attributes and listing); its name and lookup count stay.
 void drop(Node* n);
 // The node for a name just looked up with these attributes: the one the name already stands for, else
@@ -24,8 +23,21 @@ void unbind(Mount* m, uint64_t parent, const std::string& name);
 void listing_add(Node* p, const std::string& name, const struct stat& st);
 bool listing_remove(Node* p, const std::string& name, struct stat* was = nullptr);
 void move(Mount* m, uint64_t parent, const std::string& name, uint64_t parent2, const std::string& name2);
+// The kernel dropped `count` lookups of node `id` (FORGET). More than it has is a bug (said on stderr; a checked
+// build, NAS_CHECKED, aborts). A node at zero is kept while it has a name (FORGOTTEN_KEPT), else it goes.
 void forget(Mount* m, uint64_t id, uint64_t count);
+// What JS said of a node: its attributes, served without JS for the mount's ttl when `cacheable`.
 void remember(Mount* m, Node* n, const struct stat& st, bool cacheable);
 void fill_entry(Mount* m, Node* n, struct fuse_entry_param* e, double ttl);
+
+// A node as a reload hands it to the next nasd (src/daemon/handover.ts carries the table across): its id, the
+// kernel's lookup count and its names. Ids stay uint64 here; addon.cc gives them to JS as decimal strings.
+struct Exported {
+  uint64_t id = 0, nlookup = 0;
+  std::vector<std::pair<uint64_t, std::string>> names;
+};
+std::vector<Exported> export_table(Mount* m);
+// A successor's table before its first request: the nodes (and private ids) the kernel holds of its predecessor.
+void import_table(Mount* m, const std::vector<Exported>& nodes);
 
 }  // namespace nas
