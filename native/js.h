@@ -119,8 +119,8 @@ class Js {
     return true;
   }
   // Throw an Error; returns what an entry point returns after it.
-  napi_value fail(const std::string& message) {
-    check(napi_throw_error(env, nullptr, message.c_str()));
+  napi_value fail(const std::string& message, const char* code = nullptr) {
+    check(napi_throw_error(env, code, message.c_str()));
     return nullptr;
   }
   // A JS error for errno `err` about `what`, with .code and .errno as Node's fs errors have them.
