@@ -67,7 +67,7 @@ constexpr size_t STATFS_WORDS = 11;
   X(UNLINK,     7,  "unlink",     true,  true,  false, 0,                         A_CHANGED)  \
   X(RMDIR,      8,  "rmdir",      true,  true,  false, 0,                         A_CHANGED)  \
   X(SYMLINK,    9,  "symlink",    true,  true,  false, F_TARGET,                  A_MADE)     \
-  X(RENAME,     10, "rename",     true,  true,  false, F_TO | F_FLAGS,            A_CHANGED)  \
+  X(RENAME,     10, "rename",     true,  true,  false, F_FLAGS | F_TO,            A_CHANGED)  \
   X(LINK,       11, "link",       true,  true,  false, F_TO,                      A_MADE)     \
   X(OPEN,       12, "open",       true,  false, false, F_FLAGS,                   A_OPENED)   \
   X(READ,       13, "read",       false, false, true,  F_FH | F_BUFFER | F_OFFSET, A_COUNT)   \
