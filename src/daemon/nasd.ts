@@ -15,7 +15,7 @@ import { RunSockets, serveControl } from './control.js';
 import { handlers } from './handlers.js';
 import { WebLogins } from './web-sessions.js';
 import { serveWeb } from './web-server.js';
-import { fuseOps } from '../fuse-ops/ops.js';
+import { PathOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
 import { loadOwnerToken } from './auth.js';
 import { watchMainRefs } from './ref-watcher.js';
@@ -111,7 +111,7 @@ async function main(): Promise<void> {
   await checkDirs.prepare(log);
   const web = new WebLogins();
   const table = new MountTable(homes);
-  const ops = fuseOps(table, log, openFiles, refusals);
+  const ops = new PathOps(table, log, openFiles, refusals);
   const mount: FuseMount = (await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined, shared: homes.sharedViews() }));
   if (inherited) {
     ops.inheritHandles(inherited.handles);
