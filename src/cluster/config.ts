@@ -56,6 +56,26 @@ function unknownKeys(doc: Doc, known: string[], where: string): void {
   if (extra.length > 0) throw new UserError(`${where}: unknown setting(s) ${extra.join(', ')} (known: ${known.join(', ')})`);
 }
 
+/** A whole number from min to max, dflt when not given. */
+function wholeNumber(v: unknown, where: string, dflt: number, min: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isInteger(v) || (v as number) < min || (v as number) > max) throw new UserError(`${where} must be a whole number from ${min} to ${max}`);
+  return v as number;
+}
+
+/** A duration (`30s`, `1m`) in seconds, at least min; dflt when not given. */
+function seconds(v: unknown, where: string, dflt: number, min: number): number {
+  if (v === undefined) return dflt;
+  let s: number;
+  try {
+    s = parseDuration(String(v));
+  } catch (err) {
+    throw new UserError(`${where}: ${(err as Error).message}`);
+  }
+  if (s < min) throw new UserError(`${where} must be at least ${min}s`);
+  return s;
+}
+
 /** The `cluster:` block as nasd uses it, or a UserError that names the setting and what to give. */
 export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
   if (raw === null || raw === undefined) return null;
@@ -64,87 +84,79 @@ export function parseCluster(raw: unknown, file: string): ClusterConfig | null {
   unknownKeys(doc, KEYS, at);
   const host = text(doc.host, `${at}.host`);
   if (!HOST.test(host)) throw new UserError(`${at}.host ${JSON.stringify(host)}: use lower-case letters, digits and dashes (at most 63), e.g. nas-a`);
-
-  const git = mapping(doc.git, `${at}.git`);
-  unknownKeys(git, ['url', 'key', 'token_file', 'timeout'], `${at}.git`);
-  const url = text(git.url, `${at}.git.url`);
-  if (!url.includes('{home}')) throw new UserError(`${at}.git.url must name where each Home's repository is, with {home}: e.g. https://forge.example/agents/{home}.git`);
-  if (!/^(https?|ssh|git):\/\/[^-\s]|^\//.test(url) || /[\x00-\x20\x7f]/.test(url)) {
-    throw new UserError(`${at}.git.url ${JSON.stringify(url)}: give an http(s)://, ssh:// or git:// URL (or an absolute path, for a lab)`);
-  }
-  // Each credential goes with its transport: one the url does not use would be ignored, and every call refused.
-  const scheme = /^([a-z]+):\/\//.exec(url)?.[1] ?? 'path';
-  const kind = scheme === 'path' ? 'a path' : `${scheme === 'git' ? 'a' : 'an'} ${scheme}:// url`;
-  if (git.key !== undefined && scheme !== 'ssh') {
-    throw new UserError(`${at}.git.key is an ssh key, used with an ssh:// url only; ${kind} does not use it${scheme.startsWith('http') ? ': give the forge\'s access token as token_file instead' : ''}`);
-  }
-  if (git.token_file !== undefined && scheme !== 'http' && scheme !== 'https') {
-    throw new UserError(`${at}.git.token_file is an https access token, used with an http(s):// url only; ${kind} does not use it${scheme === 'ssh' ? ': give the ssh key as key instead' : ''}`);
-  }
-
-  const etcd = mapping(doc.etcd, `${at}.etcd`);
-  unknownKeys(etcd, ['endpoints', 'prefix', 'timeout_ms', 'tls'], `${at}.etcd`);
-  const endpoints = etcd.endpoints;
-  if (!Array.isArray(endpoints) || endpoints.length === 0) throw new UserError(`${at}.etcd.endpoints must list the etcd members' client URLs, e.g. [https://10.0.0.1:2379]`);
-  for (const e of endpoints) {
-    if (typeof e !== 'string' || !/^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[^\s/:[\]]+):\d+$/.test(e.replace(/\/$/, ''))) {
-      throw new UserError(`${at}.etcd.endpoints: ${JSON.stringify(e)} is not an etcd client URL: give http(s)://host:port, e.g. https://10.0.0.1:2379`);
-    }
-  }
-  const prefix = etcd.prefix === undefined ? '/agent-nas' : text(etcd.prefix, `${at}.etcd.prefix`);
-  if (!/^\/[A-Za-z0-9_./-]*$/.test(prefix) || prefix.endsWith('/')) throw new UserError(`${at}.etcd.prefix ${JSON.stringify(prefix)}: a key path such as /agent-nas (no trailing /)`);
-  const tlsDoc = etcd.tls === undefined ? undefined : mapping(etcd.tls, `${at}.etcd.tls`);
-  if (tlsDoc) unknownKeys(tlsDoc, ['ca', 'cert', 'key'], `${at}.etcd.tls`);
-  if (tlsDoc && (tlsDoc.cert === undefined) !== (tlsDoc.key === undefined)) throw new UserError(`${at}.etcd.tls: give cert and key together (a client certificate), or neither`);
-
-  const ms = (v: unknown, where: string, dflt: number, min: number, max: number): number => {
-    if (v === undefined) return dflt;
-    if (!Number.isInteger(v) || (v as number) < min || (v as number) > max) throw new UserError(`${where} must be a whole number from ${min} to ${max}`);
-    return v as number;
-  };
-  const seconds = (v: unknown, where: string, dflt: number, min: number): number => {
-    if (v === undefined) return dflt;
-    let s: number;
-    try {
-      s = parseDuration(String(v));
-    } catch (err) {
-      throw new UserError(`${where}: ${(err as Error).message}`);
-    }
-    if (s < min) throw new UserError(`${where} must be at least ${min}s`);
-    return s;
-  };
+  const git = parseGit(doc.git, `${at}.git`);
+  const etcd = parseEtcd(doc.etcd, `${at}.etcd`);
   const push = doc.push ?? 'propose';
   if (push !== 'propose' && push !== 'commit') throw new UserError(`${at}.push must be "propose" (a branch goes to the git server when it is proposed) or "commit" (every branch that took commits, at each reconcile pass)`);
   let homes: string[] | 'all';
   if (doc.homes === undefined || doc.homes === 'all') homes = 'all';
   else if (Array.isArray(doc.homes) && doc.homes.length > 0) homes = doc.homes.map((h) => validateRole(String(h)));
   else throw new UserError(`${at}.homes must list the Homes this host serves (e.g. [demo]) or be "all"`);
-
   return {
     host,
-    git: {
-      url,
-      ...(git.key !== undefined ? { key: absolute(git.key, `${at}.git.key`) } : {}),
-      ...(git.token_file !== undefined ? { token_file: absolute(git.token_file, `${at}.git.token_file`) } : {}),
-      timeout_ms: seconds(git.timeout, `${at}.git.timeout`, 30, 1) * 1000,
-    },
-    etcd: {
-      endpoints: endpoints.map((e) => String(e).replace(/\/$/, '')),
-      prefix,
-      timeout_ms: ms(etcd.timeout_ms, `${at}.etcd.timeout_ms`, 2000, 100, 60_000),
-      ...(tlsDoc ? {
-        tls: {
-          ca: absolute(tlsDoc.ca, `${at}.etcd.tls.ca`),
-          ...(tlsDoc.cert !== undefined ? { cert: absolute(tlsDoc.cert, `${at}.etcd.tls.cert`), key: absolute(tlsDoc.key, `${at}.etcd.tls.key`) } : {}),
-        },
-      } : {}),
-    },
+    git,
+    etcd,
     writer_ttl_s: seconds(doc.writer_ttl, `${at}.writer_ttl`, 10, 2),
     // A batch and its decisions are one etcd transaction each: within etcd's 128 operations.
-    batch: ms(doc.batch, `${at}.batch`, 16, 1, 60),
+    batch: wholeNumber(doc.batch, `${at}.batch`, 16, 1, 60),
     push,
     reconcile_s: seconds(doc.reconcile, `${at}.reconcile`, 30, 1),
     homes,
+  };
+}
+
+/** `cluster.git` (`at`: its name in errors): where each Home's repository is, and the credential its url's transport uses. */
+function parseGit(raw: unknown, at: string): ClusterConfig['git'] {
+  const git = mapping(raw, at);
+  unknownKeys(git, ['url', 'key', 'token_file', 'timeout'], at);
+  const url = text(git.url, `${at}.url`);
+  if (!url.includes('{home}')) throw new UserError(`${at}.url must name where each Home's repository is, with {home}: e.g. https://forge.example/agents/{home}.git`);
+  if (!/^(https?|ssh|git):\/\/[^-\s]|^\//.test(url) || /[\x00-\x20\x7f]/.test(url)) {
+    throw new UserError(`${at}.url ${JSON.stringify(url)}: give an http(s)://, ssh:// or git:// URL (or an absolute path, for a lab)`);
+  }
+  // Each credential goes with its transport: one the url does not use would be ignored, and every call refused.
+  const scheme = /^([a-z]+):\/\//.exec(url)?.[1] ?? 'path';
+  const kind = scheme === 'path' ? 'a path' : `${scheme === 'git' ? 'a' : 'an'} ${scheme}:// url`;
+  if (git.key !== undefined && scheme !== 'ssh') {
+    throw new UserError(`${at}.key is an ssh key, used with an ssh:// url only; ${kind} does not use it${scheme.startsWith('http') ? ': give the forge\'s access token as token_file instead' : ''}`);
+  }
+  if (git.token_file !== undefined && scheme !== 'http' && scheme !== 'https') {
+    throw new UserError(`${at}.token_file is an https access token, used with an http(s):// url only; ${kind} does not use it${scheme === 'ssh' ? ': give the ssh key as key instead' : ''}`);
+  }
+  return {
+    url,
+    ...(git.key !== undefined ? { key: absolute(git.key, `${at}.key`) } : {}),
+    ...(git.token_file !== undefined ? { token_file: absolute(git.token_file, `${at}.token_file`) } : {}),
+    timeout_ms: seconds(git.timeout, `${at}.timeout`, 30, 1) * 1000,
+  };
+}
+
+/** `cluster.etcd` (`at`: its name in errors): the members, the key prefix, the timeout, and TLS. */
+function parseEtcd(raw: unknown, at: string): ClusterConfig['etcd'] {
+  const etcd = mapping(raw, at);
+  unknownKeys(etcd, ['endpoints', 'prefix', 'timeout_ms', 'tls'], at);
+  const endpoints = etcd.endpoints;
+  if (!Array.isArray(endpoints) || endpoints.length === 0) throw new UserError(`${at}.endpoints must list the etcd members' client URLs, e.g. [https://10.0.0.1:2379]`);
+  for (const e of endpoints) {
+    if (typeof e !== 'string' || !/^https?:\/\/(\[[0-9A-Fa-f:.]+\]|[^\s/:[\]]+):\d+$/.test(e.replace(/\/$/, ''))) {
+      throw new UserError(`${at}.endpoints: ${JSON.stringify(e)} is not an etcd client URL: give http(s)://host:port, e.g. https://10.0.0.1:2379`);
+    }
+  }
+  const prefix = etcd.prefix === undefined ? '/agent-nas' : text(etcd.prefix, `${at}.prefix`);
+  if (!/^\/[A-Za-z0-9_./-]*$/.test(prefix) || prefix.endsWith('/')) throw new UserError(`${at}.prefix ${JSON.stringify(prefix)}: a key path such as /agent-nas (no trailing /)`);
+  const tls = etcd.tls === undefined ? undefined : mapping(etcd.tls, `${at}.tls`);
+  if (tls) unknownKeys(tls, ['ca', 'cert', 'key'], `${at}.tls`);
+  if (tls && (tls.cert === undefined) !== (tls.key === undefined)) throw new UserError(`${at}.tls: give cert and key together (a client certificate), or neither`);
+  return {
+    endpoints: endpoints.map((e) => String(e).replace(/\/$/, '')),
+    prefix,
+    timeout_ms: wholeNumber(etcd.timeout_ms, `${at}.timeout_ms`, 2000, 100, 60_000),
+    ...(tls ? {
+      tls: {
+        ca: absolute(tls.ca, `${at}.tls.ca`),
+        ...(tls.cert !== undefined ? { cert: absolute(tls.cert, `${at}.tls.cert`), key: absolute(tls.key, `${at}.tls.key`) } : {}),
+      },
+    } : {}),
   };
 }
 

@@ -1,13 +1,14 @@
 import { releaseHup } from './held-hup.js';
 import fs, { accessSync, constants } from 'node:fs';
 import os from 'node:os';
+import type { Server } from 'node:http';
 import { pino, type Logger } from 'pino';
 import { UserError } from '../util/errors.js';
-import { loadConfig, USAGE } from './config.js';
+import { loadConfig, USAGE, type DaemonConfig } from './config.js';
 import { HomeSet } from '../homes/home-set.js';
 import { MountTable } from '../homes/mount-table.js';
 import type { ActiveRun } from '../homes/run-tracker.js';
-import { openWorkflows } from '../workflows/all.js';
+import { openWorkflows, type Workflows } from '../workflows/all.js';
 import { CheckDirs } from '../merge/check-sandbox.js';
 import { preflight, mountFuse, fuseMountedAt, type FuseMount } from '../fuse-ops/mount.js';
 import path from 'node:path';
@@ -15,7 +16,7 @@ import { RunSockets, serveControl } from './control.js';
 import { handlers } from './handlers.js';
 import { WebLogins } from './web-sessions.js';
 import { serveWeb } from './web-server.js';
-import { PathOps } from '../fuse-ops/ops.js';
+import { PathOps, type OpenHandle } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
 import { loadOwnerToken } from './auth.js';
 import { watchMainRefs } from './ref-watcher.js';
@@ -27,7 +28,7 @@ import { openFileLimits } from './file-limit.js';
 import { OpenFiles } from '../fuse-ops/open-files.js';
 import { WallClock } from '../util/clock.js';
 import { Refusals } from '../homes/refusals.js';
-import { becomeSuccessor, inheritedConnection, leaveForSuccessor, storeConnection } from './handover.js';
+import { becomeSuccessor, inheritedConnection, leaveForSuccessor, storeConnection, type Inherited } from './handover.js';
 import { journalPrefixer, notifyReady, notifyReloading, notifyStopping } from './sd-notify.js';
 import { meter } from '../metrics/meter.js';
 import { MetricsSampler } from '../workflows/metrics-sample.js';
@@ -49,24 +50,54 @@ function canRunAgain(): boolean {
 /** nasd: open the Homes (recovering what a crash left), mount them, serve the control socket, and shut down cleanly. */
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
+  if (await answeredWithoutServing(argv)) return;
+  const config = await loadConfig(argv);
+  const log = openLog(config);
+  const shutdown = await start(config, log);
+  process.on('SIGTERM', () => void shutdown.stop('SIGTERM'));
+  // SIGHUP was held while nasd started (a reload's successor included): from now on it reloads.
+  process.on('SIGHUP', () => void shutdown.stop('SIGHUP'));
+  const ignored = releaseHup();
+  if (ignored > 0) log.warn({ ignored }, 'SIGHUP while nasd was starting (a reload in progress): ignored');
+  process.on('SIGINT', () => void shutdown.stop('SIGINT'));
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
+  log.info({ mount: config.mount, state: config.state_dir, socket: config.socket }, 'nasd ready');
+  // Type=notify: systemd holds units ordered after nasd.service until now, when the mount and the socket serve.
+  await notifyReady(`serving ${config.mount}, control socket ${config.socket}`);
+  // Loading the tokenizer takes some 400 ms: done once, soon after start, so the first nas run's briefing does not wait for it.
+  setTimeout(() => countTokens(''), 1000).unref();
+}
+
+/** --help, --version, or a call as mount(8)'s helper (which starts nasd in the background): answered here, true. */
+async function answeredWithoutServing(argv: string[]): Promise<boolean> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(USAGE);
-    return;
+    return true;
   }
   if (argv.includes('--version')) {
     process.stdout.write(`nasd ${version()}\n`);
-    return;
+    return true;
   }
   const asHelper = mountCall(argv);
-  if (asHelper) {
-    const pid = await startInBackground(process.argv[1], asHelper);
-    process.stdout.write(`nasd is serving ${asHelper.flags[1]} (pid ${pid}, log ${asHelper.log}); umount ${asHelper.flags[1]} stops it\n`);
-    return;
-  }
-  const config = await loadConfig(argv);
+  if (!asHelper) return false;
+  const pid = await startInBackground(process.argv[1], asHelper);
+  process.stdout.write(`nasd is serving ${asHelper.flags[1]} (pid ${pid}, log ${asHelper.log}); umount ${asHelper.flags[1]} stops it\n`);
+  return true;
+}
+
+/** nasd's log: JSON lines on stdout, at the configured level. */
+function openLog(config: DaemonConfig): Logger {
   // Under systemd each line goes to the journal at its level's priority (sd-notify.ts).
   const toJournal = journalPrefixer(() => fs.fstatSync(1));
-  const log = pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() }, ...(toJournal ? { hooks: { streamWrite: toJournal } } : {}) });
+  return pino({ level: config.log_level, base: { pid: process.pid, host: os.hostname() }, ...(toJournal ? { hooks: { streamWrite: toJournal } } : {}) });
+}
+
+/**
+ * Everything nasd does before it is ready, in this order: take the kernel connection over (or check the mount
+ * point), open the Homes and the workflows, mount, serve the control socket, join the cluster, serve the web page
+ * and metrics, start the periodic work. What it started goes to the Shutdown that lets go of it.
+ */
+async function start(config: DaemonConfig, log: Logger): Promise<Shutdown> {
   // Counted from the start (recovery's commits, the first FUSE requests); served once the mount is up.
   if (parseListen(config.metrics_listen, 'metrics_listen')) meter.enable();
   const binds = new ScratchBinds(log);
@@ -76,7 +107,46 @@ async function main(): Promise<void> {
   // A connection an older nasd set up has no POSIX ACLs: lease holders share nothing until nasd mounts afresh.
   const acls = inherited?.acls ?? true;
   if (!acls) log.warn('this kernel connection was set up by a nasd without POSIX ACLs (an upgrade by reload): write-lease holders cannot work in what the Home owner owns until `systemctl restart nasd`');
-  const homes = new HomeSet({
+  const homes = homeSet(config, log, binds, acls);
+  const openFiles = new OpenFiles(await openFileLimits(config, log), log);
+  const cluster = await openHomes(config, homes, log);
+  const ownerToken = await loadOwnerToken(config.state_dir);
+  const runSockets = new RunSockets();
+  const refusals = new Refusals();
+  const flows = await openFlows(config, homes, { runSockets, refusals, cluster, log });
+  const web = new WebLogins();
+  const { ops, mount, kept } = await mountHomes(config, log, { homes, openFiles, refusals, inherited });
+  // Binds made before a hand-over are still there, on the same mount.
+  await binds.start(homes.allScratchBinds(), { adopt: !!inherited });
+  const routes = handlers(flows, web, config.state_dir);
+  const server = await serveControl(config.socket, routes, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
+    await binds.stop();
+    await mount.unmount();
+    throw err;
+  });
+
+  // Elections, following main and the queue start once the mount serves: a merge shows in it at once.
+  await attachCluster(config, homes, flows, cluster).catch(async (err) => {
+    // A host of the same name that started meanwhile: this one goes, leaving nothing mounted.
+    server.close();
+    await binds.stop();
+    await mount.unmount();
+    throw err;
+  });
+  const webServer = await serveWeb(config.web_listen, routes, web, log);
+  const sampler = new MetricsSampler(homes, (role) => flows.remotes.health(role));
+  meter.sampleWith(() => sampler.sample());
+  const metricsServer = await serveMetrics(config.metrics_listen, log);
+  const { timers, refs } = await startUpkeep(config, log, homes, flows, () => void shutdown.stopIfUnmounted());
+  const shutdown = new Shutdown({
+    config, log, acls, kept, timers, refs, server, webServer, metricsServer, mount,
+    openHandles: () => ops.openHandles(), runs: flows.runs, cluster, binds, homes,
+  });
+  return shutdown;
+}
+
+function homeSet(config: DaemonConfig, log: Logger, binds: ScratchBinds, acls: boolean): HomeSet {
+  return new HomeSet({
     stateDir: config.state_dir,
     mount: config.mount,
     identity: config.identity,
@@ -88,7 +158,10 @@ async function main(): Promise<void> {
     clock: new WallClock(config.test_clock_offset_file),
     acls,
   });
-  const openFiles = new OpenFiles(await openFileLimits(config, log), log);
+}
+
+/** Open every Home (made the demo one first, if asked); this host's part in a cluster, or null. */
+async function openHomes(config: DaemonConfig, homes: HomeSet, log: Logger): Promise<Cluster | null> {
   await homes.ensureStateDir();
   // In a cluster, every Home is matched with its repository on the git server before it opens (cluster/seed.ts):
   // the demo Home too, made here only if no host put one there.
@@ -99,20 +172,30 @@ async function main(): Promise<void> {
     await cluster?.seed('demo');
   }
   await homes.load();
-  const ownerToken = await loadOwnerToken(config.state_dir);
-  const runSockets = new RunSockets();
-  const refusals = new Refusals();
+  return cluster;
+}
+
+/** The workflows, with what a crash or a stop left taken up again: leases applied, runs recovered. */
+async function openFlows(
+  config: DaemonConfig, homes: HomeSet, o: { runSockets: RunSockets; refusals: Refusals; cluster: Cluster | null; log: Logger },
+): Promise<Workflows> {
   // Custom checks' directories, beside runs/ in the runtime directory (check-sandbox.ts says why not the state's).
   const checkDirs = new CheckDirs(path.join(path.dirname(config.socket), 'checks'));
-  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), checkDirs, runSockets, log, refusals, cluster });
-  const { leases, runs, maintenance, remotes } = flows;
-  await leases.applyAll();
-  await runs.recover();
-  await checkDirs.prepare(log);
-  const web = new WebLogins();
+  const flows = openWorkflows(homes, { stateDir: config.state_dir, runsDir: path.join(path.dirname(config.socket), 'runs'), checkDirs, ...o });
+  await flows.leases.applyAll();
+  await flows.runs.recover();
+  await checkDirs.prepare(o.log);
+  return flows;
+}
+
+/** Mount the Homes (or take the inherited connection over) and tell the mount and the Homes about each other. */
+async function mountHomes(
+  config: DaemonConfig, log: Logger, o: { homes: HomeSet; openFiles: OpenFiles; refusals: Refusals; inherited: Inherited | null },
+) {
+  const { homes, openFiles, refusals, inherited } = o;
   const table = new MountTable(homes);
   const ops = new PathOps(table, log, openFiles, refusals);
-  const mount: FuseMount = (await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined, shared: homes.sharedViews() }));
+  const mount: FuseMount = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined, shared: homes.sharedViews() });
   if (inherited) {
     ops.inheritHandles(inherited.handles);
     // What changed while no nasd served (commits at stop, a push), or was not told the kernel then: forgotten.
@@ -127,32 +210,21 @@ async function main(): Promise<void> {
   const confine = (run: ActiveRun, active: boolean) => mount.restrict(run.ns, active ? table.namesOfRun(run) : null);
   homes.runs.onChange = confine;
   for (const run of homes.runs.all()) confine(run, true);
-  // Binds made before a hand-over are still there, on the same mount.
-  await binds.start(homes.allScratchBinds(), { adopt: !!inherited });
-  const routes = handlers(flows, web, config.state_dir);
-  const server = await serveControl(config.socket, routes, ownerToken, config.socket_group, log, runSockets).catch(async (err) => {
-    await binds.stop();
-    await mount.unmount();
-    throw err;
-  });
+  return { ops, mount, kept };
+}
 
-  // Elections, following main and the queue start once the mount serves: a merge shows in it at once.
+/** This host's part in the cluster, once the mount serves (nothing on a host alone). */
+async function attachCluster(config: DaemonConfig, homes: HomeSet, flows: Workflows, cluster: Cluster | null): Promise<void> {
   await cluster?.attach({
     roles: () => homes.roles(), storeOf: (r) => homes.find(r)?.home.store ?? null, refreshMains: () => homes.refreshMains(),
     open: async (r) => void (await homes.open(await Home.open(config.state_dir, r, config.identity))),
     showElsewhere: (r, branches) => homes.showElsewhere(r, branches),
-  }, flows.prs, flows.branches).catch(async (err) => {
-    // A host of the same name that started meanwhile: this one goes, leaving nothing mounted.
-    server.close();
-    await binds.stop();
-    await mount.unmount();
-    throw err;
-  });
-  const webServer = await serveWeb(config.web_listen, routes, web, log);
-  const sampler = new MetricsSampler(homes, (role) => remotes.health(role));
-  meter.sampleWith(() => sampler.sample());
-  const metricsServer = await serveMetrics(config.metrics_listen, log);
+  }, flows.prs, flows.branches);
+}
 
+/** What nasd does on its own while it serves; `checkMount`: whether the mount is still there, asked every tick. */
+async function startUpkeep(config: DaemonConfig, log: Logger, homes: HomeSet, flows: Workflows, checkMount: () => void) {
+  const { leases, runs, maintenance, remotes } = flows;
   // TTLs every 5 s (below); the recycle area's window once an hour (and a minute after start).
   await maintenance.expireBranches();
   const firstHourly = setTimeout(() => void maintenance.hourly(), 60_000);
@@ -171,19 +243,51 @@ async function main(): Promise<void> {
     void runs.reapOrphans().catch((err) => log.error({ err }, 'cannot check runs'));
     void maintenance.expireBranches();
     void remotes.tick();
-    // `umount` (or fusermount -u) from outside ends the service: commit what is pending and go.
-    void fuseMountedAt(config.mount).then((mounted) => {
-      if (!mounted && !stopping) {
-        log.warn({ mount: config.mount }, 'the mount was removed from outside: stopping');
-        void stop('umount');
-      }
-    });
+    checkMount();
   }, 5000);
   follow.unref();
+  return { timers: [follow, hourly, firstHourly], refs };
+}
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
+/** All a serving nasd holds: what its Shutdown lets go of. */
+interface Serving {
+  config: DaemonConfig;
+  log: Logger;
+  /** Whether the kernel connection has POSIX ACLs (the next nasd is told). */
+  acls: boolean;
+  /** Whether the kernel connection is kept in systemd's descriptor store. */
+  kept: boolean;
+  timers: NodeJS.Timeout[];
+  refs: ReturnType<typeof watchMainRefs>;
+  server: Server;
+  webServer: Server | null;
+  metricsServer: Server | null;
+  mount: FuseMount;
+  openHandles: () => OpenHandle[];
+  runs: Workflows['runs'];
+  cluster: Cluster | null;
+  binds: ScratchBinds;
+  homes: HomeSet;
+}
+
+/** The end of a nasd, once: at a signal, or when the mount is removed from outside. */
+class Shutdown {
+  private stopping = false;
+
+  constructor(private readonly s: Serving) {}
+
+  /** `umount` (or fusermount -u) from outside ends the service: commit what is pending and go. */
+  async stopIfUnmounted(): Promise<void> {
+    const mounted = await fuseMountedAt(this.s.config.mount);
+    if (!mounted && !this.stopping) {
+      this.s.log.warn({ mount: this.s.config.mount }, 'the mount was removed from outside: stopping');
+      void this.stop('umount');
+    }
+  }
+
+  async stop(signal: string): Promise<void> {
+    const { config, log, mount } = this.s;
+    if (this.stopping) return;
     // A reload hands the connection to the next nasd in this very process (handover.ts becomeSuccessor): only if
     // that nasd can be run at all; else this one goes on serving.
     const reload = signal === 'SIGHUP';
@@ -191,38 +295,20 @@ async function main(): Promise<void> {
       log.error({ node: process.execPath, script: process.argv[1] }, 'reload refused: nasd cannot be run again from where it was started; still serving');
       return;
     }
-    stopping = true;
+    this.stopping = true;
     if (reload) notifyReloading();
     else void notifyStopping();
     log.info({ signal }, reload ? 'reloading: committing pending changes, then this process becomes the next nasd' : 'stopping: committing pending changes, then unmounting');
-    clearInterval(follow);
-    clearInterval(hourly);
-    clearTimeout(firstHourly);
-    await refs.close();
+    for (const timer of this.s.timers) clearTimeout(timer);
+    await this.s.refs.close();
     // No request of the control API may change a view (and wait on an invalidation) while requests are paused.
-    server.close();
-    webServer?.close();
+    this.s.server.close();
+    this.s.webServer?.close();
     // With the connection kept in a descriptor store, the mount outlives this process and the next nasd takes
     // it over. Every request taken is answered first.
-    const handOn = (kept || reload) && signal !== 'umount' ? await mount.suspend() : null;
+    const handOn = (this.s.kept || reload) && signal !== 'umount' ? await mount.suspend() : null;
     try {
-      webServer?.closeAllConnections();
-      metricsServer?.close();
-      metricsServer?.closeAllConnections();
-      await runs.close();
-      await cluster?.close();
-      if (!handOn) await binds.stop(signal === 'umount');
-      await homes.close();
-      if (handOn?.drained) {
-        await leaveForSuccessor(config.state_dir, config.mount, handOn, ops.openHandles(), acls);
-        if (reload) {
-          const errno = becomeSuccessor(mount.fd());
-          throw new Error(`cannot run nasd again (${process.execPath}): errno ${errno}`);
-        }
-        log.info('stopped: the kernel connection stays in the descriptor store for the next nasd');
-        process.exit(0);
-      }
-      if (handOn) log.warn('stopped with requests unanswered after 30 s: the next nasd mounts afresh');
+      await this.letGo(signal, handOn);
     } catch (err) {
       // Requests are paused (or no nasd follows): nothing would answer them. The mount goes; systemd's Restart=
       // mounts afresh.
@@ -233,19 +319,32 @@ async function main(): Promise<void> {
     if ((!handOn || reload) && (await fuseMountedAt(config.mount))) await mount.unmount();
     log.info('stopped');
     process.exit(reload ? 1 : 0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  // SIGHUP was held while nasd started (a reload's successor included): from now on it reloads.
-  process.on('SIGHUP', () => void stop('SIGHUP'));
-  const ignored = releaseHup();
-  if (ignored > 0) log.warn({ ignored }, 'SIGHUP while nasd was starting (a reload in progress): ignored');
-  process.on('SIGINT', () => void stop('SIGINT'));
-  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
-  log.info({ mount: config.mount, state: config.state_dir, socket: config.socket }, 'nasd ready');
-  // Type=notify: systemd holds units ordered after nasd.service until now, when the mount and the socket serve.
-  await notifyReady(`serving ${config.mount}, control socket ${config.socket}`);
-  // Loading the tokenizer takes some 400 ms: done once, soon after start, so the first nas run's briefing does not wait for it.
-  setTimeout(() => countTokens(''), 1000).unref();
+  }
+
+  /**
+   * Close what is left, committing what is pending; with every request answered (`handOn` drained), leave the
+   * connection to the next nasd and, on a reload, become it. Returns when the mount is this process's to unmount.
+   */
+  private async letGo(signal: string, handOn: Awaited<ReturnType<FuseMount['suspend']>> | null): Promise<void> {
+    const { config, log, mount } = this.s;
+    this.s.webServer?.closeAllConnections();
+    this.s.metricsServer?.close();
+    this.s.metricsServer?.closeAllConnections();
+    await this.s.runs.close();
+    await this.s.cluster?.close();
+    if (!handOn) await this.s.binds.stop(signal === 'umount');
+    await this.s.homes.close();
+    if (handOn?.drained) {
+      await leaveForSuccessor(config.state_dir, config.mount, handOn, this.s.openHandles(), this.s.acls);
+      if (signal === 'SIGHUP') {
+        const errno = becomeSuccessor(mount.fd());
+        throw new Error(`cannot run nasd again (${process.execPath}): errno ${errno}`);
+      }
+      log.info('stopped: the kernel connection stays in the descriptor store for the next nasd');
+      process.exit(0);
+    }
+    if (handOn) log.warn('stopped with requests unanswered after 30 s: the next nasd mounts afresh');
+  }
 }
 
 main().catch((err) => {

@@ -55,92 +55,32 @@ export function parseListen(listen: string, setting = 'web_listen'): { host: str
   return { host: m[1].replace(/^\[|\]$/g, ''), port: Number(m[2]) };
 }
 
+/** What the page's requests are answered from. */
+interface Site {
+  table: Handlers;
+  logins: WebLogins;
+  log: Logger;
+  /** index.html, its `{{csrf}}` filled in per session. */
+  page: string;
+  /** The names this server may be reached by (the port is known once it listens). */
+  hosts: () => Set<string>;
+}
+
 export async function serveWeb(listen: string, table: Handlers, logins: WebLogins, log: Logger): Promise<http.Server | null> {
   const where = parseListen(listen);
   if (!where) return null;
-  const shell = await fs.readFile(`${ROOT}/src/web/index.html`, 'utf8').catch((err) => {
+  const page = await fs.readFile(`${ROOT}/src/web/index.html`, 'utf8').catch((err) => {
     log.warn({ err }, 'the web page\'s files are missing; nasd serves everything else');
     return null;
   });
-  if (shell === null) return null;
-  const page = shell;
-  const server = http.createServer((req, res) => void handle(req, res).catch((err) => {
+  if (page === null) return null;
+  let port = where.port;
+  const hosts = () => new Set([`${where.host}:${port}`, `127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  const site: Site = { table, logins, log, page, hosts };
+  const server = http.createServer((req, res) => void handle(site, req, res).catch((err) => {
     log.error({ err, url: req.url }, 'web request failed');
     if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'internal error (see nasd\'s log)');
   }));
-  let port = where.port;
-  const hosts = () => new Set([`${where.host}:${port}`, `127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
-
-  function send(res: http.ServerResponse, status: number, type: string, body: string | Buffer, extra: Record<string, string> = {}): void {
-    res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, ...extra });
-    res.end(body);
-  }
-
-  /**
-   * A file of a branch is shown as text, never as a page: plain text the browser may not sniff, in a sandbox (no
-   * script, no origin) should it try, named for a save.
-   */
-  function sendFile(res: http.ServerResponse, file: PrFileContent): void {
-    const name = encodeURIComponent(path.posix.basename(file.path)).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-    send(res, 200, 'text/plain; charset=utf-8', Buffer.from(file.content, 'base64'), {
-      'content-disposition': `inline; filename*=UTF-8''${name}`,
-      'content-security-policy': `${SECURITY_HEADERS['content-security-policy']}; sandbox`,
-    });
-  }
-
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    // A page on another site cannot reach this one through a name it controls (DNS rebinding).
-    if (!hosts().has(req.headers.host ?? '')) return send(res, 421, 'text/plain; charset=utf-8', 'unknown host name: use the address nas web open prints');
-    const url = new URL(req.url ?? '/', 'http://nasd');
-    const asset = ASSETS[url.pathname];
-    if (asset && req.method === 'GET') return send(res, 200, asset.type, await fs.readFile(asset.file), { 'cache-control': 'max-age=300' });
-    if (url.pathname === '/login' && req.method === 'GET') {
-      const got = logins.redeem(url.searchParams.get('token') ?? '');
-      if (!got) return send(res, 401, 'text/html; charset=utf-8', loginPage('This login link has expired or was used already.'));
-      const cookie = `${COOKIE}=${got.id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${logins.sessionSeconds}`;
-      return send(res, 303, 'text/plain; charset=utf-8', 'logged in', { 'set-cookie': cookie, location: '/' });
-    }
-    const id = cookieOf(req);
-    const session = logins.session(id);
-    if (!session) {
-      if (url.pathname.startsWith('/api/')) return send(res, 401, 'application/json', JSON.stringify({ ok: false, error: 'not logged in: run nas web open' }));
-      return send(res, 401, 'text/html; charset=utf-8', loginPage());
-    }
-    if (req.method === 'POST') {
-      // Every state change proves it comes from the page: its session's token (a proxy in front may change the
-      // origin the browser sees, so the origin is not what decides).
-      if (req.headers['x-csrf-token'] !== session.csrf) {
-        return send(res, 403, 'application/json', JSON.stringify({ ok: false, error: 'refused: the request did not carry this session\'s CSRF token' }));
-      }
-    }
-    if (url.pathname === '/logout' && req.method === 'POST') {
-      logins.logout(id);
-      return send(res, 200, 'application/json', JSON.stringify({ ok: true, result: null }), { 'set-cookie': `${COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0` });
-    }
-    if (url.pathname.startsWith('/api/')) {
-      let raw: unknown = {};
-      try {
-        if (req.method === 'POST') raw = await readBody(req);
-      } catch (err) {
-        if (!(err instanceof UserError)) throw err;
-        return send(res, err.status, 'application/json', JSON.stringify({ ok: false, error: err.message }));
-      }
-      const started = process.hrtime.bigint();
-      const answered = await dispatch(table, req.method ?? '', url.pathname.slice(4), raw, { owner: true }, log, true);
-      if (answered.route === 'prFile' && answered.payload.ok) return sendFile(res, answered.payload.result as PrFileContent);
-      const body = JSON.stringify(answered.payload);
-      const timing = { 'server-timing': `app;dur=${(Number(process.hrtime.bigint() - started) / 1e6).toFixed(1)}` };
-      if (req.method !== 'GET' || answered.status !== 200) return send(res, answered.status, 'application/json', body, timing);
-      // Polling is cheap: an answer that did not change is a 304 without a body.
-      const etag = `"${createHash('sha1').update(body).digest('base64url')}"`;
-      if (req.headers['if-none-match'] === etag) return send(res, 304, 'application/json', '', { ...timing, etag });
-      return send(res, 200, 'application/json', body, { ...timing, etag });
-    }
-    if (req.method === 'GET' && (url.pathname === '/' || /^\/(pr|home)\//.test(url.pathname))) {
-      return send(res, 200, 'text/html; charset=utf-8', page.replace('{{csrf}}', session.csrf));
-    }
-    send(res, 404, 'text/plain; charset=utf-8', 'not found');
-  }
 
   try {
     await new Promise<void>((resolve, reject) => {
@@ -158,6 +98,82 @@ export async function serveWeb(listen: string, table: Handlers, logins: WebLogin
   logins.base = `http://${host}:${port}`;
   log.info({ url: logins.base }, 'web page ready (nas web open prints a login link)');
   return server;
+}
+
+function send(res: http.ServerResponse, status: number, type: string, body: string | Buffer, extra: Record<string, string> = {}): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, ...extra });
+  res.end(body);
+}
+
+/**
+ * A file of a branch is shown as text, never as a page: plain text the browser may not sniff, in a sandbox (no
+ * script, no origin) should it try, named for a save.
+ */
+function sendFile(res: http.ServerResponse, file: PrFileContent): void {
+  const name = encodeURIComponent(path.posix.basename(file.path)).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  send(res, 200, 'text/plain; charset=utf-8', Buffer.from(file.content, 'base64'), {
+    'content-disposition': `inline; filename*=UTF-8''${name}`,
+    'content-security-policy': `${SECURITY_HEADERS['content-security-policy']}; sandbox`,
+  });
+}
+
+/** One request: the assets, the login link, then only with a session: logout, the API, the page. */
+async function handle(site: Site, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const { logins } = site;
+  // A page on another site cannot reach this one through a name it controls (DNS rebinding).
+  if (!site.hosts().has(req.headers.host ?? '')) return send(res, 421, 'text/plain; charset=utf-8', 'unknown host name: use the address nas web open prints');
+  const url = new URL(req.url ?? '/', 'http://nasd');
+  const asset = ASSETS[url.pathname];
+  if (asset && req.method === 'GET') return send(res, 200, asset.type, await fs.readFile(asset.file), { 'cache-control': 'max-age=300' });
+  if (url.pathname === '/login' && req.method === 'GET') {
+    const got = logins.redeem(url.searchParams.get('token') ?? '');
+    if (!got) return send(res, 401, 'text/html; charset=utf-8', loginPage('This login link has expired or was used already.'));
+    const cookie = `${COOKIE}=${got.id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${logins.sessionSeconds}`;
+    return send(res, 303, 'text/plain; charset=utf-8', 'logged in', { 'set-cookie': cookie, location: '/' });
+  }
+  const id = cookieOf(req);
+  const session = logins.session(id);
+  if (!session) {
+    if (url.pathname.startsWith('/api/')) return send(res, 401, 'application/json', JSON.stringify({ ok: false, error: 'not logged in: run nas web open' }));
+    return send(res, 401, 'text/html; charset=utf-8', loginPage());
+  }
+  if (req.method === 'POST') {
+    // Every state change proves it comes from the page: its session's token (a proxy in front may change the
+    // origin the browser sees, so the origin is not what decides).
+    if (req.headers['x-csrf-token'] !== session.csrf) {
+      return send(res, 403, 'application/json', JSON.stringify({ ok: false, error: 'refused: the request did not carry this session\'s CSRF token' }));
+    }
+  }
+  if (url.pathname === '/logout' && req.method === 'POST') {
+    logins.logout(id);
+    return send(res, 200, 'application/json', JSON.stringify({ ok: true, result: null }), { 'set-cookie': `${COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0` });
+  }
+  if (url.pathname.startsWith('/api/')) return answerApi(site, req, res, url.pathname.slice(4));
+  if (req.method === 'GET' && (url.pathname === '/' || /^\/(pr|home)\//.test(url.pathname))) {
+    return send(res, 200, 'text/html; charset=utf-8', site.page.replace('{{csrf}}', session.csrf));
+  }
+  send(res, 404, 'text/plain; charset=utf-8', 'not found');
+}
+
+/** A logged-in session's call of a control API route (`route`: the path after /api), as the owner. */
+async function answerApi(site: Site, req: http.IncomingMessage, res: http.ServerResponse, route: string): Promise<void> {
+  let raw: unknown = {};
+  try {
+    if (req.method === 'POST') raw = await readBody(req);
+  } catch (err) {
+    if (!(err instanceof UserError)) throw err;
+    return send(res, err.status, 'application/json', JSON.stringify({ ok: false, error: err.message }));
+  }
+  const started = process.hrtime.bigint();
+  const answered = await dispatch(site.table, req.method ?? '', route, raw, { owner: true }, site.log, true);
+  if (answered.route === 'prFile' && answered.payload.ok) return sendFile(res, answered.payload.result as PrFileContent);
+  const body = JSON.stringify(answered.payload);
+  const timing = { 'server-timing': `app;dur=${(Number(process.hrtime.bigint() - started) / 1e6).toFixed(1)}` };
+  if (req.method !== 'GET' || answered.status !== 200) return send(res, answered.status, 'application/json', body, timing);
+  // Polling is cheap: an answer that did not change is a 304 without a body.
+  const etag = `"${createHash('sha1').update(body).digest('base64url')}"`;
+  if (req.headers['if-none-match'] === etag) return send(res, 304, 'application/json', '', { ...timing, etag });
+  return send(res, 200, 'application/json', body, { ...timing, etag });
 }
 
 function loginPage(why = ''): string {

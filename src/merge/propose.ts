@@ -1,12 +1,13 @@
 import type { HomeConfig } from '../config/home-config.js';
 import { MAIN_REF } from '../store/refs.js';
-import type { Identity, Store } from '../store/store.js';
+import type { Change, FolderChange, Identity, Store } from '../store/store.js';
 import type { Trash } from '../trash/trash.js';
 import { UserError } from '../util/errors.js';
 import { nasTrailers } from '../util/text.js';
 import { treeFiles } from '../memory/files.js';
 import { isNote } from '../memory/layout.js';
 import { branchMemory } from '../memory/branch-memory.js';
+import type { Memory } from '../memory/model.js';
 import { autoLoadedChanges, linkedFromAgents } from '../memory/start-set.js';
 import { knownChecks, parseCheckDefinitions, runChecks } from './checks.js';
 import type { CheckDirs } from './check-sandbox.js';
@@ -80,10 +81,58 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
   const base = await store.mergeBase(p.head, p.mainHead);
   if (!base) throw new UserError(`${name} shares no history with main`, 409);
   const [baseTree, headTree, mainTree] = await Promise.all([base, p.head, p.mainHead].map(async (c) => (await store.readCommit(c)).tree));
+  const plan = await checkPlan(p, mainTree);
+  const { changes, folders } = await proposedChanges(p, name, baseTree, headTree);
+
+  const writers = await writersSince(store, p.head, base);
+  const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);
+  const checks = await runChecks(
+    { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits, checkDirs: p.checkDirs }, plan.names, plan.custom, plan.definitionProblems,
+  );
+  const trust = await trustFacts(store, memory, changes, folders, baseTree, headTree);
+  const policy = p.mainConfig.policy;
+  const decision = decide({
+    auto: policy.merge.auto,
+    policyProblems: plan.policyProblems,
+    checks,
+    deleted: byFolder(changes.filter((c) => c.status === 'deleted').map((c) => c.path),
+      (await store.folderChanges(headTree, baseTree)).filter((f) => f.status === 'added').map((f) => f.path)),
+    metadata: changes.filter((c) => c.path.startsWith('.nas/')).map((c) => c.path),
+    reviewedClaims: trust.claims,
+    // Its own Home's inbox, or a shared Home's (`<home>:inbox/...`): untrusted input either way.
+    inboxReads: p.reads.paths().filter((x) => /^(?:[^/:]+:)?inbox\//.test(x)),
+    startSet: trust.startSet,
+    modeRisks: trust.modeRisks,
+    ...(runFailed(p.exit) ? { failedRun: p.exit } : {}),
+    egressToPerson: p.egress === true && policy.merge.egress === 'person',
+    needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree, changes)).filter((path) => needsPerson(path, p.mainConfig.merge)),
+  });
+  const now = new Date().toISOString();
+  const state: PrState = decision.action === 'fail' ? 'failed' : decision.action === 'merge' ? 'merging' : 'waiting';
+  const pr: Omit<PullRequest, 'id'> = {
+    home: p.role, branch: p.branch, target: 'main', state, intent: p.intent,
+    created: now, updated: now, head: p.head, base, target_head: p.mainHead,
+    provenance: provenanceOf(p, writers),
+    changes: changeCounts(changes, folders),
+    checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
+    trust: {
+      notes_changed: trust.notes, unreviewed: trust.unreviewed, reviewed_claims: trust.claims, start_set: trust.startSet,
+      ...(trust.modeRisks.length ? { mode_risk: trust.modeRisks } : {}),
+    },
+    reasons: decision.action === 'merge' ? [] : decision.reasons,
+  };
+  return { pr, reads: p.reads.text(), merge: decision.action === 'merge' };
+}
+
+/**
+ * The checks to run (those main's policy requires and main defines, and those asked for), their definitions, and
+ * what keeps the policy from merging anything by itself. Refused when a check asked for is not defined.
+ */
+async function checkPlan(p: ProposalInput, mainTree: string) {
   // Everything that judges the PR comes from main, never from the branch.
   const policy = p.mainConfig.policy;
-  const checksEntry = await store.lookupPath(mainTree, '.nas/checks.yaml');
-  const defs = parseCheckDefinitions(checksEntry ? (await store.readBlob(checksEntry.oid)).toString() : null);
+  const checksEntry = await p.store.lookupPath(mainTree, '.nas/checks.yaml');
+  const defs = parseCheckDefinitions(checksEntry ? (await p.store.readBlob(checksEntry.oid)).toString() : null);
   const known = knownChecks(defs.checks);
   const unknown = p.checks.filter((c) => !known.includes(c));
   if (unknown.length > 0) throw new UserError(`unknown check(s) ${unknown.join(', ')}; main defines: ${known.join(', ')}`);
@@ -94,19 +143,26 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
     ...p.mainConfig.problems.filter((x) => x.startsWith('.nas/policy.yaml')),
     ...(missing.length > 0 ? [`.nas/policy.yaml: merge.required_checks names unknown check(s) ${missing.join(', ')}`] : []),
   ];
-  const [changes, folders] = await Promise.all([store.fileChanges(baseTree, headTree), store.folderChanges(baseTree, headTree)]);
+  return { names, custom: defs.checks, definitionProblems: defs.problems, policyProblems };
+}
+
+/** The branch's file and folder changes against main; refused when there are none, or conflict markers are left. */
+async function proposedChanges(p: ProposalInput, name: string, baseTree: string, headTree: string): Promise<{ changes: Change[]; folders: FolderChange[] }> {
+  const [changes, folders] = await Promise.all([p.store.fileChanges(baseTree, headTree), p.store.folderChanges(baseTree, headTree)]);
   if (changes.length === 0 && folders.length === 0) throw new UserError(`nothing to propose: ${name} has no changes against main (no PR was created)`, 409);
-  const marked = await markedFiles(store, changes, p.branch);
+  const marked = await markedFiles(p.store, changes, p.branch);
   if (marked.length > 0) {
     throw new UserError(`${name} still holds the conflict markers nas branch update left (<<<<<<< ${p.branch} ... >>>>>>> main) in ` +
       `${marked.join(', ')}: edit each file to what it should say, then propose again (no PR was created)`, 409);
   }
+  return { changes, folders };
+}
 
-  const writers = await writersSince(store, p.head, base);
-  const memory = await branchMemory(store, treeFiles(store, headTree), p.head, p.mainHead);
-  const checks = await runChecks(
-    { store, head: headTree, base: baseTree, main: mainTree, changes, memory, limits: p.mainConfig.limits, checkDirs: p.checkDirs }, names, defs.checks, defs.problems,
-  );
+/**
+ * What the change does to what agents trust: the notes it changes (and which of those are unreviewed), the notes it
+ * marks reviewed, what agents load at session start, and modes a person must see.
+ */
+async function trustFacts(store: Store, memory: Memory, changes: Change[], folders: FolderChange[], baseTree: string, headTree: string) {
   const notes = changes.filter((c) => c.after && isNote(c.path)).map((c) => c.path);
   const textOf = async (oid: string) => (await store.readBlob(oid)).toString();
   const agents = await Promise.all([baseTree, headTree].map(async (t) => {
@@ -117,44 +173,26 @@ export async function judgeProposal(p: ProposalInput): Promise<Judged> {
   const modeRisks = await findModeRisks(store, baseTree, headTree, changes, folders.map((f) => f.path));
   const trustOf = (path: string) => memory.docs.get(path)?.note?.trust;
   const claims = changes.filter((c) => c.after && c.path.startsWith('memory/') && trustOf(c.path) === 'reviewed').map((c) => c.path);
-  const decision = decide({
-    auto: policy.merge.auto,
-    policyProblems,
-    checks,
-    deleted: byFolder(changes.filter((c) => c.status === 'deleted').map((c) => c.path),
-      (await store.folderChanges(headTree, baseTree)).filter((f) => f.status === 'added').map((f) => f.path)),
-    metadata: changes.filter((c) => c.path.startsWith('.nas/')).map((c) => c.path),
-    reviewedClaims: claims,
-    // Its own Home's inbox, or a shared Home's (`<home>:inbox/...`): untrusted input either way.
-    inboxReads: p.reads.paths().filter((x) => /^(?:[^/:]+:)?inbox\//.test(x)),
-    startSet,
-    modeRisks,
-    ...(runFailed(p.exit) ? { failedRun: p.exit } : {}),
-    egressToPerson: p.egress === true && policy.merge.egress === 'person',
-    needsPerson: (await changedOnBothSides(store, baseTree, mainTree, headTree, changes)).filter((path) => needsPerson(path, p.mainConfig.merge)),
-  });
-  const now = new Date().toISOString();
-  const count = (s: string) => changes.filter((c) => c.status === s).length;
-  const state: PrState = decision.action === 'fail' ? 'failed' : decision.action === 'merge' ? 'merging' : 'waiting';
-  const pr: Omit<PullRequest, 'id'> = {
-    home: p.role, branch: p.branch, target: 'main', state, intent: p.intent,
-    created: now, updated: now, head: p.head, base, target_head: p.mainHead,
-    provenance: {
-      principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
-      ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}),
-      ...(p.egress !== undefined ? { egress: p.egress } : {}), ...(writers.length ? { writers } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
-    },
-    // A new folder is listed as added, `A dir/`; one whose mode, owner or times changed as modified, `M dir/`.
-    changes: {
-      added: count('added') + folders.filter((f) => f.status === 'added').length,
-      modified: count('modified') + folders.filter((f) => f.status === 'modified').length, deleted: count('deleted'),
-      paths: [...changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`), ...folders.map((f) => `${f.status[0].toUpperCase()} ${f.path}/`)],
-    },
-    checks: checks.map((c) => ({ name: c.name, ok: c.ok, ms: c.ms, output: c.output })),
-    trust: { notes_changed: notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), reviewed_claims: claims, start_set: startSet, ...(modeRisks.length ? { mode_risk: modeRisks } : {}) },
-    reasons: decision.action === 'merge' ? [] : decision.reasons,
+  return { notes, unreviewed: notes.filter((x) => trustOf(x) !== 'reviewed'), claims, startSet, modeRisks };
+}
+
+/** Who proposed, for which run, and what it read; `writers`: who really wrote (writersSince). */
+function provenanceOf(p: ProposalInput, writers: string[]): PullRequest['provenance'] {
+  return {
+    principal: p.principal, ...(p.lease ? { lease: p.lease } : {}),
+    ...(p.run ? { run: p.run } : {}), ...(p.exit !== undefined ? { exit: p.exit } : {}),
+    ...(p.egress !== undefined ? { egress: p.egress } : {}), ...(writers.length ? { writers } : {}), reads: p.reads.paths().length, reads_digest: p.reads.digest(),
   };
-  return { pr, reads: p.reads.text(), merge: decision.action === 'merge' };
+}
+
+/** The PR's count of changes. A new folder is listed as added, `A dir/`; one whose mode, owner or times changed as modified, `M dir/`. */
+function changeCounts(changes: Change[], folders: FolderChange[]): PullRequest['changes'] {
+  const count = (s: string) => changes.filter((c) => c.status === s).length;
+  return {
+    added: count('added') + folders.filter((f) => f.status === 'added').length,
+    modified: count('modified') + folders.filter((f) => f.status === 'modified').length, deleted: count('deleted'),
+    paths: [...changes.map((c) => `${c.status[0].toUpperCase()} ${c.path}`), ...folders.map((f) => `${f.status[0].toUpperCase()} ${f.path}/`)],
+  };
 }
 
 /**
