@@ -13,7 +13,7 @@ void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Call* c = call(req, OPEN, ino);
   c->has_fi = true;
   c->fi = *fi;
-  c->a = fi->flags;
+  c->flags = fi->flags;
   if (!with_path(req, c)) return;
   if ((fi->flags & O_ACCMODE) != O_RDONLY) {
     std::lock_guard<std::mutex> lock(c->m->mu);
@@ -25,8 +25,8 @@ void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
 
 void ll_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, struct fuse_file_info* fi) {
   Call* c = call(req, CREATE, 0);
-  c->a = mode;
-  c->b = fi->flags;
+  c->mode = mode;
+  c->flags = fi->flags;
   c->has_fi = true;
   c->fi = *fi;
   if (!in_dir(c, parent, name)) return;
@@ -88,14 +88,6 @@ void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_
   send(c);
 }
 
-static void by_handle(fuse_req_t req, Op op, fuse_ino_t ino, struct fuse_file_info* fi, double a = 0) {
-  Call* c = call(req, op, ino);
-  c->has_fi = true;
-  c->fi = *fi;
-  c->a = a;
-  if (with_path(req, c)) send(c);
-}
-
 // A handle open for writing: JS answers with the file's attributes as it leaves it (cached, unless it changed meanwhile).
 void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   {
@@ -111,11 +103,14 @@ void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   c->has_fi = true;
   c->fi = *fi;
   c->writing = writing;
-  c->a = writing;
   if (with_path(req, c)) send(c);
 }
 void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info* fi) {
-  by_handle(req, FSYNC, ino, fi, datasync);
+  Call* c = call(req, FSYNC, ino);
+  c->has_fi = true;
+  c->fi = *fi;
+  c->datasync = datasync != 0;
+  if (with_path(req, c)) send(c);
 }
 
 }  // namespace nas

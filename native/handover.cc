@@ -134,3 +134,62 @@ int notify(const std::string& socket_path, const std::string& state, int fd) {
 }
 
 }  // namespace nas
+
+namespace nas {
+
+// The table's bytes: "nasT", a format version, then per node its id, lookup count and name count, and per name
+// its parent and the name's length and bytes; numbers little-endian 64-bit (lengths 32-bit) as this machine writes them.
+constexpr char TABLE_MAGIC[4] = {'n', 'a', 's', 'T'};
+constexpr uint32_t TABLE_VERSION = 1;
+
+template <typename T>
+static void put(std::string& out, T v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+
+template <typename T>
+static bool take(const char*& p, const char* end, T* v) {
+  if (static_cast<size_t>(end - p) < sizeof *v) return false;
+  memcpy(v, p, sizeof *v);
+  p += sizeof *v;
+  return true;
+}
+
+std::string pack_table(const std::vector<Exported>& nodes) {
+  std::string out(TABLE_MAGIC, sizeof TABLE_MAGIC);
+  put(out, TABLE_VERSION);
+  for (const Exported& n : nodes) {
+    put(out, n.id);
+    put(out, n.nlookup);
+    put(out, static_cast<uint32_t>(n.names.size()));
+    for (const auto& [parent, name] : n.names) {
+      put(out, parent);
+      put(out, static_cast<uint32_t>(name.size()));
+      out += name;
+    }
+  }
+  return out;
+}
+
+bool unpack_table(const char* bytes, size_t size, std::vector<Exported>& out) {
+  const char* p = bytes;
+  const char* end = bytes + size;
+  uint32_t version = 0;
+  if (size < sizeof TABLE_MAGIC || memcmp(p, TABLE_MAGIC, sizeof TABLE_MAGIC) != 0) return false;
+  p += sizeof TABLE_MAGIC;
+  if (!take(p, end, &version) || version != TABLE_VERSION) return false;
+  while (p < end) {
+    Exported n;
+    uint32_t names = 0;
+    if (!take(p, end, &n.id) || !take(p, end, &n.nlookup) || !take(p, end, &names)) return false;
+    for (uint32_t k = 0; k < names; k++) {
+      uint64_t parent = 0;
+      uint32_t len = 0;
+      if (!take(p, end, &parent) || !take(p, end, &len) || static_cast<size_t>(end - p) < len) return false;
+      n.names.emplace_back(parent, std::string(p, len));
+      p += len;
+    }
+    out.push_back(std::move(n));
+  }
+  return true;
+}
+
+}  // namespace nas

@@ -70,8 +70,10 @@ static void run(Mount* m) {
           fuse_lowlevel_notify_inval_entry(m->se, item.ino, item.name.c_str(), item.name.size());
         break;
       case Inval::BARRIER:
-        napi_call_threadsafe_function(m->barriers, reinterpret_cast<void*>(static_cast<uintptr_t>(item.barrier)),
-                                      napi_tsfn_nonblocking);
+        // Fails only once JS let go of the mount: no one waits for the barrier then.
+        if (napi_call_threadsafe_function(m->barriers, reinterpret_cast<void*>(static_cast<uintptr_t>(item.barrier)),
+                                          napi_tsfn_nonblocking) != napi_ok)
+          break;
         break;
     }
   }

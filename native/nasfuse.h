@@ -18,13 +18,9 @@
 #include <unordered_map>
 #include <vector>
 
-namespace nas {
+#include "protocol.h"
 
-// Request kinds as JS sees them (src/fuse-ops/native.ts mirrors these numbers).
-enum Op {
-  LOOKUP = 1, GETATTR, SETATTR, READLINK, MKNOD, MKDIR, UNLINK, RMDIR, SYMLINK, RENAME, LINK,
-  OPEN, READ, WRITE, RELEASE, FSYNC, OPENDIR, FSYNCDIR, STATFS, CREATE, GETXATTR, LISTXATTR,
-};
+namespace nas {
 
 // Node ids at or above this are the binding's own: given when a view's inode number is taken by another node.
 constexpr uint64_t PRIVATE_IDS = 1ull << 62;
@@ -164,14 +160,19 @@ struct Mount : Settings, NodeTable, OpenHandles, RunAccess, Counters, Notifier, 
   std::mutex mu;
 };
 
-// A request on its way to JS and back.
+// A request on its way to JS and back. JS names it by `id` (calls.cc keeps the ones it was given), never by address.
 struct Call {
   Mount* m;
   fuse_req_t req;
   Op op;
+  uint32_t id = 0;
   uint64_t ino = 0, parent = 0, parent2 = 0;
   std::string name, name2, path, path2, text;
-  double a = 0, b = 0, c = 0;
+  // The request's fields (protocol.h says which op carries which): path2 is `to`, text is `target`.
+  uint32_t mode = 0;
+  uint64_t rdev = 0;
+  int flags = 0;
+  bool datasync = false;
   bool has_fi = false;
   struct fuse_file_info fi {};
   int valid = 0;

@@ -163,7 +163,7 @@ bool with_path(fuse_req_t req, Call* c) {
   if (n) c->version = n->version;
   if (n && path_of(m, n, c->path)) return true;
   // A node whose every name is gone (unlinked while open): requests by handle still work without a path.
-  if (n && (c->op == READ || c->op == WRITE || c->op == RELEASE || c->op == FSYNC || ((c->op == SETATTR || c->op == GETATTR) && c->has_fi))) {
+  if (n && row(c->op).by_handle && c->has_fi) {
     c->path.clear();
     return true;
   }
@@ -191,9 +191,6 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi
   if (fi) {
     c->has_fi = true;
     c->fi = *fi;
-    c->a = static_cast<double>(fi->fh);
-  } else {
-    c->a = -1;
   }
   if (with_path(req, c)) send(c);
 }
@@ -221,10 +218,10 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino) {
 }
 
 // A request that makes or removes a name: sent as a change.
-static void change_in_dir(fuse_req_t req, Op op, fuse_ino_t parent, const char* name, double a = 0, double b = 0) {
+static void change_in_dir(fuse_req_t req, Op op, fuse_ino_t parent, const char* name, mode_t mode = 0, dev_t rdev = 0) {
   Call* c = call(req, op, 0);
-  c->a = a;
-  c->b = b;
+  c->mode = mode;
+  c->rdev = rdev;
   if (!in_dir(c, parent, name)) return;
   changing(c);
   send(c);
@@ -250,7 +247,7 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_
   Call* c = call(req, RENAME, 0);
   c->parent2 = newparent;
   c->name2 = newname;
-  c->a = flags;
+  c->flags = static_cast<int>(flags);
   if (!in_dir(c, parent, name)) return;
   {
     std::lock_guard<std::mutex> lock(c->m->mu);

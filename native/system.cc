@@ -17,27 +17,26 @@
 #include <vector>
 
 #include "handover.h"
-#include "napi-args.h"
+#include "js.h"
 #include "pidns.h"
 
 namespace nas {
 
 // notify(socket, state, fd) -> 0 or -errno: sd_notify, with a descriptor for systemd's store when fd >= 0.
 static napi_value js_notify(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3], out;
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  int rc = notify(text(env, argv[0]), text(env, argv[1]), argc > 2 ? static_cast<int>(number(env, argv[2], -1)) : -1);
-  napi_create_int32(env, rc, &out);
-  return out;
+  Js js(env);
+  napi_value argv[3];
+  if (!js.args(info, 3, argv, "notify(socket, state, fd)")) return nullptr;
+  std::string socket = js.text(argv[0]), state = js.text(argv[1]);
+  if (js.failed) return js.fail("notify(socket, state, fd): socket and state are strings");
+  return js.number(notify(socket, state, static_cast<int>(js.to_number(argv[2], -1))));
 }
 
 // A time for lutimens: a bigint of nanoseconds since the epoch, 'now' or 'omit'.
-static bool timespec_of(napi_env env, napi_value v, struct timespec* ts) {
-  napi_valuetype type;
-  napi_typeof(env, v, &type);
+static bool timespec_of(Js& js, napi_value v, struct timespec* ts) {
+  napi_valuetype type = js.type(v);
   if (type == napi_string) {
-    std::string s = text(env, v);
+    std::string s = js.text(v);
     if (s == "now") ts->tv_nsec = UTIME_NOW;
     else if (s == "omit") ts->tv_nsec = UTIME_OMIT;
     else return false;
@@ -45,9 +44,9 @@ static bool timespec_of(napi_env env, napi_value v, struct timespec* ts) {
     return true;
   }
   if (type != napi_bigint) return false;
-  int64_t ns;
-  bool lossless;
-  napi_get_value_bigint_int64(env, v, &ns, &lossless);
+  int64_t ns = 0;
+  bool lossless = false;
+  if (!js.check(napi_get_value_bigint_int64(js.env, v, &ns, &lossless)) || !lossless) return false;
   ts->tv_sec = ns / 1000000000;
   ts->tv_nsec = ns % 1000000000;
   if (ts->tv_nsec < 0) {
@@ -62,12 +61,13 @@ static bool timespec_of(napi_env env, napi_value v, struct timespec* ts) {
 // time, in two system calls. Synchronous: only for nasd's own directories (the state directory), never a path
 // inside a mount it serves. Returns the descriptor (close-on-exec).
 static napi_value js_open_beneath(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
+  Js js(env);
   napi_value argv[2];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  std::string root = text(env, argv[0]), rel = text(env, argv[1]);
+  if (!js.args(info, 2, argv, "openBeneath(root, rel)")) return nullptr;
+  std::string root = js.text(argv[0]), rel = js.text(argv[1]);
+  if (js.failed) return js.fail("openBeneath(root, rel): two strings");
   int dir = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return throw_errno(env, errno, "open '" + root + "'"), nullptr;
+  if (dir < 0) return js.throw_errno(errno, "open '" + root + "'");
   int fd = dir;
   if (!rel.empty()) {
     struct open_how how {};
@@ -76,40 +76,33 @@ static napi_value js_open_beneath(napi_env env, napi_callback_info info) {
     do fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how)); while (fd < 0 && errno == EAGAIN);
     int err = errno;
     close(dir);
-    if (fd < 0) return throw_errno(env, err, "openat2 '" + rel + "' below '" + root + "'"), nullptr;
+    if (fd < 0) return js.throw_errno(err, "openat2 '" + rel + "' below '" + root + "'");
   }
-  napi_value out;
-  napi_create_int32(env, fd, &out);
-  return out;
+  return js.number(fd);
 }
 
 // pidNamespaces(pid): the process's PID namespace and those above it, innermost first (pidns.h); [] when gone.
 static napi_value js_pid_namespaces(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
+  Js js(env);
   napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  std::vector<std::string> spaces = pid_namespaces(static_cast<pid_t>(number(env, argv[0], -1)));
-  napi_value out;
-  napi_create_array_with_length(env, spaces.size(), &out);
-  for (size_t i = 0; i < spaces.size(); i++) {
-    napi_value s;
-    napi_create_string_utf8(env, spaces[i].c_str(), spaces[i].size(), &s);
-    napi_set_element(env, out, static_cast<uint32_t>(i), s);
-  }
-  return out;
+  if (!js.args(info, 1, argv, "pidNamespaces(pid)")) return nullptr;
+  std::vector<std::string> spaces = pid_namespaces(static_cast<pid_t>(js.to_number(argv[0], -1)));
+  napi_value out = js.array();
+  for (size_t i = 0; i < spaces.size(); i++) js.set_at(out, static_cast<uint32_t>(i), js.string(spaces[i]));
+  return js.failed ? nullptr : out;
 }
 
 // lutimens(path, atime, mtime): exact times on a file of nasd's own (never a path inside a mount it serves),
 // not following a symlink. Node's utimes keeps microseconds; tar, rsync and touch set nanoseconds.
 static napi_value js_lutimens(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
+  Js js(env);
   napi_value argv[3];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  std::string path = text(env, argv[0]);
+  const char* usage = "lutimens(path, atime, mtime): each time a bigint of nanoseconds, 'now' or 'omit'";
+  if (!js.args(info, 3, argv, usage)) return nullptr;
+  std::string path = js.text(argv[0]);
   struct timespec ts[2];
-  if (argc < 3 || !timespec_of(env, argv[1], &ts[0]) || !timespec_of(env, argv[2], &ts[1]))
-    return fail(env, "lutimens(path, atime, mtime): each time a bigint of nanoseconds, 'now' or 'omit'");
-  if (utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) throw_errno(env, errno, "lutimens '" + path + "'");
+  if (js.failed || !timespec_of(js, argv[1], &ts[0]) || !timespec_of(js, argv[2], &ts[1])) return js.fail(usage);
+  if (utimensat(AT_FDCWD, path.c_str(), ts, AT_SYMLINK_NOFOLLOW) != 0) return js.throw_errno(errno, "lutimens '" + path + "'");
   return nullptr;
 }
 
@@ -117,23 +110,13 @@ static napi_value js_lutimens(napi_env env, napi_callback_info info) {
 // cgroup, nothing for systemd to set up), with the kernel connection `fd` as descriptor 3 (LISTEN_FDS). Every
 // other descriptor is close-on-exec. Returns only if execve failed: -errno.
 static napi_value js_exec(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
+  Js js(env);
   napi_value argv[4];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  auto list = [&](napi_value array) {
-    std::vector<std::string> out;
-    uint32_t count = 0;
-    napi_get_array_length(env, array, &count);
-    for (uint32_t i = 0; i < count; i++) {
-      napi_value item;
-      napi_get_element(env, array, i, &item);
-      out.push_back(text(env, item));
-    }
-    return out;
-  };
-  std::string file = text(env, argv[0]);
-  std::vector<std::string> args = list(argv[1]), vars = list(argv[2]);
-  int fd = static_cast<int>(number(env, argv[3], -1));
+  if (!js.args(info, 4, argv, "exec(file, argv, env, fd)")) return nullptr;
+  std::string file = js.text(argv[0]);
+  std::vector<std::string> args = js.strings(argv[1]), vars = js.strings(argv[2]);
+  int fd = static_cast<int>(js.to_number(argv[3], -1));
+  if (js.failed) return js.fail("exec(file, argv, env, fd): a string, two arrays of strings and a descriptor");
   std::vector<char*> a, e;
   for (auto& s : args) a.push_back(s.data());
   for (auto& s : vars) e.push_back(s.data());
@@ -155,15 +138,14 @@ static napi_value js_exec(napi_env env, napi_callback_info info) {
     rc = -errno;
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
   }
-  napi_value out;
-  napi_create_int32(env, rc, &out);
-  return out;
+  return js.number(rc);
 }
 
 // becomeSubreaper(): this process adopts its orphaned descendants, as init would (PR_SET_CHILD_SUBREAPER): a
 // process that called setsid() or forked twice stays its child. The check runner (merge/check-runner.ts) is one.
 static napi_value js_become_subreaper(napi_env env, napi_callback_info) {
-  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) throw_errno(env, errno, "prctl(PR_SET_CHILD_SUBREAPER)");
+  Js js(env);
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) return js.throw_errno(errno, "prctl(PR_SET_CHILD_SUBREAPER)");
   return nullptr;
 }
 
@@ -171,18 +153,15 @@ static napi_value js_become_subreaper(napi_env env, napi_callback_info) {
 // when there is no child left. Only for a process that no longer waits for a child through Node (libuv would
 // miss the status this takes).
 static napi_value js_reap_child(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
+  Js js(env);
   napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  bool block = false;
-  if (argc > 0) napi_get_value_bool(env, argv[0], &block);
+  if (!js.args(info, 1, argv, "reapChild(block)")) return nullptr;
+  bool block = js.to_bool(argv[0]);
   int status = 0;
   pid_t pid;
   do pid = waitpid(-1, &status, block ? 0 : WNOHANG); while (pid < 0 && errno == EINTR);
-  if (pid < 0 && errno != ECHILD) return throw_errno(env, errno, "waitpid"), nullptr;
-  napi_value out;
-  napi_create_int32(env, pid < 0 ? -1 : pid, &out);
-  return out;
+  if (pid < 0 && errno != ECHILD) return js.throw_errno(errno, "waitpid");
+  return js.number(pid < 0 ? -1 : pid);
 }
 
 void define_system(napi_env env, napi_value exports) {
@@ -195,7 +174,7 @@ void define_system(napi_env env, napi_value exports) {
       {"becomeSubreaper", nullptr, js_become_subreaper, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"reapChild", nullptr, js_reap_child, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
-  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  Js(env).check(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
 }
 
 }  // namespace nas

@@ -22,6 +22,6 @@ nas memory check demo; nas context demo; nas checkpoint create demo@g safe; nas 
 nas maintenance run demo; nas branch extend demo/g --ttl 24h; nas branch discard demo/g; nas branch list demo
 nas trash purge demo --older-than 1d; nas export demo $dir/out.bundle; nas remote list demo; nas run list demo
 nas home create other; nas home archive other; nas home list; nas home unarchive other; nas --json status
-} 2>&1 | sed -E "s#$dir#DIR#g; s/[0-9a-f]{40}/SHA/g; s/[0-9a-f]{7,12}\b/SHORT/g; s/[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+Z?/TIME/g; s/\"pid\": ?[0-9]+/\"pid\": PID/g; s/[a-z0-9]{8}-[a-z0-9]{6}/TRASHID/g; s/[0-9.]+ KiB, /N KiB, /; s/ [0-9]+$/ N/; s/[0-9]+(\.[0-9]+)? ?ms\b/N ms/g; s/\"ms\":[0-9.]+/\"ms\":N/g; s/createdInMs\":[0-9.]+/createdInMs\":N/g; s/\b[0-9]+ ?(s|min|h) ago/AGO/g"
+} 2>&1 | sed -E "s#$dir#DIR#g; s/[0-9a-f]{40}/SHA/g; s/[0-9a-f]{7,12}\b/SHORT/g; s/[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9:.]+Z?/TIME/g; s/\"pid\": ?[0-9]+/\"pid\": PID/g; s/pid [0-9]+,/pid PID,/; s/[a-z0-9]{8}-[a-z0-9]{6}/TRASHID/g; s/[0-9.]+ KiB, /N KiB, /; s/ [0-9]+$/ N/; s/[0-9]+(\.[0-9]+)? ?ms\b/N ms/g; s/\"ms\":[0-9.]+/\"ms\":N/g; s/createdInMs\":[0-9.]+/createdInMs\":N/g; s/\b[0-9]+ ?(s|min|h) ago/AGO/g"
 kill $pid; for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done
 fusermount -uz $mnt 2>/dev/null; rm -rf $dir

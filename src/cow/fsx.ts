@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { promisify } from 'node:util';
-import { binding } from '../util/addon.js';
+import { sys } from '../util/sys.js';
 
 /**
  * fs calls on raw descriptors and paths of the upper directory, as promises (no FileHandle objects on the hot
@@ -40,5 +40,5 @@ export type NsTime = bigint | 'now' | 'omit';
  * microseconds). One synchronous syscall on a file of the upper directory: never a path inside the mount.
  */
 export function setTimes(path: string, atime: NsTime, mtime: NsTime): void {
-  binding().lutimens(path, atime, mtime);
+  sys().lutimens(path, atime, mtime);
 }

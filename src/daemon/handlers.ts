@@ -1,4 +1,4 @@
-import { ROUTES, type Access, type Body, type Params, type Result, type RouteName } from '../api/contract.js';
+import { ROUTES, type Access, type Body, type Params, type Result, type RouteName, type RouteSpec } from '../api/contract.js';
 import type { Workflows } from '../workflows/all.js';
 import { statusReport } from '../workflows/status.js';
 import type { WebLogins } from './web-sessions.js';
@@ -22,12 +22,6 @@ export type Handler<K extends RouteName> = (req: Request<K>) => Promise<Result<K
 /** One handler per route: a route missing here does not compile. */
 export type Handlers = { [K in RouteName]: Handler<K> };
 
-/**
- * Requests sent as POST that change nothing the mount shows: the kernel keeps what it has of the Home. (A commit
- * is not a change to a view: its files look the same before and after.)
- */
-const KEEP_VIEWS = new Set<RouteName>(['sync', 'webLogin', 'memoryCheck', 'memoryMeasure', 'context', 'briefing', 'diff', 'why', 'exportHome']);
-
 /** What names a request's subject, for the log (never content: bodies may carry files). */
 const NAMING = ['branch', 'name', 'path', 'id', 'to', 'as', 'from'] as const;
 const naming = (body: unknown): Record<string, string> => Object.fromEntries(NAMING.flatMap((k) => {
@@ -45,7 +39,8 @@ export function handlers(flows: Workflows, web: WebLogins, stateDir: string): Ha
   const guarded: Partial<Record<RouteName, Handler<RouteName>>> = {};
   for (const name of Object.keys(table) as RouteName[]) {
     const handler = table[name] as Handler<RouteName>;
-    const changes = ROUTES[name].method !== 'GET' && !KEEP_VIEWS.has(name);
+    const spec: RouteSpec = ROUTES[name];
+    const changes = spec.method === 'POST' && spec.views === 'change';
     // A line for every request that changes something (a branch made, a restore, an export...), for an operator
     // reading the log later; the workflows add their own lines where there is more to say.
     const logged = changes || name === 'exportHome';

@@ -2,9 +2,10 @@ import fs from 'node:fs/promises';
 import { closeSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Connection } from '../util/addon.js';
+import type { Connection, LegacyNodes } from '../fuse-ops/native.js';
 import { dropDescriptor, notifySocket, storeDescriptor } from './sd-notify.js';
-import { HUP_GUARD, binding } from '../util/addon.js';
+import { HUP_GUARD } from '../util/addon.js';
+import { sys } from '../util/sys.js';
 import type { OpenHandle } from '../fuse-ops/ops.js';
 
 /**
@@ -19,8 +20,10 @@ import type { OpenHandle } from '../fuse-ops/ops.js';
 const NAME = 'fuse';
 const FILE = 'handover.json';
 
-export interface Inherited extends Connection {
+export interface Inherited {
   fd: number;
+  init: Buffer;
+  nodes: Buffer | LegacyNodes;
   handles: OpenHandle[];
   /** Whether the kernel checks POSIX ACLs on this connection (what its first nasd negotiated at INIT). */
   acls: boolean;
@@ -30,7 +33,8 @@ interface Left {
   /** The mount point it serves: a successor configured for another one mounts afresh (the unit unmounts this). */
   mount: string;
   init: string;
-  nodes: unknown[];
+  /** The binding's node table, base64 (a nasd before it wrote a flat array, which the binding still reads). */
+  nodes: string | LegacyNodes;
   handles: OpenHandle[];
   /** Whether the connection was set up with POSIX ACLs (absent: by a nasd before them, which had none). */
   acls?: boolean;
@@ -63,7 +67,7 @@ export async function inheritedConnection(stateDir: string, mount: string, log: 
     await new Promise((resolve) => setTimeout(resolve, 500));
     return null;
   }
-  return { fd, init: Buffer.from(left.init, 'base64'), nodes: left.nodes, handles: left.handles, acls: left.acls === true };
+  return { fd, init: Buffer.from(left.init, 'base64'), nodes: typeof left.nodes === 'string' ? Buffer.from(left.nodes, 'base64') : left.nodes, handles: left.handles, acls: left.acls === true };
 }
 
 /**
@@ -92,12 +96,12 @@ export function becomeSuccessor(fd: number): number {
   if (socket) env.NOTIFY_SOCKET = socket;
   if (keepAsked) env.NAS_KEEP_CONNECTION = '1';
   const vars = Object.entries(env).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${v}`]));
-  return binding().exec(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], vars, fd);
+  return sys().exec(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], vars, fd);
 }
 
 /** What the successor needs, written once every request taken was answered (root's state directory, 0600). */
 export async function leaveForSuccessor(stateDir: string, mount: string, conn: Connection, handles: OpenHandle[], acls: boolean): Promise<void> {
-  const left: Left = { mount, init: conn.init.toString('base64'), nodes: conn.nodes, handles, acls };
+  const left: Left = { mount, init: conn.init.toString('base64'), nodes: conn.nodes.toString('base64'), handles, acls };
   const file = path.join(stateDir, FILE);
   await fs.writeFile(`${file}.tmp`, JSON.stringify(left), { mode: 0o600 });
   await fs.rename(`${file}.tmp`, file);

@@ -15,7 +15,7 @@ import { RunSockets, serveControl } from './control.js';
 import { handlers } from './handlers.js';
 import { WebLogins } from './web-sessions.js';
 import { serveWeb } from './web-server.js';
-import { fuseOps } from '../fuse-ops/ops.js';
+import { PathOps } from '../fuse-ops/ops.js';
 import { Home } from '../home/home.js';
 import { loadOwnerToken } from './auth.js';
 import { watchMainRefs } from './ref-watcher.js';
@@ -110,11 +110,9 @@ async function main(): Promise<void> {
   await runs.recover();
   await checkDirs.prepare(log);
   const web = new WebLogins();
-  // The ops ask the mount who is calling (unknown for a request that beats mountFuse's return).
-  let fuse: FuseMount | undefined;
   const table = new MountTable(homes);
-  const ops = fuseOps(table, log, () => fuse?.context() ?? null, openFiles, refusals);
-  const mount: FuseMount = (fuse = await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined, shared: homes.sharedViews() }));
+  const ops = new PathOps(table, log, openFiles, refusals);
+  const mount: FuseMount = (await mountFuse(config.mount, ops, log, { pageCache: (p) => table.readOnly(p), takeover: inherited ?? undefined, shared: homes.sharedViews() }));
   if (inherited) {
     ops.inheritHandles(inherited.handles);
     // What changed while no nasd served (commits at stop, a push), or was not told the kernel then: forgotten.

@@ -1,4 +1,4 @@
-import { binding } from '../util/addon.js';
+import { sys } from '../util/sys.js';
 
 /**
  * systemd's notify protocol (sd_notify(3)) for nasd.service: readiness (Type=notify), stopping, and the file
@@ -15,7 +15,7 @@ delete process.env.NOTIFY_SOCKET;
 /** Send one message (a descriptor with it when fd >= 0); whether systemd's socket took it. Never throws. */
 function send(state: string, fd = -1): boolean {
   if (!socket) return false;
-  const rc = binding().notify(socket, state, fd);
+  const rc = sys().notify(socket, state, fd);
   if (rc !== 0) process.stderr.write(`nasd: sd_notify ${state.split('\n')[0]} failed (errno ${-rc})\n`);
   return rc === 0;
 }

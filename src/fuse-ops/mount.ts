@@ -4,10 +4,9 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { UserError } from '../util/errors.js';
-import type { Caller } from '../util/owner.js';
-import { binding, type Connection, type NativeMount } from './native.js';
-import { dispatcher } from './requests.js';
-import type { fuseOps } from './ops.js';
+import { fuseBinding, type Connection, type LegacyNodes, type NativeMount } from './native.js';
+import { dispatcher, handlers } from './adapter.js';
+import type { Ops } from './ops.js';
 import { mkdirExact } from '../util/exact-mode.js';
 
 const run = promisify(execFile);
@@ -22,8 +21,6 @@ const THREADS = 8;
 
 export interface FuseMount {
   unmount(): Promise<void>;
-  /** Who made the request being handled (valid synchronously at the start of a handler only). */
-  context(): Caller | null;
   /**
    * Forget what the kernel and the cache hold of these Homes' views (every Home's when null) and the root's
    * listing; resolves once the kernel was told, so a command that changed a view answers after it.
@@ -51,7 +48,7 @@ export async function preflight(mountpoint: string, log: Logger): Promise<void> 
     );
   }
   // The binding links libfuse 3: a missing library is named now, before anything is opened.
-  binding();
+  fuseBinding();
   try {
     await run('fusermount', ['-V']);
   } catch {
@@ -104,7 +101,7 @@ async function isStale(path: string): Promise<boolean> {
     await fs.statfs(path);
     return false;
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'ENOTCONN';
+    return e instanceof Error && 'code' in e && e.code === 'ENOTCONN';
   }
 }
 
@@ -115,14 +112,14 @@ export interface MountOptions {
   /** Whether the kernel may keep a file's pages between opens (read-only views; nasd invalidates them when it changes one). */
   pageCache(path: string): boolean;
   /** A kernel connection an earlier nasd handed on (its /dev/fuse descriptor): taken over, not mounted again. */
-  takeover?: Connection & { fd: number };
+  takeover?: { fd: number; init: Buffer; nodes: Buffer | LegacyNodes };
   /** The views whose nodes have ACLs (owner-share.ts), known before the first request is answered. */
   shared?: string[];
 }
 
-export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseOps>, log: Logger, options: MountOptions): Promise<FuseMount> {
-  const native = binding();
-  const { dispatch, caller } = dispatcher(ops, native.reply, native.groups, options.pageCache);
+export async function mountFuse(mountpoint: string, ops: Ops, log: Logger, options: MountOptions): Promise<FuseMount> {
+  const native = fuseBinding();
+  const dispatch = dispatcher(handlers(ops, options.pageCache), native);
   const barriers = new Map<number, () => void>();
   let nextBarrier = 1;
   let handle: NativeMount;
@@ -131,18 +128,18 @@ export async function mountFuse(mountpoint: string, ops: ReturnType<typeof fuseO
     // Tests of the hand-over: ids above 2^53 for every node, where they come only from collisions otherwise.
     const privateIds = process.env.NASD_TEST_PRIVATE_IDS === '1';
     handle = native.mount({
-      mountpoint, options: OPTIONS + debug, ttl: CACHE_SECONDS, threads: THREADS, shared: options.shared, privateIds, ...options.takeover,
+      mountpoint, options: OPTIONS + debug, ttl: CACHE_SECONDS, threads: THREADS, shared: options.shared, privateIds,
+      ...(options.takeover && { fd: options.takeover.fd, init: options.takeover.init, nodes: options.takeover.nodes }),
     }, dispatch, (id) => {
       barriers.get(id)?.();
       barriers.delete(id);
     });
   } catch (err) {
-    throw new UserError(`cannot mount ${mountpoint}: ${(err as Error).message}`);
+    throw new UserError(`cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
   }
   log.info({ mountpoint, takenOver: !!options.takeover }, options.takeover ? 'took the kernel connection over' : 'mounted');
   let mounted = true;
   return {
-    context: caller,
     invalidate: (roles) =>
       new Promise<void>((resolve) => {
         if (!mounted) return resolve();

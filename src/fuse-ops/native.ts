@@ -1,52 +1,59 @@
-import type { Attr } from '../cow/attr.js';
-export { binding, type Connection, type Dispatch, type NativeBinding, type NativeMount } from '../util/addon.js';
+import { addonFace } from '../util/addon.js';
+import type { Answer, Op, Request } from './protocol.js';
 
-/** Request kinds; native/nasfuse.h has the same numbers. */
-export const OP = {
-  LOOKUP: 1, GETATTR: 2, SETATTR: 3, READLINK: 4, MKNOD: 5, MKDIR: 6, UNLINK: 7, RMDIR: 8, SYMLINK: 9, RENAME: 10, LINK: 11,
-  OPEN: 12, READ: 13, WRITE: 14, RELEASE: 15, FSYNC: 16, OPENDIR: 17, FSYNCDIR: 18, STATFS: 19, CREATE: 20,
-  GETXATTR: 21, LISTXATTR: 22,
-} as const;
-
-/** setattr's `valid` bits (fuse_lowlevel.h). */
-export const SET = { MODE: 1, UID: 2, GID: 4, SIZE: 8, ATIME: 16, MTIME: 32, ATIME_NOW: 128, MTIME_NOW: 256 } as const;
-
-/** Words per attribute record, in the order native/replies.cc unpacks them. */
-export const ATTR_WORDS = 14;
-
-const BILLION = 1_000_000_000n;
-
-function putTime(out: Float64Array, at: number, ns: bigint | undefined, date: Date): void {
-  if (ns !== undefined) {
-    let sec = ns / BILLION;
-    let nsec = ns % BILLION;
-    if (nsec < 0n) {
-      nsec += BILLION;
-      sec -= 1n;
-    }
-    out[at] = Number(sec);
-    out[at + 1] = Number(nsec);
-  } else {
-    const ms = date.getTime();
-    const sec = Math.floor(ms / 1000);
-    out[at] = sec;
-    out[at + 1] = Math.round((ms - sec * 1000) * 1e6);
-  }
+/** The FUSE face of our binding (native/addon.cc): a mount answers cached metadata on libfuse's threads and asks JS the rest. */
+export interface FuseBinding {
+  /** Mounts (or takes a kernel connection over); each request for JS comes to `dispatch`, answered once by reply. */
+  mount(options: MountOptions, dispatch: (req: Request) => void, barrierDone: (id: number) => void): NativeMount;
+  /** The answer to request `call`: 0 or a negative errno, and what its op's answer kind holds (protocol.ts). */
+  reply(call: number, result: number, answer?: Answer<Op>): void;
+  /** The supplementary groups of the process behind a request not yet answered. */
+  groups(call: number): number[];
+  invalidate(mount: NativeMount, roles: string[] | null, barrier: number): void;
+  restrict(mount: NativeMount, pidNamespace: string, names: string[] | null): void;
+  /** The top-level names whose nodes may have an access ACL (asked of JS); every other node has none. */
+  share(mount: NativeMount, names: string[]): void;
+  stats(mount: NativeMount): { hits: number; misses: number; nodes: number };
+  unmount(mount: NativeMount): Promise<void>;
+  fd(mount: NativeMount): number;
+  /** Stop reading requests and wait until every request read was answered: what a successor takes over with. */
+  suspend(mount: NativeMount): Promise<Connection & { drained: boolean }>;
 }
 
-/** Write an Attr into `out` at record `i`. */
-export function packAttr(attr: Attr, out: Float64Array = new Float64Array(ATTR_WORDS), i = 0): Float64Array {
-  const at = i * ATTR_WORDS;
-  out[at] = attr.ino ?? 0;
-  out[at + 1] = attr.mode;
-  out[at + 2] = attr.nlink;
-  out[at + 3] = attr.uid;
-  out[at + 4] = attr.gid;
-  out[at + 5] = attr.rdev ?? 0;
-  out[at + 6] = attr.size;
-  out[at + 7] = attr.blocks;
-  putTime(out, at + 8, attr.atimeNs, attr.atime);
-  putTime(out, at + 10, attr.mtimeNs, attr.mtime);
-  putTime(out, at + 12, attr.ctimeNs, attr.ctime);
-  return out;
+/**
+ * What a successor needs to take a kernel connection over: the kernel's INIT as read, and the node table as the
+ * binding wrote it (node ids up to 2^64 never pass through a JS number).
+ */
+export interface Connection {
+  init: Buffer;
+  nodes: Buffer;
+}
+
+export interface MountOptions {
+  mountpoint: string;
+  options: string;
+  ttl: number;
+  threads: number;
+  /** The views whose nodes have ACLs from the first request on (share() changes them later). */
+  shared?: string[];
+  /** Tests only: every node gets a private id (from 2^62), as inode-number collisions give some in use. */
+  privateIds?: boolean;
+  /** Take over this kernel connection (/dev/fuse, handed on by an earlier nasd) instead of mounting. */
+  fd?: number;
+  init?: Buffer;
+  nodes?: Buffer | LegacyNodes;
+}
+
+/** The node table as a nasd before 2026-12 handed it on: id, lookup count, name count, then parent and name per name. */
+export type LegacyNodes = ReadonlyArray<string | number>;
+
+/** An opaque mount handle. */
+export type NativeMount = { readonly __brand: 'NativeMount' };
+
+let face: FuseBinding | undefined;
+
+/** The binding, or an instruction when it was not built or libfuse 3 is missing. */
+export function fuseBinding(): FuseBinding {
+  face ??= addonFace<FuseBinding>(['mount', 'reply', 'groups', 'invalidate', 'restrict', 'share', 'stats', 'unmount', 'fd', 'suspend']);
+  return face;
 }

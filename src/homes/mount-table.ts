@@ -104,8 +104,8 @@ export class MountTable {
    * holds a lease on), another Home, history views (any commit could be another run's work); reads there would
    * escape the manifest, and a PR that read the inbox that way would still merge by policy.
    */
-  admit(view: View, caller: () => Caller | null): void {
-    const run = this.homes.runs.runOf(caller()?.pid ?? 0);
+  admit(view: View, caller: Caller): void {
+    const run = this.homes.runs.runOf(caller.pid);
     if (!run || view === this.homes.find(run.role)?.main || (view instanceof BranchView && view.run === run.id)) return;
     if (this.sharedOf(run.role).some((s) => view === this.homes.find(s)?.main)) return;
     throw fsError('EACCES', `run ${run.id} reaches only its own branch, its Home's main and the mains of the Homes it shares memory from, not ${view.name}`);
@@ -115,8 +115,8 @@ export class MountTable {
    * A run that reads its own Home's main: the read goes into its branch's manifest, like a read in the branch; one
    * that reads a shared Home's main, as `<home>:<path>` (so a read of that Home's inbox counts as untrusted input too).
    */
-  readerOf(view: View, caller: Caller | null): { record(path: string, oid: string): Promise<void> } | undefined {
-    const run = caller ? this.homes.runs.runOf(caller.pid) : undefined;
+  readerOf(view: View, caller: Caller): { record(path: string, oid: string): Promise<void> } | undefined {
+    const run = this.homes.runs.runOf(caller.pid);
     const reads = run && this.homes.find(run.role)?.branches.get(run.branch)?.reads;
     if (!run || !reads) return undefined;
     if (run.role === view.name) return reads;

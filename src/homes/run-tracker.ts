@@ -1,6 +1,6 @@
 import { holdNamespace, namespaceMembers } from '../util/pid-namespace.js';
 import { UserError } from '../util/errors.js';
-import { binding } from '../util/addon.js';
+import { sys } from '../util/sys.js';
 
 /**
  * Which run a process belongs to. Each run lives in its own PID namespace (nas run makes it), so a
@@ -57,7 +57,7 @@ export class RunTracker {
   /** The run a process belongs to, if any. */
   runOf(pid: number): ActiveRun | undefined {
     if (this.byNs.size === 0 || !(pid > 0)) return undefined;
-    for (const ns of binding().pidNamespaces(pid)) {
+    for (const ns of sys().pidNamespaces(pid)) {
       const run = this.byNs.get(ns);
       if (run) return run;
     }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { constants } from 'node:os';
-import { binding } from '../util/addon.js';
+import { sys } from '../util/sys.js';
 
 /**
  * The process one custom check runs under: `node check-runner.js <uid> <gid> <dir> <executable>`, started by nasd
@@ -40,7 +40,7 @@ function liveChildren(): number[] {
  * (a child's own children come to this process as it dies, and are killed in the next round).
  */
 function killAll(): void {
-  const native = binding();
+  const native = sys();
   for (;;) {
     for (const pid of liveChildren()) {
       try {
@@ -61,7 +61,7 @@ function end(status: number): void {
   process.exit(status);
 }
 
-binding().becomeSubreaper();
+sys().becomeSubreaper();
 const child = spawn('setpriv', [`--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--no-new-privs', '--', executable], {
   cwd: dir, env: process.env, stdio: ['ignore', 'inherit', 'inherit'],
 });

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { constants } from 'node:fs';
 import { promisify } from 'node:util';
 import { fsError, hasCode } from './errors.js';
-import { binding } from './addon.js';
+import { sys } from './sys.js';
 
 /**
  * Race-free file operations by root inside a tree that users can change (a branch's upper directory and its
@@ -99,7 +99,7 @@ export class Beneath {
   private openDir(rel: string): number {
     components(rel);
     try {
-      return binding().openBeneath(this.root, rel);
+      return sys().openBeneath(this.root, rel);
     } catch (e) {
       if (hasCode(e, 'ELOOP')) throw fsError('ELOOP', `a symbolic link stands on the way to ${rel}; nothing is done through it`);
       if (hasCode(e, 'ENOTDIR')) throw fsError('ENOTDIR', `something on the way to ${rel} is not a directory`);

@@ -20,8 +20,8 @@ import { NeedsMount, statsOf, type OpenFlags, type Place, type Sys, type SysDire
  * walks paths (lookups, symbolic links), makes the checks the kernel makes before it asks a filesystem
  * (EEXIST for a name that exists, the types of rename's two names, ENAMETOOLONG past PATH_MAX), applies the
  * caller's umask, and calls the view's methods as fuse-ops would, with the caller for what is created.
- * (O_TRUNC goes to the view's open, as a mount with atomic_o_trunc passes it; libfuse 2's default instead
- * truncates through the descriptor after the open.)
+ * O_TRUNC goes as the mount's kernel sends it (no FUSE_CAP_ATOMIC_O_TRUNC): the open without it, then the
+ * view's truncate to 0 by path (SETATTR with no handle); if that fails, the file is released and open(2) fails.
  * What it does not do is the kernel's permission checks (default_permissions) and caching: cases that need
  * those, or a real path for a tool or another process, are mount-only.
  */
@@ -29,7 +29,7 @@ import { NeedsMount, statsOf, type OpenFlags, type Place, type Sys, type SysDire
 /** Where the view's root shows in a case's paths: a name no tool can make (nothing is written under /proc). */
 export const IN_PROCESS_ROOT = '/proc/nas-in-process';
 
-const { O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_APPEND, S_IFMT, S_IFDIR, S_IFLNK } = constants;
+const { O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_APPEND, S_IFMT, S_IFREG, S_IFDIR, S_IFLNK } = constants;
 const FLAGS: Record<OpenFlags, number> = {
   r: O_RDONLY, 'r+': O_RDWR, w: O_WRONLY | O_CREAT | O_TRUNC, wx: O_WRONLY | O_CREAT | O_TRUNC | O_EXCL, a: O_WRONLY | O_CREAT | O_APPEND,
 };
@@ -107,17 +107,30 @@ export class ViewSys implements Sys {
     }
   }
 
-  /** open(2): O_CREAT makes the file through create (as the kernel does for a name that is not there), else open. */
+  /**
+   * open(2): O_CREAT makes the file through create (as the kernel does for a name that is not there), else open;
+   * O_TRUNC on a file that was there is the view's truncate after the open, as the kernel does it (see the top).
+   */
   open(p: string, flags: OpenFlags, mode = 0o666): Promise<SysHandle> {
     return this.kernel(p, async () => {
       const f = FLAGS[flags];
       const rel = await this.walk(p, true);
+      const there = await this.attr(rel);
       if (f & O_CREAT) {
-        const there = await this.attr(rel);
         if (there && f & O_EXCL) throw errno('EEXIST', p);
         if (!there) return this.handle(await this.view.create(rel, mode & ~UMASK & 0o7777, this.caller), f);
       }
-      return this.handle(await this.view.open(rel, f & ~(O_CREAT | O_EXCL)), f);
+      const h = await this.view.open(rel, f & ~(O_CREAT | O_EXCL | O_TRUNC));
+      // The kernel truncates regular files only.
+      if (f & O_TRUNC && there && kind(there) === S_IFREG) {
+        try {
+          await this.view.truncate(rel, 0);
+        } catch (e) {
+          await this.view.release(h);
+          throw e;
+        }
+      }
+      return this.handle(h, f);
     });
   }
 

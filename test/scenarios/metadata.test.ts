@@ -34,13 +34,16 @@ describe('listing, times and space', () => {
 
   it('keeps the time of a file the branch did not change when other files are committed', async () => {
     const before = (await fs.stat(p('AGENTS.md'))).mtimeMs;
+    // git keeps whole seconds: the next commit's time must differ from AGENTS.md's for a wrong time to show.
     await new Promise((r) => setTimeout(r, 1100));
     await fs.writeFile(p('outbox/new.md'), 'new\n');
     await sync();
-    // The kernel may cache the old attributes for a second; wait that out before asking again.
-    await new Promise((r) => setTimeout(r, 1100));
     expect((await fs.stat(p('AGENTS.md'))).mtimeMs).toBe(before);
     expect((await fs.stat(p('outbox/new.md'))).mtimeMs).toBeGreaterThan(before);
+    // A commit changes nothing a view shows, so the mount kept AGENTS.md's attributes: a branch made in the Home
+    // makes it let go of them, and nasd is asked again.
+    expect((await d.nas('branch', 'create', 'demo/meta-later')).code).toBe(0);
+    expect((await fs.stat(p('AGENTS.md'))).mtimeMs).toBe(before);
   });
 
   it('shows the branch quota in df, and the space a write uses', async () => {
@@ -118,6 +121,7 @@ describe('metadata that lasts', () => {
     await fs.writeFile(`${dir}/b.in`, 'b1');
     expect((await run('make', ['-C', dir])).stdout).toMatch(/cp a\.in a\.out[\s\S]*cp b\.in b\.out/);
     expect((await run('make', ['-C', dir])).stdout).toMatch(/Nothing to be done/);
+    // The kernel stamps times from a clock that moves in ticks of a few milliseconds: b.in must be newer than b.out.
     await new Promise((r) => setTimeout(r, 20));
     await fs.writeFile(`${dir}/b.in`, 'b2');
     const third = await run('make', ['-C', dir]);
@@ -255,6 +259,7 @@ describe('metadata that lasts', () => {
     await fs.writeFile(q('outbox/seen/a.md'), 'a\n');
     await d.sync('demo/listed');
     const before = (await d.gitBlob('refs/heads/listed:.nas-meta/outbox/seen/.nas-meta')).toString();
+    // Past the kernel clock's next tick (a few milliseconds), so the listing does move the folder's access time.
     await new Promise((r) => setTimeout(r, 20));
     expect((await run('ls', [q('outbox/seen')])).code).toBe(0);
     await fs.appendFile(q('outbox/seen/a.md'), 'more\n');
@@ -300,7 +305,7 @@ describe('metadata that lasts', () => {
     expect(await statOf(c('outbox'), '%y')).toBe(outboxTime);
     expect(await propose('shape3')).toEqual(['M outbox/shape/']);
     expect((await d.gitBlob('main:.nas-meta/outbox/shape/.nas-meta')).toString()).toMatch(/^mode=40750 /);
-    await new Promise((r) => setTimeout(r, 1100)); // main's attributes were looked at above: the kernel keeps them 1 s
+    // main's attributes were looked at above: the merge's answer waited until the mount let go of them.
     expect(await statOf(d.path('demo', 'outbox/shape'), '%a')).toBe('750');
   });
 });

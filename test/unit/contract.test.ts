@@ -198,6 +198,25 @@ describe('coverage of the contract', () => {
   });
 });
 
+/** The table over workflows that record what they were asked: the rule is checked before the handler runs. */
+function table() {
+  const asked: unknown[][] = [];
+  /** The Homes whose views the mount was told changed (null: every Home's). */
+  const changed: (string | null)[] = [];
+  const record = (what: string, answer: unknown = what) => async (...args: unknown[]) => (asked.push([what, ...args]), answer);
+  const flows = {
+    leases: { authorize: record('authorize', { principal: 'p' }), revokeBranch: record('revokeBranch', []) },
+    trash: { trashRestore: record('trashRestore') },
+    homes: { createHome: record('createHome'), viewsChanged: async (role: string | null) => void changed.push(role) },
+    branches: { discardBranch: record('discardBranch', {}), updateBranch: record('updateBranch'), sync: record('sync'), listBranches: record('listBranches', []) },
+    memory: { import: record('import'), index: record('index') },
+    prs: { propose: record('propose') },
+    maintenance: { run: record('maintenance', []) },
+    log: { info: () => undefined },
+  } as unknown as Workflows;
+  return { asked, changed, call: handlers(flows, {} as WebLogins, '/state') };
+}
+
 describe('who may call', () => {
   it('declares for every route a rule whose branch and flag the route carries', () => {
     for (const name of ROUTE_NAMES) {
@@ -216,21 +235,6 @@ describe('who may call', () => {
     }
   });
 
-  /** The table over workflows that record what they were asked: the rule is checked before the handler runs. */
-  function table() {
-    const asked: unknown[][] = [];
-    const record = (what: string, answer: unknown = what) => async (...args: unknown[]) => (asked.push([what, ...args]), answer);
-    const flows = {
-      leases: { authorize: record('authorize', { principal: 'p' }), revokeBranch: record('revokeBranch', []) },
-      trash: { trashRestore: record('trashRestore') },
-      homes: { createHome: record('createHome'), viewsChanged: async () => undefined },
-      branches: { discardBranch: record('discardBranch', {}), updateBranch: record('updateBranch') },
-      memory: { import: record('import'), index: record('index') },
-      prs: { propose: record('propose') },
-      log: { info: () => undefined },
-    } as unknown as Workflows;
-    return { asked, call: handlers(flows, {} as WebLogins, '/state') };
-  }
   const lease: Credentials = { owner: false, lease: 't' };
 
   it('refuses an owner action before its handler, in the words and status the CLI knows', async () => {
@@ -267,6 +271,20 @@ describe('who may call', () => {
     await call.restoreTrash({ params: { role: 'demo' }, body: { path: 'x' }, creds: lease });
     await call.propose({ params: { role: 'demo' }, body: { branch: 'b' }, creds: lease });
     expect(asked.map(([what]) => what)).toEqual(['import', 'import', 'index', 'trashRestore', 'trashRestore', 'propose']);
+  });
+});
+
+describe('what a request does to the views', () => {
+  it('tells the mount of a route that changes views (its Home, or every Home), and nothing of one that keeps them', async () => {
+    const { changed, call } = table();
+    const owner: Credentials = { owner: true };
+    await call.sync({ params: { role: 'demo' }, body: { branch: 'b' }, creds: owner });
+    await call.listBranches({ params: { role: 'demo' }, body: {}, creds: owner });
+    expect(changed).toEqual([]);
+    await call.discardBranch({ params: { role: 'demo', branch: 'b' }, body: {}, creds: owner });
+    // A route without a Home in its path changes every Home's.
+    await call.maintenance({ params: {}, body: {}, creds: owner });
+    expect(changed).toEqual(['demo', null]);
   });
 });
 

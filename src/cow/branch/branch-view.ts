@@ -22,7 +22,6 @@ import { DataPath } from './data-path.js';
 import { Deletions } from './deletions.js';
 import { Names } from './names.js';
 import { Overlay } from './overlay.js';
-import { isFuseHidden } from './paths.js';
 import { ReadManifest } from './read-manifest.js';
 import type { Space } from './space.js';
 import { BranchState } from './state.js';
@@ -222,17 +221,11 @@ export class BranchView implements WritableView {
 
   private async recover(): Promise<void> {
     await this.deletions.recover();
-    const leftovers: string[] = [];
     // Scratch roots are skipped: nothing there is committed, and workspace/ may be large (node_modules...).
     await this.overlay.walkUpper('', (rel, st) => {
-      // Files unlinked while open are gone once the mount that kept them open is gone.
-      if (isFuseHidden(rel)) leftovers.push(rel);
-      else {
-        if (!st.isDirectory()) this.state.usage.set(rel, st.size);
-        if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.state.markDirty(rel);
-      }
+      if (!st.isDirectory()) this.state.usage.set(rel, st.size);
+      if ((st.isFile() || st.isSymbolicLink()) && !this.overlay.scratch(rel)) this.state.markDirty(rel);
     }, (rel) => !this.scratchRoots.includes(rel));
-    for (const rel of leftovers) await this.overlay.tree.removeTree(rel);
     if (this.pendingChanges > 0) {
       // Files looked at, not changed: the commit's line (info only if something changed) says that.
       this.ctx.log.debug({ view: this.name, files: this.state.dirtyCount, deletions: this.deletions.count }, 'recovering: committing what the last run left on disk');

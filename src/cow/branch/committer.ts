@@ -14,7 +14,7 @@ import { GitLayer } from '../git-layer.js';
 import type { Deletions } from './deletions.js';
 import { Flusher } from './flusher.js';
 import type { Overlay } from './overlay.js';
-import { isFuseHidden, parentOf } from './paths.js';
+import { parentOf } from './paths.js';
 import type { BranchState } from './state.js';
 import { hasUnstorableName } from '../../policy/policy.js';
 import { meter } from '../../metrics/meter.js';
@@ -87,7 +87,7 @@ export class Committer {
   }
 
   markDirty(rel: string): void {
-    if (this.closed || this.overlay.scratch(rel) || isFuseHidden(rel)) return;
+    if (this.closed || this.overlay.scratch(rel)) return;
     this.overlay.ignore.changed(rel);
     this.deletions.written(rel);
     this.state.markDirty(rel);
@@ -239,7 +239,7 @@ export class Committer {
       return null;
     }
     // Only files, symlinks and directories: a FIFO or socket moved here from scratch is never opened.
-    if (!(st.isFile() || st.isSymbolicLink() || st.isDirectory()) || isFuseHidden(path)) return null;
+    if (!(st.isFile() || st.isSymbolicLink() || st.isDirectory())) return null;
     if (await this.overlay.scratchAt(path, st.isDirectory())) return 'ignored';
     // A name git would refuse must not stop the commit of everything else: it stays on disk, uncommitted.
     if (hasUnstorableName(path)) {

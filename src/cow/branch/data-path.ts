@@ -238,9 +238,4 @@ export class DataPath {
       if (h.appendOnly) h.floor = this.state.usage.sizeOf(h.rel);
     }
   }
-
-  /** The unlink of an open file moved it to a hidden name: its descriptors write there until they close. */
-  hiddenAway(rel: string, hidden: string): void {
-    for (const h of this.state.writersAt(rel)) h.rel = hidden;
-  }
 }

@@ -8,7 +8,7 @@ import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import type { Deletions } from './deletions.js';
 import { isDir, type Node, type Overlay } from './overlay.js';
-import { isFuseHidden, parentOf } from './paths.js';
+import { parentOf } from './paths.js';
 import type { BranchState } from './state.js';
 import { overQuota } from './usage.js';
 import type { DataPath } from './data-path.js';
@@ -37,7 +37,7 @@ export class Names {
     private readonly committer: Committer,
     private readonly state: Pick<BranchState, 'usage' | 'forget' | 'isDirty' | 'made'>,
     /** Descriptors open for writing follow the names they write to. */
-    private readonly files: Pick<DataPath, 'moved' | 'hiddenAway'>,
+    private readonly files: Pick<DataPath, 'moved'>,
   ) {}
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
@@ -119,7 +119,7 @@ export class Names {
 
   async unlink(rel: string): Promise<void> {
     await this.overlay.check('unlink', rel);
-    if (isFuseHidden(rel) || (await this.overlay.scratchAt(rel))) {
+    if (await this.overlay.scratchAt(rel)) {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       await this.overlay.tree.at(rel, (p) => fs.unlink(p));
@@ -165,48 +165,6 @@ export class Names {
         },
       };
     });
-  }
-
-  /**
-   * The unlink of a file that is still open, which libfuse turns into a rename to a hidden name: the file is
-   * filed in the recycle area under its own name and stays readable through the open descriptors.
-   */
-  private async unlinkOpen(rel: string, hidden: string): Promise<void> {
-    await this.overlay.check('unlink', rel);
-    await this.deleteLogged(async () => {
-      let node = await this.overlay.need(rel);
-      if (node.entry) {
-        await this.copy.file(rel, node.entry);
-        node = await this.overlay.need(rel);
-      }
-      const st = node.stat!;
-      if (await this.transient(rel, node)) {
-        return {
-          entry: { type: 'whiteout', path: rel },
-          act: async () => {
-            await this.overlay.tree.at2(rel, hidden, (p, h) => fs.rename(p, h));
-            this.state.usage.renamed(rel, hidden);
-            this.state.made.delete(rel);
-          },
-        };
-      }
-      const record = this.trashRecord(rel, kindOfStats(st));
-      await this.keepMeta(record, rel);
-      await this.deletions.passBegins(rel, record.deletedAt, (dir) => this.metaOf(dir));
-      record.size = st.size;
-      return {
-        entry: { type: 'delete', record, whiteout: true, parked: true },
-        act: async () => {
-          await this.overlay.tree.at2(rel, hidden, async (p, h) => {
-            await fs.link(p, this.deletions.parkedAt(record.id));
-            await fs.rename(p, h);
-          });
-          // Still in the upper directory, under its hidden name, until the last descriptor closes.
-          this.state.usage.renamed(rel, hidden);
-        },
-      };
-    });
-    this.files.hiddenAway(rel, hidden);
   }
 
   async rmdir(rel: string): Promise<void> {
@@ -274,7 +232,6 @@ export class Names {
     if (to.startsWith(`${from}/`)) throw fsError('EINVAL');
     const srcDir = isDir(src);
     const fromScratch = await this.overlay.scratchAt(from, srcDir);
-    if (isFuseHidden(to) && !srcDir && !fromScratch) return this.unlinkOpen(from, to);
     if (dst) {
       const dstDir = isDir(dst);
       if (srcDir && !dstDir) throw fsError('ENOTDIR');
