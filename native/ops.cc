@@ -150,7 +150,7 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
   Mount* m = mount_of(req);
   {
     std::lock_guard<std::mutex> lock(m->mu);
-    for (size_t i = 0; i < count; i++) forget(m, list[i].ino, list[i].nlookup);
+    forget_batch(m, list, count);
   }
   fuse_reply_none(req);
 }

@@ -241,6 +241,10 @@ void forget(Mount* m, uint64_t id, uint64_t count) {
   }
 }
 
+void forget_batch(Mount* m, const struct fuse_forget_data* list, size_t count) {
+  for (size_t i = 0; i < count; i++) forget(m, list[i].ino, list[i].nlookup);
+}
+
 void remember(Mount* m, Node* n, const struct stat& st, bool cacheable) {
   n->st = st;
   n->known = true;

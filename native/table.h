@@ -26,6 +26,8 @@ void move(Mount* m, uint64_t parent, const std::string& name, uint64_t parent2, 
 // The kernel dropped `count` lookups of node `id` (FORGET). More than it has is a bug (said on stderr; a checked
 // build, NAS_CHECKED, aborts). A node at zero is kept while it has a name (FORGOTTEN_KEPT), else it goes.
 void forget(Mount* m, uint64_t id, uint64_t count);
+// BATCH_FORGET: each node of the list, as forget().
+void forget_batch(Mount* m, const struct fuse_forget_data* list, size_t count);
 // What JS said of a node: its attributes, served without JS for the mount's ttl when `cacheable`.
 void remember(Mount* m, Node* n, const struct stat& st, bool cacheable);
 void fill_entry(Mount* m, Node* n, struct fuse_entry_param* e, double ttl);

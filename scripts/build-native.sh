@@ -2,9 +2,13 @@
 # Compiles our FUSE binding (native/: N-API over libfuse 3's low-level API) into native/build/Release/nasfuse.node
 # with npm's own node-gyp, against Debian's libfuse3-dev. npm's postinstall runs it; scripts/setup.sh runs it
 # again whenever native/ changed. No prebuilt binary is downloaded.
+# --sanitize: the same binding with AddressSanitizer and UndefinedBehaviorSanitizer (and NAS_CHECKED: a table bug
+# aborts) into native/build-asan/nasfuse.node, beside the plain one; scripts/nasd-sanitized.sh runs nasd on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=/tmp/agent-nas-native-build.log
+sanitize=false
+[ "${1:-}" = --sanitize ] && sanitize=true && log=/tmp/agent-nas-native-build-asan.log
 
 fail() { echo "build-native: $*" >&2; exit 1; }
 
@@ -37,6 +41,22 @@ fi
 
 args=(rebuild)
 [ -n "$nodedir" ] && args+=("--nodedir=$nodedir")
+# node-gyp builds in build/ of the folder it runs in: the sanitized build runs in a copy of the sources.
+if $sanitize; then
+  rm -rf native/build-asan && mkdir -p native/build-asan/src
+  cp native/*.cc native/*.h native/binding.gyp native/build-asan/src/
+  flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g -DNAS_CHECKED"
+  if ! (cd native/build-asan/src && CXXFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" node "$gyp" "${args[@]}") >"$log" 2>&1; then
+    grep -E 'error|Error|ERR!' "$log" | head -20 >&2 || true
+    fail "compiling the sanitized FUSE binding failed (full log: $log)"
+  fi
+  cp native/build-asan/src/build/Release/nasfuse.node native/build-asan/nasfuse.node
+  # ASan's runtime must be the first library a process loads: preloaded, as scripts/nasd-sanitized.sh does.
+  LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 \
+    node -e "require('./native/build-asan/nasfuse.node')" || fail "the sanitized binding does not load (build log: $log)"
+  echo "build-native: built native/build-asan/nasfuse.node (AddressSanitizer, UndefinedBehaviorSanitizer)"
+  exit 0
+fi
 if ! (cd native && node "$gyp" "${args[@]}") >"$log" 2>&1; then
   grep -E 'error|Error|ERR!' "$log" | head -20 >&2 || true
   fail "compiling the FUSE binding failed (full log: $log)"

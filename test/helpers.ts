@@ -65,6 +65,22 @@ const SANDBOX =
   'relay="$1"; broker="$2"; shift 2; mount --bind "$relay" /usr/bin/fusermount && ' +
   'exec setpriv --bounding-set -sys_admin --inh-caps -sys_admin env NAS_MOUNT_BROKER="$broker" "$@"';
 
+/**
+ * NAS_TEST_SANITIZED=1: a plain nasd (no sandbox, no fd store) runs on the binding built with ASan and UBSan
+ * (scripts/build-native.sh --sanitize; scripts/nasd-sanitized.sh starts it): a report ends nasd, and the tests fail.
+ */
+const SANITIZED = !!process.env.NAS_TEST_SANITIZED;
+const SANITIZED_ADDON = `${ROOT}/native/build-asan/nasfuse.node`;
+
+/** Whether process `pid` has loaded `file` (a shared object). */
+function loaded(pid: number, file: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/maps`, 'utf8').includes(file);
+  } catch {
+    return false;
+  }
+}
+
 /** A nasd in its own process, with its own temp state dir, mount point and socket. */
 export class TestDaemon {
   child!: ChildProcess;
@@ -114,7 +130,8 @@ export class TestDaemon {
       `${ROOT}/dist/src/daemon/main.js`, '--state-dir', this.state, '--mount', this.mnt, '--socket', this.socket,
       '--commit-window-ms', String(this.opts.windowMs ?? 50), '--log-level', 'info', '--web-listen', '127.0.0.1:0', ...(this.opts.extraArgs ?? []),
     ];
-    const plain = [...(this.opts.prefix ?? []), process.execPath, ...args];
+    const nasd = SANITIZED ? [`${ROOT}/scripts/nasd-sanitized.sh`, ...args.slice(1)] : [process.execPath, ...args];
+    const plain = [...(this.opts.prefix ?? []), ...nasd];
     this.child = this.opts.sandboxBroker
       ? spawn('unshare', ['--mount', '--propagation', 'slave', 'sh', '-c', SANDBOX, 'sandbox', `${ROOT}/libexec/nas-mount-relay`, this.opts.sandboxBroker, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
       : this.opts.fdStore
@@ -143,6 +160,10 @@ export class TestDaemon {
       // First of all: if this test process dies, the global sweep finds the daemon by this record.
       if (this.child.pid !== undefined) await writeOwner(this.dir, this.child.pid, this.mnt);
       await Promise.race([ready, exited]);
+      // A sanitized run that is not on the sanitized binding would pass without checking anything.
+      if (SANITIZED && !this.opts.sandboxBroker && !this.opts.fdStore && !loaded(this.child.pid!, SANITIZED_ADDON)) {
+        throw new Error(`NAS_TEST_SANITIZED: nasd did not load ${SANITIZED_ADDON} (src/util/addon.ts reads NASD_ADDON)`);
+      }
     } catch (err) {
       waiting = false;
       // Not ready in time, or gone: leave no daemon and no mount behind.

@@ -15,6 +15,7 @@ const RANK: Record<string, number> = {
   web: 11,
 };
 const SRC = path.resolve(import.meta.dirname, '../../src');
+const NATIVE = path.resolve(import.meta.dirname, '../../native');
 
 function sources(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -23,6 +24,44 @@ function sources(dir: string): string[] {
 }
 
 const folderOf = (file: string) => path.relative(SRC, file).split(path.sep)[0];
+
+/** The binding's own C++: native/*.cc and *.h, and its unit tests (native/test/). */
+function nativeSources(): string[] {
+  return [NATIVE, path.join(NATIVE, 'test')].flatMap((dir) =>
+    fs.readdirSync(dir).filter((f) => /\.(cc|h)$/.test(f)).map((f) => path.join(dir, f)));
+}
+
+/** C++ with its comments, strings and character literals blanked (lines kept): their braces are not code. */
+function codeOnly(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'/g, (m) => m.replace(/[^\n]/g, ' '));
+}
+
+/**
+ * The functions a C++ file defines, by a brace-depth scan: one starts at a line at depth 0 that ends with `{`, and
+ * ends where the depth is 0 again. The body of a namespace, class, struct, union or enum counts as depth 0 (a
+ * method defined in a class is a function like any other). Named by the identifier before its `(`, on the line
+ * or, for a signature broken over lines, the one before.
+ */
+function cppFunctions(text: string): { name: string; lines: number }[] {
+  const source = text.split('\n');
+  const found: { name: string; lines: number }[] = [];
+  let depth = 0;
+  let start = -1;
+  codeOnly(text).split('\n').forEach((line, i) => {
+    const scope = /^\s*(namespace|extern|class|struct|union|enum)\b[^(]*$/.test(line);
+    if (depth === 0 && /\{\s*$/.test(line) && !scope) start = i;
+    for (const ch of line) {
+      if (ch === '{' && (depth > 0 || start === i)) depth++;
+      if (ch !== '}' || depth === 0) continue;
+      if (--depth === 0 && start >= 0) {
+        const head = /(\w+)\s*\(/.exec(source[start]) ?? (/\)/.test(source[start]) ? /(\w+)\s*\(/.exec(source[start - 1] ?? '') : null);
+        found.push({ name: head ? head[1] : source[start].trim(), lines: i - start + 1 });
+        start = -1;
+      }
+    }
+  });
+  return found;
+}
 
 describe('module layers', () => {
   it('knows the rank of every folder under src/', () => {
@@ -40,6 +79,27 @@ describe('module layers', () => {
 
   it('keeps every source file at 450 lines or fewer', () => {
     const long = sources(SRC).map((f) => [path.relative(SRC, f), fs.readFileSync(f, 'utf8').split('\n').length - 1] as const).filter(([, n]) => n > 450);
+    expect(long).toEqual([]);
+  });
+
+  it('keeps the binding\'s C++ files at 450 lines or fewer', () => {
+    const long = nativeSources().map((f) => [path.relative(NATIVE, f), fs.readFileSync(f, 'utf8').split('\n').length - 1] as const).filter(([, n]) => n > 450);
+    expect(long).toEqual([]);
+  });
+
+  it('scans C++ as it should: methods in a class, signatures over two lines, braces in comments and strings', () => {
+    const body = (n: number) => Array.from({ length: n }, (_, i) => `  x += ${i};`).join('\n');
+    const text = [
+      'namespace nas {', 'struct Mount {', '  int size() const {', body(3), '  }', '};',
+      'static const char* open = "{"; // {', 'static void handler(int a,', '                    int b) {', "  char c = '}';", body(90), '}',
+      'struct stat* attrs(int x) {', body(2), '}', '}  // namespace nas',
+    ].join('\n');
+    expect(cppFunctions(text)).toEqual([{ name: 'size', lines: 5 }, { name: 'handler', lines: 93 }, { name: 'attrs', lines: 4 }]);
+  });
+
+  it('keeps every C++ function at 80 lines or fewer', () => {
+    const long = nativeSources().flatMap((f) =>
+      cppFunctions(fs.readFileSync(f, 'utf8')).filter((fn) => fn.lines > 80).map((fn) => `${path.relative(NATIVE, f)} ${fn.name}`));
     expect(long).toEqual([]);
   });
 
