@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
+import ts from 'typescript';
 
 /**
  * The module map (docs/architecture.md, Development): library modules import downward only. A module may use its own
@@ -63,6 +64,22 @@ function cppFunctions(text: string): { name: string; lines: number }[] {
   return found;
 }
 
+/** The functions a TS file defines (every function-like node with a body, nested ones too), with their line counts. */
+function tsFunctions(file: string): { name: string; lines: number }[] {
+  const sf = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+  const found: { name: string; lines: number }[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isFunctionLike(node) && 'body' in node && node.body) {
+      const first = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line;
+      const last = sf.getLineAndCharacterOfPosition(node.end).line;
+      found.push({ name: `${node.name?.getText(sf) ?? 'function'} at ${first + 1}`, lines: last - first + 1 });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return found;
+}
+
 describe('module layers', () => {
   it('knows the rank of every folder under src/', () => {
     const folders = fs.readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
@@ -101,6 +118,13 @@ describe('module layers', () => {
     const long = nativeSources().flatMap((f) =>
       cppFunctions(fs.readFileSync(f, 'utf8')).filter((fn) => fn.lines > 80).map((fn) => `${path.relative(NATIVE, f)} ${fn.name}`));
     expect(long).toEqual([]);
+  });
+
+  it('keeps every TS function at 80 lines or fewer', () => {
+    const long = sources(SRC).flatMap((f) => tsFunctions(f).filter((fn) => fn.lines > 80).map((fn) => `${path.relative(SRC, f)} ${fn.name}: ${fn.lines}`));
+    expect(long).toEqual([]);
+    // The scan sees functions at all (an arrow, a method, a nested one).
+    expect(tsFunctions(path.join(SRC, 'fuse-ops/adapter.ts')).length).toBeGreaterThan(20);
   });
 
   it('has no import that runs up or sideways between folders', () => {
