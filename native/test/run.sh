@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the binding's C++ unit tests (native/test/*_test.cc over table.cc, cache.cc, pidns.cc: no N-API, no
+# Builds the binding's C++ unit tests (native/test/*_test.cc over table.cc, cache.cc, pidns.cc, handover.cc's table bytes: no N-API, no
 # mount) and runs them twice: as the addon is built (-O2), and with AddressSanitizer and UndefinedBehaviorSanitizer
 # in a checked build (NAS_CHECKED: a table bug aborts). Any failed check or sanitizer report fails the script.
 # Outputs: native/build-test/{plain,sanitized}/unit-tests. test/unit/native-table.test.ts runs this.
@@ -16,7 +16,7 @@ prefix=$(node -p 'require("path").resolve(process.execPath, "../..")')
 nodeinc=${npm_config_nodedir:-$prefix}/include/node
 [ -f "$nodeinc/node_api.h" ] || fail "Node's headers are missing ($nodeinc/node_api.h)"
 
-sources=("$here"/main.cc "$here"/*_test.cc "$native"/table.cc "$native"/cache.cc "$native"/pidns.cc)
+sources=("$here"/main.cc "$here"/*_test.cc "$native"/table.cc "$native"/cache.cc "$native"/pidns.cc "$native"/handover.cc)
 common=(-std=c++17 -Werror -Wall -Wextra -I"$nodeinc" $(pkg-config --cflags fuse3) -DNAPI_VERSION=8)
 libs=($(pkg-config --libs fuse3) -lpthread)
 

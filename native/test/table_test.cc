@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "fixtures.h"
+#include "../handover.h"
 
 using namespace nas;
 using namespace fixture;
@@ -274,6 +275,28 @@ TEST("export then import: a successor's table has the same ids (exact above 2^62
   CHECK(std::find(next.forgotten.begin(), next.forgotten.end(), c->id) != next.forgotten.end());
   // The successor gives no id the kernel still holds to another file.
   CHECK(look(next, ROOT, "new", attrs(104))->id > gone->id);
+}
+
+TEST("the table as bytes for a successor: read back whole (ids exact up to 2^64), and nothing from bytes cut short") {
+  std::vector<Exported> table = {Exported{~0ull, 3, {{PRIVATE_IDS + 1, "a"}, {FUSE_ROOT_ID, std::string("b\0c", 3)}}},
+                                 Exported{PRIVATE_IDS + 1, 0, {}}, Exported{7, 1, {{FUSE_ROOT_ID, "x"}}}};
+  std::string bytes = pack_table(table);
+  std::vector<Exported> back;
+  CHECK(unpack_table(bytes.data(), bytes.size(), back));
+  CHECK_EQ(back.size(), table.size());
+  for (size_t i = 0; i < back.size() && i < table.size(); i++) {
+    CHECK_EQ(back[i].id, table[i].id);
+    CHECK_EQ(back[i].nlookup, table[i].nlookup);
+    CHECK(back[i].names == table[i].names);
+  }
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{9}, size_t{28}, bytes.size() - 1}) {  // 8: the header alone, an empty table
+    std::vector<Exported> partial;
+    CHECK(!unpack_table(bytes.data(), cut, partial));
+  }
+  std::string other = bytes;
+  other[0] = 'X';  // not a table
+  std::vector<Exported> none;
+  CHECK(!unpack_table(other.data(), other.size(), none));
 }
 
 TEST("import: an entry without an id (0) or for the root is left out") {
