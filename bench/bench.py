@@ -9,7 +9,8 @@ repetition: nasd against a peer measured moments before or after it.
 
 Sections (--only, one or several, comma-separated; default all):
   micro    create/stat/ls -l/readdir/warm stat after the old 1 s window/unlink of many small files, sequential
-           I/O, git, close to commit (issue "nasd mounts Homes through FUSE", targets of issue 22);
+           I/O, git, close to commit (issue "nasd mounts Homes through FUSE", targets of issue 22); then who
+           answers a versioned folder's requests per workload, the binding alone or nasd's JS (4 KiB writes too);
   memory   branch creation in a 1,000-file and a --big-home Home, nasd RSS after walking the big Home;
   agent    what agents run on a real ~6,000-entry source tree (a trimmed copy of the project's node_modules):
            untar, cold find / grep -r / du -s, warm find, git clone, rm -rf (issue "Real tools see a real filesystem");
@@ -415,7 +416,69 @@ def run_micro(a):
     print(f'| daemon RSS after all the workloads above | {rss_after_workloads:.0f} MB | - | - |')
     print(f'| cold ls -l of {n:,} in a branch under a lease (its ACLs asked of JS), against it without | '
           f'{statistics.median(leased):.2f}x time | - | - |')
-    return {'seconds': t, 'close_to_commit_s': lat, 'rss_after_workloads_mb': rss_after_workloads, 'leased_ls_ratio': leased}
+    requests = run_requests_share(a)
+    return {'seconds': t, 'close_to_commit_s': lat, 'rss_after_workloads_mb': rss_after_workloads, 'leased_ls_ratio': leased,
+            'requests': requests}
+
+
+def fuse_requests(port):
+    """(answered by the binding alone, asked of nasd's JS) since nasd started, from its /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen(f'http://127.0.0.1:{port}/metrics', timeout=10).read().decode()
+    by = {}
+    for line in text.splitlines():
+        if line.startswith('nas_fuse_cache_requests{'):
+            by[line.split('by="')[1].split('"')[0]] = float(line.rsplit(' ', 1)[1])
+    return by.get('cache', 0), by.get('nasd', 0)
+
+
+def run_requests_share(a):
+    """Who answers a versioned folder's requests, per workload: the binding alone (on libfuse's threads) or nasd's
+    JS thread, and how many JS answered per second while the workload ran (one pass, on a nasd of its own with
+    /metrics on, so the timed sections above run as configured)."""
+    n, mib = a.files, min(a.seq_mib, 64)
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    nasd = Nasd(f'{a.root}/nasd-requests', extra=('--metrics-listen', f'127.0.0.1:{port}'))
+    try:
+        nasd.nas('home', 'create', 'bench')
+        nasd.nas('branch', 'create', 'bench/b')
+        d = f'{nasd.mnt}/bench@b/outbox/small'
+        sync = lambda: nasd.nas('sync', 'bench/b')
+        block = os.urandom(4096)
+
+        def write_small():  # sequential writes in 4 KiB buffers, as head, loggers and SMB clients write
+            fd = os.open(f'{d}/seq4k.bin', os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            for _ in range(mib * 256):
+                os.write(fd, block)
+            os.close(fd)
+            sync()
+        steps = (
+            (f'create+write 4 KiB+close x{n} (commits incl.)', lambda: create_files(d, n, sync)),
+            (f'cold stat x{n}', lambda: stat_files(d, n)),
+            (f'cold ls -l of {n}', lambda: ls_l(d)[0]),
+            (f'unlink x{n} (commit incl.)', lambda: unlink_files(d, n, sync)),
+            (f'sequential write {mib} MiB in 4 KiB writes (commit incl.)', lambda: timed(write_small)),
+            (f'sequential read {mib} MiB (cold)', lambda: seq_read(f'{d}/seq4k.bin')),
+        )
+        rows = []
+        for name, step in steps:
+            before = fuse_requests(port)
+            secs = step()
+            after = fuse_requests(port)
+            native, js = after[0] - before[0], after[1] - before[1]
+            rows.append((name, native, js, secs))
+    finally:
+        nasd.stop()
+    print('\n## who answers a versioned folder\'s requests\n')
+    print('One pass. The binding answers cached lookups, attributes, listings and reads of files on disk on libfuse\'s '
+          'threads; everything else is a request to nasd\'s JS thread (the metric nas_fuse_cache_requests).\n')
+    print('| workload | answered by the binding | by JS | JS share | JS answers per second of the workload |\n|---|---|---|---|---|')
+    for name, native, js, secs in rows:
+        share = js / (native + js) if native + js else 0
+        print(f'| {name} | {native:,.0f} | {js:,.0f} | {share:.0%} | {js / secs:,.0f} |')
+    return [{'workload': name, 'binding': native, 'js': js, 'seconds': secs} for name, native, js, secs in rows]
 
 
 def leased_ls(nasd, n, reps):
