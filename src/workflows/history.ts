@@ -25,6 +25,9 @@ const CONFIG_FILES = ['.nas/role.yaml', '.nas/limits.yaml', '.nas/maintenance.ya
 
 /** Checkpoints, restore, log, diff and .nas/ changes through the control API: who may, then the Home and its views. */
 export class HistoryService {
+  /** PRs being reverted now (`role#id`): a second revert meanwhile (two clicks) is refused, not made twice. */
+  private readonly reverting = new Set<string>();
+
   constructor(
     private readonly homes: HomeSet,
     private readonly branches: Branches,
@@ -168,6 +171,17 @@ export class HistoryService {
    * A revert of the same PR still undecided is named rather than made twice; a refused proposal leaves no branch.
    */
   async revert(role: string, id: number, creds: Credentials): Promise<PullRequest> {
+    const key = `${role}#${id}`;
+    if (this.reverting.has(key)) throw new UserError(`a revert of PR ${id} is being proposed right now: decide that one when it shows in nas pr list`, 409);
+    this.reverting.add(key);
+    try {
+      return await this.proposeRevert(role, id, creds);
+    } finally {
+      this.reverting.delete(key);
+    }
+  }
+
+  private async proposeRevert(role: string, id: number, creds: Credentials): Promise<PullRequest> {
     const pr = await this.prs.get(role, id);
     const open = (await this.prs.list(role)).find((p) => p.reverts === id && ['waiting', 'conflict', 'failed', 'merging'].includes(p.state));
     if (open) throw new UserError(`PR ${open.id} (branch ${open.branch}) reverts PR ${id} already and is ${open.state}: decide that one`, 409);

@@ -121,6 +121,22 @@ describe('reverting a merged PR', () => {
     expect((await d.git('rev-parse', 'main')).stdout.trim()).toBe(mainBefore);
   });
 
+  it('makes one revert of two asked at once (two clicks): the other is told one is on its way, and no second branch is left', async () => {
+    const id = await merged('twice', 'a note', async () => {
+      await fs.writeFile(p('twice', 'outbox/note.md'), 'a note\n');
+    });
+    const [a, b] = await Promise.all([d.nas('pr', 'revert', 'demo', String(id)), d.nas('pr', 'revert', 'demo', String(id))]);
+    expect([a.code, b.code].sort()).toEqual([0, 1]);
+    const refused = a.code === 1 ? a : b;
+    expect(refused.stderr).toMatch(new RegExp(`a revert of PR ${id} is being proposed right now|reverts PR ${id} already`));
+    const names = await branchNames();
+    expect(names).toContain(`revert-${id}`);
+    expect(names).not.toContain(`revert-${id}-2`);
+    const reverts = (await d.nasJson<{ id: number; reverts?: number }[]>('pr', 'list', 'demo')).filter((r) => r.reverts === id);
+    expect(reverts).toHaveLength(1);
+    expect((await d.nas('pr', 'reject', 'demo', String(reverts[0].id), '--why', 'kept')).code).toBe(0);
+  });
+
   describe('on the web page', () => {
     let chrome: Chromium | undefined;
     let page: Page;
