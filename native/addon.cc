@@ -234,10 +234,17 @@ template <typename Job>
 static napi_value on_thread_pool(Js& js, const char* name, std::unique_ptr<Job> job, napi_async_execute_callback execute,
                                  napi_async_complete_callback complete) {
   napi_value promise = nullptr;
-  bool queued = js.check(napi_create_promise(js.env, &job->deferred, &promise)) &&
-                js.check(napi_create_async_work(js.env, nullptr, js.string(name), execute, complete, job.get(), &job->work)) &&
+  if (!js.check(napi_create_promise(js.env, &job->deferred, &promise))) return js.fail(std::string(name) + ": no promise");
+  bool queued = js.check(napi_create_async_work(js.env, nullptr, js.string(name), execute, complete, job.get(), &job->work)) &&
                 js.check(napi_queue_async_work(js.env, job->work));
-  if (!queued) return js.fail(std::string(name) + ": cannot start it on the thread pool");
+  if (!queued) {
+    // The promise is settled (rejected) and the work let go: nothing waits on a job that never runs.
+    napi_value error = nullptr;
+    js.check(napi_create_error(js.env, nullptr, js.string(std::string(name) + ": cannot start it on the thread pool"), &error));
+    js.check(napi_reject_deferred(js.env, job->deferred, error));
+    if (job->work) js.check(napi_delete_async_work(js.env, job->work));
+    return promise;
+  }
   job.release();  // the completion deletes it
   return promise;
 }

@@ -111,6 +111,7 @@ void deliver(napi_env env, napi_value dispatch, void* context, void* data) {
   }
   Js js(env);
   enter(c);
+  const uint32_t id = c->id;  // c is freed once answered, which a dispatcher may do before it throws
   napi_value req = request(js, c);
   napi_value result = nullptr;
   if (js.failed || !js.check(napi_call_function(env, js.undefined(), dispatch, 1, &req, &result))) {
@@ -118,7 +119,7 @@ void deliver(napi_env env, napi_value dispatch, void* context, void* data) {
     bool thrown = false;
     napi_value error;
     if (js.check(napi_is_exception_pending(env, &thrown)) && thrown) js.check(napi_get_and_clear_last_exception(env, &error));
-    if (take_call(c->id)) finish(env, c, -EIO, nullptr);
+    if (Call* unanswered = take_call(id)) finish(env, unanswered, -EIO, nullptr);
   }
 }
 

@@ -91,7 +91,9 @@ class Js {
     napi_typedarray_type t;
     void* data = nullptr;
     size_t length = 0;
-    if (!present(v) || !check(napi_get_typedarray_info(env, v, &t, &length, &data, nullptr, nullptr))) return false;
+    bool typed = false;
+    if (!present(v) || !check(napi_is_typedarray(env, v, &typed)) || !typed) return false;
+    if (!check(napi_get_typedarray_info(env, v, &t, &length, &data, nullptr, nullptr))) return false;
     if (t != napi_float64_array) return false;
     *out = static_cast<const double*>(data);
     *count = length;

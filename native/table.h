@@ -33,7 +33,7 @@ void remember(Mount* m, Node* n, const struct stat& st, bool cacheable);
 void fill_entry(Mount* m, Node* n, struct fuse_entry_param* e, double ttl);
 
 // A node as a reload hands it to the next nasd (src/daemon/handover.ts carries the table across): its id, the
-// kernel's lookup count and its names. Ids stay uint64 here; addon.cc gives them to JS as decimal strings.
+// kernel's lookup count and its names. Ids stay uint64 here and in the bytes handover.cc makes of the table: they never reach JS.
 struct Exported {
   uint64_t id = 0, nlookup = 0;
   std::vector<std::pair<uint64_t, std::string>> names;

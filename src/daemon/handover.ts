@@ -32,12 +32,25 @@ export interface Inherited {
 interface Left {
   /** The mount point it serves: a successor configured for another one mounts afresh (the unit unmounts this). */
   mount: string;
-  init: string;
-  /** The binding's node table, base64 (a nasd before it wrote a flat array, which the binding still reads). */
-  nodes: string | LegacyNodes;
+  /**
+   * The kernel's INIT as read and the binding's node table, base64. Under a key of its own: a nasd from before it
+   * (a downgrade by reload) finds no `init`, drops the connection and mounts afresh rather than serve a table it
+   * cannot read.
+   */
+  kernel?: { init: string; table: string };
+  /** What a nasd before 2026-12 left: the INIT and the table as a flat array (still read: an upgrade by reload). */
+  init?: string;
+  nodes?: LegacyNodes;
   handles: OpenHandle[];
   /** Whether the connection was set up with POSIX ACLs (absent: by a nasd before them, which had none). */
   acls?: boolean;
+}
+
+/** The INIT and node table a Left holds, in either format; null when it holds neither. */
+function connectionOf(left: Left): { init: Buffer; nodes: Buffer | LegacyNodes } | null {
+  if (left.kernel) return { init: Buffer.from(left.kernel.init, 'base64'), nodes: Buffer.from(left.kernel.table, 'base64') };
+  if (left.init && left.nodes) return { init: Buffer.from(left.init, 'base64'), nodes: left.nodes };
+  return null;
 }
 
 /**
@@ -58,8 +71,9 @@ export async function inheritedConnection(stateDir: string, mount: string, log: 
   delete process.env.LISTEN_FDNAMES;
   if (!ours || count < 1 || index < 0) return null;
   const fd = 3 + index;
-  if (!left?.init || left.mount !== mount) {
-    if (left?.init) log.warn({ was: left.mount, mount }, 'the mount point changed: dropping the kernel connection kept for the old one, mounting afresh');
+  const conn = left && connectionOf(left);
+  if (!left || !conn || left.mount !== mount) {
+    if (conn) log.warn({ was: left?.mount, mount }, 'the mount point changed: dropping the kernel connection kept for the old one, mounting afresh');
     else log.warn('systemd kept a kernel connection, but the nasd before did not hand it on (it crashed?): dropping it and mounting afresh');
     dropDescriptor(NAME);
     closeSync(fd);
@@ -67,7 +81,7 @@ export async function inheritedConnection(stateDir: string, mount: string, log: 
     await new Promise((resolve) => setTimeout(resolve, 500));
     return null;
   }
-  return { fd, init: Buffer.from(left.init, 'base64'), nodes: typeof left.nodes === 'string' ? Buffer.from(left.nodes, 'base64') : left.nodes, handles: left.handles, acls: left.acls === true };
+  return { fd, ...conn, handles: left.handles, acls: left.acls === true };
 }
 
 /**
@@ -101,7 +115,7 @@ export function becomeSuccessor(fd: number): number {
 
 /** What the successor needs, written once every request taken was answered (root's state directory, 0600). */
 export async function leaveForSuccessor(stateDir: string, mount: string, conn: Connection, handles: OpenHandle[], acls: boolean): Promise<void> {
-  const left: Left = { mount, init: conn.init.toString('base64'), nodes: conn.nodes.toString('base64'), handles, acls };
+  const left: Left = { mount, kernel: { init: conn.init.toString('base64'), table: conn.nodes.toString('base64') }, handles, acls };
   const file = path.join(stateDir, FILE);
   await fs.writeFile(`${file}.tmp`, JSON.stringify(left), { mode: 0o600 });
   await fs.rename(`${file}.tmp`, file);

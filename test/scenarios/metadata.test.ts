@@ -192,6 +192,14 @@ describe('metadata that lasts', () => {
     expect((await as(65534, 65534, `echo theirs > '${q('outbox/drop/theirs.md')}'`)).code).toBe(0);
     await d.sync('demo/who');
     expect(await message('refs/heads/who')).toMatch(/^Nas-Writers: nobody \(uid 65534\)$/m);
+    // A write through a descriptor alone (an append to a file root made, no create, truncate or rename) names its writer too.
+    await fs.writeFile(q('outbox/drop/log.md'), 'one\n');
+    await fs.chown(q('outbox/drop/log.md'), 65534, 65534);
+    await d.sync('demo/who');
+    expect(await message('refs/heads/who')).toMatch(/^Nas-Writers: root \(uid 0\)$/m);
+    expect((await as(65534, 65534, `echo two >> '${q('outbox/drop/log.md')}'`)).code).toBe(0);
+    await d.sync('demo/who');
+    expect(await message('refs/heads/who')).toMatch(/^Nas-Writers: nobody \(uid 65534\)$/m);
     const proposed = await d.nas('propose', 'demo/who', '--into', 'main', '--intent', 'a drop folder');
     expect(proposed.code, proposed.stderr).toBe(0);
     // A world-writable folder waits for the owner (mode-risk), who approves it.
