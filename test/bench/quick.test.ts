@@ -57,6 +57,8 @@ describe('the benchmarks, once each at the smallest sizes', () => {
     const r = await run('bash', [`${ROOT}/bench/run.sh`, '--reps', '1', '--files', '20', '--seq-mib', '1', '--big-home', '300',
       '--agent-entries', '200', '--branches', '2', '--restart-cycles', '1', '--rounds', '1', '--root', `${dir}/run`], { cwd: ROOT });
     expectDone(r, /\d+ of \d+ met/);
+    // Who answered each workload's requests: the binding alone, or nasd's JS (from its /metrics).
+    expect(r.stdout).toMatch(/\| sequential write 1 MiB in 4 KiB writes \(commit incl\.\) \| [\d,]+ \| [\d,]+ \| \d+% \|/);
   }, LONG * 2);
 
   it('bench/run.sh --only metrics (metrics_cost.py)', async () => {
