@@ -1,7 +1,9 @@
 // The nas run benchmark. Run as root after `npm run build`: node bench/nas-run.mjs [--runs 20] [--json FILE]
 //  1. start-up overhead: `nas run demo --user nobody --intent x -- true` (branch, lease, socket, briefing,
 //     namespace, exec, then commit and propose of nothing), p50/p90, next to the CLI's own floor (`nas status`)
-//     and to `runuser -u nobody -- true`;
+//     and to `runuser -u nobody -- true`; then the same on a Home with a long day behind it (--big-home N files on
+//     main, N/2 recycle entries, N/50 branches, N/10 PRs, N/33 leases and runs; big-home.mjs), and the ratio: a
+//     run's cost must not grow with what the Home has accumulated;
 //  2. an agent workload (untar 6,000 files, cold find, grep -r, du -s, rm -rf) inside a run's workspace/, next
 //     to the same in a native directory and through bindfs (a C FUSE peer), measured in the same run;
 //  3. 8 runs at once on one Home, each writing 100 files and proposing: all merged, none lost, wall time.
@@ -10,6 +12,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { growHome } from './big-home.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -17,6 +20,8 @@ const opt = (name, fallback) => (args.includes(name) ? args[args.indexOf(name) +
 const RUNS = Number(opt('--runs', 20));
 const PARALLEL = 8;
 const FILES_EACH = 100;
+const BIG = Number(opt('--big-home', 10_000));
+const BIG_SIZES = { files: BIG, trash: Math.round(BIG / 2), branches: Math.round(BIG / 50), prs: Math.round(BIG / 10), leases: Math.round(BIG / 33), runs: Math.round(BIG / 33) };
 
 const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'nas-bench-run-'));
 // The run's user (nobody: a run is never root) reads the workload and its tarball from here.
@@ -45,6 +50,57 @@ const timed = async (fn) => {
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))];
 const fmt = (ms) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
 const nas = (...argv) => exec(process.execPath, [CLI, '--socket', socket, ...argv]);
+
+/** A nasd with the demo Home on its own state directory, answering once its socket does. */
+async function startNasd(where) {
+  const child = spawn(process.execPath, [`${ROOT}/dist/src/daemon/main.js`, '--state-dir', `${where}/state`, '--mount', `${where}/mnt`, '--socket', `${where}/nasd.sock`, '--demo', '--log-level', 'warn'], { stdio: 'ignore' });
+  for (let i = 0; i < 600 && !(await fs.stat(`${where}/nasd.sock`).catch(() => null)); i++) await new Promise((r) => setTimeout(r, 100));
+  return child;
+}
+async function stopNasd(child, where) {
+  const gone = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([gone, new Promise((r) => setTimeout(r, 60000))]);
+  await exec('fusermount', ['-uz', `${where}/mnt`]);
+}
+
+/**
+ * p50/p90 of `nas run demo --user nobody -- true` on each nasd (its socket and owner token file), the runs
+ * interleaved so that the machine's load weighs on each alike.
+ */
+async function startupTimes(targets) {
+  const times = targets.map(() => []);
+  for (let i = 0; i < RUNS; i++) {
+    for (const [t, [sock, tokenFile]] of targets.entries()) {
+      const [ms, r] = await timed(() => exec(process.execPath, [CLI, '--socket', sock, 'run', 'demo', '--user', 'nobody', '--intent', 'nothing', '--', 'true'], { env: { ...env, NAS_OWNER_TOKEN_FILE: tokenFile } }));
+      if (r.code !== 0) throw new Error(`nas run failed: ${r.err}`);
+      times[t].push(ms);
+    }
+  }
+  return times.map((xs) => ({ p50: pct(xs, 50), p90: pct(xs, 90) }));
+}
+
+/** Start-up on a Home grown to BIG_SIZES (a second nasd, stopped while its Store grows), next to the fresh one's. */
+async function bigHomeStartup() {
+  const where = `${dir}/big`;
+  await fs.mkdir(where, { mode: 0o755 });
+  let child = await startNasd(where);
+  await stopNasd(child, where);
+  const [growMs] = await timed(() => growHome(`${where}/state/homes/demo.git`, BIG_SIZES));
+  child = await startNasd(where);
+  try {
+    const [fresh, big] = await startupTimes([[socket, `${state}/owner.token`], [`${where}/nasd.sock`, `${where}/state/owner.token`]]);
+    results.bigHome = { sizes: BIG_SIZES, growMs, fresh, ...big, ratioP50: big.p50 / fresh.p50, ratioP90: big.p90 / fresh.p90 };
+  } finally {
+    await stopNasd(child, where);
+  }
+  const b = results.bigHome;
+  const fresh = b.fresh;
+  console.log(`\nnas run start-up on a big Home (${BIG_SIZES.files} files on main, ${BIG_SIZES.trash} recycle entries, ${BIG_SIZES.branches} branches, ${BIG_SIZES.prs} PRs, ${BIG_SIZES.leases} leases, ${BIG_SIZES.runs} runs; grown in ${fmt(growMs)})`);
+  console.log(`  fresh Home  p50 ${fmt(fresh.p50)}   p90 ${fmt(fresh.p90)}`);
+  console.log(`  big Home    p50 ${fmt(b.p50)}   p90 ${fmt(b.p90)}`);
+  console.log(`  big/fresh   p50 ${b.ratioP50.toFixed(2)}x   p90 ${b.ratioP90.toFixed(2)}x   (target: 1.2x or less)`);
+}
 
 /** The workload, timed step by step by the shell itself: one line `<step> <ns>` each. */
 const WORKLOAD = `set -e
@@ -86,6 +142,7 @@ try {
   console.log(`\nnas run start-up (${RUNS} runs of \`nas run demo --user nobody --intent nothing -- true\`, nothing to propose)`);
   console.log(`  p50 ${fmt(results.startup.p50)}   p90 ${fmt(results.startup.p90)}   (target p50 < 150 ms)`);
   console.log(`  for scale: the CLI's own floor (nas status) p50 ${fmt(results.startup.cliFloorP50)}; runuser -u nobody -- true p50 ${fmt(results.startup.runuserP50)}`);
+  await bigHomeStartup();
 
   // 2. The agent workload: a 6,000-file tree, native, through bindfs, and inside a run's workspace/.
   const src = `${dir}/src/tree`;

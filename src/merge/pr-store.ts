@@ -84,6 +84,15 @@ export class PrStore {
     return prs.sort((a, b) => a.id - b.id);
   }
 
+  /** The PRs of one branch, oldest first: only those are copied (a Home keeps every PR it ever had). */
+  async ofBranch(branch: string): Promise<PullRequest[]> {
+    const tree = await this.tree();
+    if (!tree) return [];
+    const dirs = [...(await this.store.readTree(tree)).values()].filter((e) => e.mode === MODE.tree);
+    const prs = await mapLimit(dirs, 16, async (e) => this.parsed((await this.store.readTree(e.oid)).get('pr.yaml')!));
+    return prs.filter((p) => p.branch === branch).sort((a, b) => a.id - b.id).map((p) => structuredClone(p));
+  }
+
   async get(id: number): Promise<PullRequest | undefined> {
     const tree = await this.tree();
     const entry = tree ? await this.store.lookupPath(tree, `${id}/pr.yaml`) : null;
@@ -162,9 +171,9 @@ export class PrStore {
   private async undecidedOf(branch: string, dirs: [string, Entry][]): Promise<PullRequest[]> {
     const prs = await mapLimit(dirs, 16, async ([, e]) => {
       const record = await this.store.lookupPath(e.oid, 'pr.yaml');
-      return record ? this.parse(record) : null;
+      return record ? this.parsed(record) : null;
     });
-    return prs.filter((p): p is PullRequest => !!p && p.branch === branch && SUPERSEDABLE.includes(p.state));
+    return prs.filter((p): p is PullRequest => !!p && p.branch === branch && SUPERSEDABLE.includes(p.state)).map((p) => structuredClone(p));
   }
 
   private async tree(): Promise<string | null> {
@@ -174,14 +183,19 @@ export class PrStore {
 
   /** A record by its blob: blobs never change, so each is read once (the inbox and the page poll every few seconds). */
   private async parse(entry: Entry): Promise<PullRequest> {
+    // A copy: callers change what they get (transition, update).
+    return structuredClone(await this.parsed(entry));
+  }
+
+  /** The one parsed record of a blob, shared: never to be changed, nor handed out. */
+  private async parsed(entry: Entry): Promise<PullRequest> {
     let pr = PARSED.get(entry.oid);
     if (!pr) {
       pr = yaml.load((await this.store.readBlob(entry.oid)).toString()) as PullRequest;
       if (PARSED.size >= 20_000) PARSED.delete(PARSED.keys().next().value!);
       PARSED.set(entry.oid, pr);
     }
-    // A copy: callers change what they get (transition, update).
-    return structuredClone(pr);
+    return pr;
   }
 }
 

@@ -13,14 +13,14 @@ export class YamlRecords<T> {
     const head = await this.store.readRef(this.ref);
     if (!head) return [];
     const tree = await this.store.readTree((await this.store.readCommit(head)).tree);
-    return mapLimit([...tree.values()], 16, async (e) => yaml.load((await this.store.readBlob(e.oid)).toString()) as T);
+    return mapLimit([...tree.values()], 16, (e) => this.parse(e.oid));
   }
 
   async get(id: string): Promise<T | undefined> {
     const head = await this.store.readRef(this.ref);
     if (!head) return undefined;
     const entry = await this.store.lookupPath((await this.store.readCommit(head)).tree, `${id}.yaml`);
-    return entry ? (yaml.load((await this.store.readBlob(entry.oid)).toString()) as T) : undefined;
+    return entry ? this.parse(entry.oid) : undefined;
   }
 
   async remove(id: string, message: string): Promise<void> {
@@ -31,4 +31,23 @@ export class YamlRecords<T> {
     const oid = await this.store.writeBlob(yaml.dump(record));
     await this.store.commitToRef(this.ref, async () => new Map([[`${id}.yaml`, { oid, mode: MODE.file }]]), message, this.identity);
   }
+
+  /**
+   * A record by its blob. Blobs never change, so each is read and parsed once: a listing of a Home with
+   * thousands of leases or runs reads only the records written since the last one (every run lists them).
+   */
+  private async parse(oid: string): Promise<T> {
+    let record = PARSED.get(oid);
+    if (record === undefined) {
+      record = yaml.load((await this.store.readBlob(oid)).toString());
+      if (PARSED.size >= PARSED_MAX) PARSED.delete(PARSED.keys().next().value!);
+      PARSED.set(oid, record);
+    }
+    // A copy: callers change what they get (a lease's revocation, a run's end).
+    return structuredClone(record) as T;
+  }
 }
+
+/** Parsed records by blob oid, across Homes (an oid names the same content in every Store); the oldest go first. */
+const PARSED = new Map<string, unknown>();
+const PARSED_MAX = 50_000;

@@ -8,6 +8,7 @@ import { LEASES_REF } from '../store/refs.js';
 import { LeaseStore } from '../lease/lease-store.js';
 import { requireOwner, type Credentials } from '../api/credentials.js';
 import type { HomeSet } from '../homes/home-set.js';
+import type { BranchView } from '../cow/branch/branch-view.js';
 import type { BranchAccess, LeaseIssued, LeaseView } from '../api/types.js';
 import { shownTo } from './shown-to.js';
 
@@ -26,6 +27,8 @@ const publicView = (l: Lease, now = Date.now()): LeaseView => {
 export class LeaseService {
   /** Per Home: the leases ref last applied, and when the next active write lease expires (see applyAll). */
   private readonly applied = new Map<string, { ref: string | null; until: number }>();
+  /** What each open branch view was last given (its write leases in force and their principals), see apply. */
+  private readonly given = new WeakMap<BranchView, string>();
 
   constructor(private readonly homes: HomeSet, private readonly stateDir: string, private readonly log: Logger) {}
 
@@ -150,7 +153,9 @@ export class LeaseService {
     const home = this.homes.homeOf(role);
     const ref = await home.store.readRef(LEASES_REF);
     const store = this.leasesOf(role);
-    const leases = await store.list();
+    // Grouped once: each view looks up its own branch's write leases, not every lease of the Home.
+    const writes = new Map<string, Lease[]>();
+    for (const l of await store.list()) if (l.scopes.includes('write')) writes.set(l.branch, [...(writes.get(l.branch) ?? []), l]);
     let until = Infinity;
     const out: Record<string, BranchAccess> = {};
     let changed = false;
@@ -159,26 +164,30 @@ export class LeaseService {
         const branch = view.name.slice(role.length + 1);
         // Every write lease in force (a sub-lease does not end its parent's); the newest one owns the view.
         const inForce: Lease[] = [];
-        for (const l of leases.filter((l) => l.branch === branch && l.scopes.includes('write')).reverse()) {
+        for (const l of [...(writes.get(branch) ?? [])].reverse()) {
           if (!refusal(await store.chain(l), { home: role, branch, scope: 'write' }, now)) inForce.push(l);
         }
         const active = inForce[0];
         for (const l of inForce) until = Math.min(until, Date.parse(l.expires));
         const principals = await Promise.all(inForce.map(async (l) => ({ id: l.id, owner: await resolvePrincipal(l.principal) })));
         const owner = principals[0]?.owner ?? null;
+        // A view is told again only when what it is given changed: one lease's change costs the same whatever
+        // the number of branches (telling a view chowns its roots on disk).
+        const given = JSON.stringify([active ? { owner, budget: active.budget_bytes } : null, principals]);
+        if (this.given.get(view) === given) {
+          out[branch] = this.accessOf(view, active, owner);
+          continue;
+        }
+        this.given.delete(view);
         try {
           if (await view.setLease(active ? { owner, budgetBytes: active.budget_bytes } : null, principals)) changed = true;
+          this.given.set(view, given);
         } catch (err) {
           // Failing half-way (giving its scratch roots to their owner), it has changed whose rights it shares.
           changed = true;
           throw err;
         }
-        out[branch] = {
-          lease: active?.id ?? null,
-          owner: view.share.owner,
-          shared_with: [...view.share.sharers],
-          ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so it shares no rights in ${view.name}` } : {}),
-        };
+        out[branch] = this.accessOf(view, active, owner);
       }
       this.applied.set(role, { ref, until });
     } finally {
@@ -186,6 +195,16 @@ export class LeaseService {
       if (changed) await this.homes.viewsChanged(role);
     }
     return out;
+  }
+
+  /** What a branch's access is now, as issue answers it. */
+  private accessOf(view: BranchView, active: Lease | undefined, owner: unknown): BranchAccess {
+    return {
+      lease: active?.id ?? null,
+      owner: view.share.owner,
+      shared_with: [...view.share.sharers],
+      ...(active && !owner ? { warning: `principal ${active.principal} is no local account: the kernel cannot tell its processes apart, so it shares no rights in ${view.name}` } : {}),
+    };
   }
 
   /** The periodic pass: a Home is re-applied only when its leases changed or an active write lease expired. */

@@ -233,7 +233,7 @@ export class PrService implements Filer {
   /** A branch expired: its PRs still waiting can no longer be decided (`states`: which PRs expire). */
   async expireBranch(role: string, branch: string, why = `its branch ${branch} expired before a decision`, states: PrState[] = ['waiting']): Promise<number[]> {
     const prs = this.home(role).prs;
-    const waiting = (await prs.list()).filter((p) => p.branch === branch && states.includes(p.state));
+    const waiting = (await prs.ofBranch(branch)).filter((p) => states.includes(p.state));
     for (const p of waiting) {
       const expired = await prs.transition(p.id, states, (pr) => {
         pr.state = 'expired';

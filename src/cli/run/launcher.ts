@@ -29,10 +29,18 @@ import type { RunStart } from '../../api/types.js';
  * knows the namespace, so no read of the command's goes unattributed.
  */
 const SETUP = `set -e
-mount --rbind -- "$1" "$2"
-# Other branches' workspace/ binds came along with the mount table: they are not this run's to reach.
-awk -v root="\${2%/*}/" -v own="$1/" 'index($2, root) == 1 && index($2, "@") && index($2 "/", own) != 1 { print $2 }' /proc/self/mounts |
-  while read -r m; do umount -l "$m" 2>/dev/null || true; done
+# Other branches' workspace/ binds came along with the mount table: they are not this run's to reach. The view (with
+# its own binds) and the bare mount root are staged on a tmpfs, the root with everything on it is detached at once,
+# and both are put back: a few calls whatever the number of branches (one umount each cost a second per 100).
+root=\${2%/*}
+mount -t tmpfs -o mode=700,size=4k nas-run-stage "$8"
+mkdir "$8/view" "$8/root"
+mount --rbind -- "$1" "$8/view"
+mount --bind -- "$root" "$8/root"
+umount -l -- "$root"
+mount --move -- "$8/root" "$root"
+mount --move -- "$8/view" "$2"
+umount -- "$8"
 if [ -S "$4" ]; then mount --bind -- "$3" "$4"; fi
 mount -t tmpfs -o mode=000,size=4k nas-store-hidden "$8"
 if [ "\${10}" = loopback-only ]; then
