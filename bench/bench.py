@@ -14,14 +14,16 @@ Sections (--only, one or several, comma-separated; default all):
   agent    what agents run on a real ~6,000-entry source tree (a trimmed copy of the project's node_modules):
            untar, cold find / grep -r / du -s, warm find, git clone, rm -rf (issue "Real tools see a real filesystem");
   restart  bench/restart.mjs: nasd restarted keeping its kernel connection (systemd's fd store, stood in for by
-           test/fixtures/fd-store.py) with --branches branches: the longest a stat waits, and errors.
+           test/fixtures/fd-store.py) with --branches branches: the longest a stat waits, and errors;
+  history  a Home adopted from a --deep-commits repository (bench/deep-repo.mjs): the first find of its main against
+           the next, after a restart too, and nasd's memory (issue 34, history depth).
 At the end, the targets of issue 22 ("Our own FUSE binding"): each measure, nasd and its peer, the ratio, the target.
 
   metrics the agent workload on two nasd, /metrics on (scraped every second) and off, interleaved
          (issue 24: the cost of metrics; bench/metrics_cost.py; only when named in --only)
 
-usage: bench/run.sh [--only micro,memory,agent,restart,metrics] [--reps N] [--files N] [--seq-mib N] [--big-home N]
-                    [--agent-entries N] [--branches N] [--restart-cycles N] [--rounds N] [--json FILE]
+usage: bench/run.sh [--only micro,memory,agent,restart,history,metrics] [--reps N] [--files N] [--seq-mib N] [--big-home N]
+                    [--agent-entries N] [--branches N] [--restart-cycles N] [--rounds N] [--deep-commits N] [--deep-files N] [--json FILE]
 """
 import argparse
 import contextlib
@@ -676,6 +678,52 @@ def run_restart(a):
         return json.load(f)
 
 
+def timed_find(d):
+    """`find` of a whole view with the kernel's caches dropped: every lookup and getattr reaches nasd."""
+    drop_caches()
+    t0 = time.perf_counter()
+    n = len(sh('find', d).stdout.splitlines())
+    return time.perf_counter() - t0, n
+
+
+def run_history(a):
+    """A Home adopted from a deep repository (issue 34, history depth): the first find of its main against the
+    next one, and nasd's memory, on a daemon of its own; then the first find after a restart (the last-change
+    table read back, not made again)."""
+    src = f'{a.root}/deep.git'
+    log(f'history: a repository of {a.deep_commits:,} commits over {a.deep_files:,} files (git fast-import)')
+    sh(NODE, f'{REPO}/bench/deep-repo.mjs', src, '--commits', str(a.deep_commits), '--files', str(a.deep_files))
+    nasd = Nasd(f'{a.root}/history')
+    try:
+        rss_before = nasd.rss_mb()
+        t0 = time.perf_counter()
+        nasd.nas('home', 'adopt', 'deep', src)
+        adopt_s = time.perf_counter() - t0
+        log('history: first and second find of main')
+        first_s, entries = timed_find(f'{nasd.mnt}/deep')
+        rss_first = nasd.rss_mb()
+        warm_s, _ = timed_find(f'{nasd.mnt}/deep')
+        rss_warm = nasd.rss_mb()
+    finally:
+        nasd.stop()
+    again = Nasd(f'{a.root}/history')
+    try:
+        restart_s, _ = timed_find(f'{again.mnt}/deep')
+        rss_restart = again.rss_mb()
+    finally:
+        again.stop()
+    print(f'\n## history: a Home adopted from {a.deep_commits:,} commits ({entries:,} entries in main)\n')
+    print('| nasd only | measured | target | met |\n|---|---|---|---|')
+    print(f'| adopt | {adopt_s:.2f} s | - | - |')
+    print(f'| first find of main (then the next, cold kernel caches both) | {first_s:.2f} s (next {warm_s:.2f} s) | '
+          f'<= 2x the next | {"yes" if first_s <= 2 * warm_s else "NO"} |')
+    print(f'| first find of main after a restart | {restart_s:.2f} s | <= 2x the next | {"yes" if restart_s <= 2 * warm_s else "NO"} |')
+    print(f'| nasd RSS: before adopt, after the first find, after the next | {rss_before:.0f} / {rss_first:.0f} / {rss_warm:.0f} MB | '
+          f'+< 100 MB | {"yes" if rss_warm - rss_before < 100 else "NO"} |')
+    return {'adopt_s': adopt_s, 'first_find_s': first_s, 'next_find_s': warm_s, 'restart_find_s': restart_s, 'entries': entries,
+            'rss_before_mb': rss_before, 'rss_first_mb': rss_first, 'rss_next_mb': rss_warm, 'rss_restart_mb': rss_restart}
+
+
 # ---- the targets of issue 22 -------------------------------------------------------------------
 
 def plain(label):
@@ -750,7 +798,7 @@ def targets_table(out, a):
     return rows
 
 
-SECTIONS = ('micro', 'memory', 'agent', 'restart')
+SECTIONS = ('micro', 'memory', 'agent', 'restart', 'history')
 
 
 def main():
@@ -765,6 +813,8 @@ def main():
     ap.add_argument('--agent-entries', type=int, default=6_000, help='agent: entries in the source tree')
     ap.add_argument('--branches', type=int, default=20, help='restart: branches mounted')
     ap.add_argument('--restart-cycles', type=int, default=5, help='restart: restarts')
+    ap.add_argument('--deep-commits', type=int, default=50_000, help='history: commits of the repository adopted')
+    ap.add_argument('--deep-files', type=int, default=5_000, help='history: files of the repository adopted')
     ap.add_argument('--root', default='/var/tmp/agent-nas-bench')
     ap.add_argument('--json')
     a = ap.parse_args()
@@ -784,7 +834,7 @@ def main():
     try:
         print(f'Agent NAS benchmark, {time.strftime("%Y-%m-%d %H:%M")}, {os.cpu_count()} cores, load average '
               f'{os.getloadavg()[0]:.1f} at the start; sections: {", ".join(only)}', flush=True)
-        runs = {'micro': run_micro, 'memory': run_memory, 'agent': run_agent, 'restart': run_restart}
+        runs = {'micro': run_micro, 'memory': run_memory, 'agent': run_agent, 'restart': run_restart, 'history': run_history}
         for s in SECTIONS:
             if s in only:
                 out[s] = runs[s](a)

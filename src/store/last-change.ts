@@ -51,6 +51,14 @@ export class LastChange {
     return `${this.store.path}/nas-last-change`;
   }
 
+  /**
+   * Start making the table of main's new head `oid` now (at a Home's mount, after a merge), so that the first
+   * listing finds it made rather than waits for it.
+   */
+  prepare(oid: string): void {
+    if (!this.kept(oid)) void this.tableOf(oid);
+  }
+
   /** Seconds since the epoch at which `rel` last changed as of commit `oid`; null where it is not in that commit. */
   async timeOf(oid: string, rel: string): Promise<number | null> {
     if (rel === '') return this.walk.commitTime(oid);

@@ -55,7 +55,7 @@ describe('the benchmarks, once each at the smallest sizes', () => {
 
   it('bench/run.sh (micro, memory, agent, restart and metrics, with their peers)', async () => {
     const r = await run('bash', [`${ROOT}/bench/run.sh`, '--reps', '1', '--files', '20', '--seq-mib', '1', '--big-home', '300',
-      '--agent-entries', '200', '--branches', '2', '--restart-cycles', '1', '--rounds', '1', '--root', `${dir}/run`], { cwd: ROOT });
+      '--agent-entries', '200', '--branches', '2', '--restart-cycles', '1', '--rounds', '1', '--deep-commits', '300', '--deep-files', '100', '--root', `${dir}/run`], { cwd: ROOT });
     expectDone(r, /\d+ of \d+ met/);
   }, LONG * 2);
 
