@@ -13,8 +13,7 @@ const MAX_DIRS = 4096;
 const MAX_COMMITS = 16384;
 
 /**
- * When each path last changed, as of any commit (what views of older commits show; main and the branches on it
- * read ChangeTable instead, see last-change.ts): the time of the newest commit on the first-parent line whose
+ * When each path last changed, as of any commit, where git could not make a ChangeTable (see last-change.ts): the time of the newest commit on the first-parent line whose
  * tree holds something else at that path than its first parent's (a merge counts as the change it brought
  * into that line). Unrelated commits leave a path's time alone, so `make` and `rsync` see no change where
  * there was none.

@@ -9,11 +9,14 @@ export interface LastChangeStore extends CommitReader {
   readRef(name: string): Promise<string | null>;
 }
 
-/** Tables kept in memory (each one entry per path of its tree): main's head, the one before, branches' heads. */
-const MAX_TABLES = 4;
-/** How far down a commit's first-parent line a kept table is looked for; further, the commit is walked lazily. */
+/**
+ * Paths the tables in memory besides main's may hold together (each table one entry per path of its tree, about
+ * 40 bytes): main's former heads, branches' heads, older commits' views; least recently used out first.
+ */
+const MAX_OTHER_PATHS = 250_000;
+/** How far down a commit's first-parent line a kept table is looked for; further, a table is made in one pass. */
 const MAX_STEPS = 1000;
-/** Commits known to have no table (views of older commits), so a getattr does not look again. */
+/** Commits whose table git could not make (walked lazily instead), so a getattr does not try again. */
 const MAX_WALKED = 256;
 
 /**
@@ -22,10 +25,11 @@ const MAX_WALKED = 256;
  * into that line; a folder changes when anything below it does, deletions included). Unrelated commits leave a
  * path's time alone, so `make` and `rsync` see no change where there was none.
  *
- * Main's head and every commit whose first-parent line reaches a kept table within MAX_STEPS commits (a branch
- * on main, main's next head after a merge) read a ChangeTable: built in one pass over main's history the first
- * time, kept in the Store's directory (`nas-last-change`) so a restart does not redo it, and advanced by the
- * commits since instead of rebuilt. Any other commit (a view of an older one) is walked lazily (LastChangeWalk).
+ * Every commit asked about reads a ChangeTable: advanced from a table in memory found on its first-parent line
+ * within MAX_STEPS commits (main's next head after a merge, a branch's next commit, a branch on main) by the
+ * commits since, else made in one pass over its history (main's first head, a branch forked from an older head
+ * of main, a view of an older commit). Main's table is kept in the Store's directory (`nas-last-change`) so a
+ * restart does not redo it. Only where git fails is a commit walked lazily (LastChangeWalk).
  */
 export class LastChange {
   private readonly walk: LastChangeWalk;
@@ -76,7 +80,7 @@ export class LastChange {
     return table;
   }
 
-  /** The table of `oid`, made once however many ask at once; null for a commit walked lazily (or a failed git). */
+  /** The table of `oid`, made once however many ask at once; null where git failed (the commit is walked lazily). */
   private tableOf(oid: string): Promise<ChangeTable | null> {
     let p = this.making.get(oid);
     if (!p) {
@@ -96,20 +100,28 @@ export class LastChange {
     await (this.saved ??= this.loadSaved());
     const base = this.kept(oid) ?? (await this.keptOnLine(oid));
     if (base?.commit === oid) return base;
-    const main = await this.store.readRef(MAIN_REF);
-    if (!base && oid !== main) return null;
     const table = base ? await base.advance(this.git, await this.walk.commit(oid), (t, p) => this.store.lookupPath(t, p)) : await ChangeTable.build(this.git, oid);
-    if (oid !== main) {
-      this.tables.set(oid, table);
-      if (this.tables.size > MAX_TABLES) this.tables.delete(this.tables.keys().next().value!);
+    if (oid !== (await this.store.readRef(MAIN_REF))) {
+      this.keepOther(table);
       return table;
     }
     // Main's former table stays a while for the branches still on it; the new one is what is kept on disk
     // (the listing does not wait for the save).
-    if (this.main) this.tables.set(this.main.commit, this.main);
+    if (this.main) this.keepOther(this.main);
     this.main = table;
     void table.save(this.file).catch(() => undefined);
     return table;
+  }
+
+  private keepOther(table: ChangeTable): void {
+    this.tables.set(table.commit, table);
+    let paths = 0;
+    for (const t of this.tables.values()) paths += t.times.size;
+    for (const [commit, t] of this.tables) {
+      if (paths <= MAX_OTHER_PATHS || this.tables.size === 1) break;
+      this.tables.delete(commit);
+      paths -= t.times.size;
+    }
   }
 
   /** The nearest table in memory on `oid`'s first-parent line, within MAX_STEPS commits. */
