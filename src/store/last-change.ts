@@ -56,11 +56,11 @@ export class LastChange {
   }
 
   /**
-   * Start making the table of main's new head `oid` now (at a Home's mount, after a merge), so that the first
-   * listing finds it made rather than waits for it.
+   * Make the table of main's new head `oid` now (at a Home's mount, after a merge, before an adopt answers), so
+   * that the first listing finds it made rather than waits for it. Never fails: where git does, the walk answers.
    */
-  prepare(oid: string): void {
-    if (!this.kept(oid)) void this.tableOf(oid);
+  async prepare(oid: string): Promise<void> {
+    if (!this.kept(oid)) await this.tableOf(oid);
   }
 
   /** Seconds since the epoch at which `rel` last changed as of commit `oid`; null where it is not in that commit. */
