@@ -154,7 +154,8 @@ export class GitCommands {
    * and `^<commit>` to stop there), streamed. `visit` returns false to stop early (git is stopped then).
    */
   firstParentPaths(revs: string[], visit: (time: number, path: string) => boolean): Promise<void> {
-    const args = ['log', '--first-parent', '--diff-merges=first-parent', '--no-renames', '--no-relative', '-t', '--name-only', '-z', '--format=%x01%ct', ...revs, '--'];
+    // Whatever root's git config says: the root commit's own paths (--root), no renames, paths from the top.
+    const args = ['log', '--root', '--first-parent', '--diff-merges=first-parent', '--no-renames', '--no-relative', '--no-show-signature', '-t', '--name-only', '-z', '--format=%x01%ct', ...revs, '--'];
     return new Promise((resolve, reject) => {
       const child = spawn('git', ['--git-dir', this.gitDir, '-c', 'core.quotePath=false', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
       let rest: Buffer = Buffer.alloc(0);
