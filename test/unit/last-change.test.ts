@@ -9,7 +9,8 @@ import { run } from '../helpers.js';
  * The last-change time every path shows (files and folders, without a metadata record) is what
  * `git log -1 --first-parent -- <path>` says, on a made-up history with merges, deletions, renames and a path
  * deleted and added again: for main's head (the table built in one pass), main's next head after a merge (the
- * table advanced), a branch on main, an older commit (the lazy walk), and after a restart (the table kept on disk).
+ * table advanced), a branch on main, an older commit and a branch forked from it, and after a restart (the table
+ * kept on disk).
  */
 describe('last change of every path', () => {
   let dir: string;
@@ -96,7 +97,8 @@ describe('last change of every path', () => {
     await write('new/folder/file.md', 'n');
     await commit('agent work');
     await git('rm', '-q', 'top.md');
-    await commit('agent deletes');
+    await write('a/one.md', '1 from agent, again');
+    await commit('agent deletes, and changes a file again');
     await git('push', '-q', 'origin', 'agent');
     expect(await shown(store, 'agent')).toEqual(await expected('agent'));
     // Main moves by a merge of that branch (and a commit after it): the table is advanced.
@@ -108,9 +110,18 @@ describe('last change of every path', () => {
     await commit('after merge');
     await push();
     expect(await shown(store, 'main')).toEqual(await expected('main'));
-    // An older commit: the lazy walk, same answers.
+    // An older commit, and a branch forked from an older head of main: tables of their own, same answers.
     expect(await shown(store, 'main~5')).toEqual(await expected('main~5'));
-    expect(await store.lastChange.timeOf((await bareGit('rev-parse', 'main')).trim(), 'no/such/path')).toBeNull();
+    await git('checkout', '-q', '-b', 'late', 'main~4');
+    await write('b/side.md', 's from late');
+    await commit('late work');
+    await git('push', '-q', 'origin', 'late');
+    await git('checkout', '-q', 'main');
+    expect(await shown(store, 'late')).toEqual(await expected('late'));
+    const head = (await bareGit('rev-parse', 'main')).trim();
+    expect(await store.lastChange.timeOf(head, 'no/such/path')).toBeNull();
+    // Deleted on the branch, merged: gone from main's table too.
+    expect(await store.lastChange.timeOf(head, 'top.md')).toBeNull();
   });
 
   it('keeps main\'s table in the Store, and a restart answers from it', async () => {
