@@ -15,14 +15,16 @@ Sections (--only, one or several, comma-separated; default all):
   agent    what agents run on a real ~6,000-entry source tree (a trimmed copy of the project's node_modules):
            untar, cold find / grep -r / du -s, warm find, git clone, rm -rf (issue "Real tools see a real filesystem");
   restart  bench/restart.mjs: nasd restarted keeping its kernel connection (systemd's fd store, stood in for by
-           test/fixtures/fd-store.py) with --branches branches: the longest a stat waits, and errors.
+           test/fixtures/fd-store.py) with --branches branches: the longest a stat waits, and errors;
+  history  a Home adopted from a --deep-commits repository (bench/deep-repo.mjs): the first find of its main against
+           the next, after a restart too, and nasd's memory (issue 34, history depth).
 At the end, the targets of issue 22 ("Our own FUSE binding"): each measure, nasd and its peer, the ratio, the target.
 
   metrics the agent workload on two nasd, /metrics on (scraped every second) and off, interleaved
          (issue 24: the cost of metrics; bench/metrics_cost.py; only when named in --only)
 
-usage: bench/run.sh [--only micro,memory,agent,restart,metrics] [--reps N] [--files N] [--seq-mib N] [--big-home N]
-                    [--agent-entries N] [--branches N] [--restart-cycles N] [--rounds N] [--json FILE]
+usage: bench/run.sh [--only micro,memory,agent,restart,history,metrics] [--reps N] [--files N] [--seq-mib N] [--big-home N]
+                    [--agent-entries N] [--branches N] [--restart-cycles N] [--rounds N] [--deep-commits N] [--deep-files N] [--json FILE]
 """
 import argparse
 import contextlib
@@ -739,6 +741,58 @@ def run_restart(a):
         return json.load(f)
 
 
+def timed_find(d):
+    """`find` of a whole view with the kernel's caches dropped: every lookup and getattr reaches nasd."""
+    drop_caches()
+    t0 = time.perf_counter()
+    n = len(sh('find', d).stdout.splitlines())
+    return time.perf_counter() - t0, n
+
+
+def run_history(a):
+    """A Home adopted from a deep repository (issue 34, history depth) on a daemon of its own: the first find of its
+    main against the first find of a Home with the same files and one commit (what a first listing costs whatever
+    the history: nasd's caches are cold in both) and the next one, then the first find after a restart (the
+    last-change table read back, not made again), and nasd's memory."""
+    src, shallow = f'{a.root}/deep.git', f'{a.root}/shallow.git'
+    log(f'history: a repository of {a.deep_commits:,} commits over {a.deep_files:,} files (git fast-import)')
+    sh(NODE, f'{REPO}/bench/deep-repo.mjs', src, '--commits', str(a.deep_commits), '--files', str(a.deep_files))
+    sh(NODE, f'{REPO}/bench/deep-repo.mjs', shallow, '--commits', '1', '--files', str(a.deep_files))
+    nasd = Nasd(f'{a.root}/history')
+    try:
+        nasd.nas('home', 'adopt', 'shallow', shallow)
+        shallow_s, _ = timed_find(f'{nasd.mnt}/shallow')
+        rss_before = nasd.rss_mb()
+        t0 = time.perf_counter()
+        nasd.nas('home', 'adopt', 'deep', src)
+        adopt_s = time.perf_counter() - t0
+        rss_adopted = nasd.rss_mb()
+        log('history: first and second find of main')
+        first_s, entries = timed_find(f'{nasd.mnt}/deep')
+        rss_first = nasd.rss_mb()
+        warm_s, _ = timed_find(f'{nasd.mnt}/deep')
+        rss_warm = nasd.rss_mb()
+    finally:
+        nasd.stop()
+    again = Nasd(f'{a.root}/history')
+    try:
+        restart_s, _ = timed_find(f'{again.mnt}/deep')
+        rss_restart = again.rss_mb()
+    finally:
+        again.stop()
+    print(f'\n## history: a Home adopted from {a.deep_commits:,} commits ({entries:,} entries in main)\n')
+    print('| nasd only | measured | target | met |\n|---|---|---|---|')
+    print(f'| adopt | {adopt_s:.2f} s | - | - |')
+    print(f'| first find of main (one-commit Home of the same files: {shallow_s:.2f} s; the next find {warm_s:.2f} s) | '
+          f'{first_s:.2f} s | <= 2x the one-commit Home\'s | {"yes" if first_s <= 2 * shallow_s else "NO"} |')
+    print(f'| first find of main after a restart | {restart_s:.2f} s | <= 2x the one-commit Home\'s | {"yes" if restart_s <= 2 * shallow_s else "NO"} |')
+    print(f'| nasd RSS: before adopt, after it, after the first find, after the next | {rss_before:.0f} / {rss_adopted:.0f} / '
+          f'{rss_first:.0f} / {rss_warm:.0f} MB | the finds +< 100 MB | {"yes" if rss_warm - rss_adopted < 100 else "NO"} |')
+    return {'adopt_s': adopt_s, 'first_find_s': first_s, 'one_commit_first_find_s': shallow_s, 'next_find_s': warm_s,
+            'restart_find_s': restart_s, 'entries': entries, 'rss_before_mb': rss_before, 'rss_adopted_mb': rss_adopted,
+            'rss_first_mb': rss_first, 'rss_next_mb': rss_warm, 'rss_restart_mb': rss_restart}
+
+
 # ---- the targets of issue 22 -------------------------------------------------------------------
 
 def plain(label):
@@ -813,7 +867,7 @@ def targets_table(out, a):
     return rows
 
 
-SECTIONS = ('micro', 'memory', 'agent', 'restart')
+SECTIONS = ('micro', 'memory', 'agent', 'restart', 'history')
 
 
 def main():
@@ -828,6 +882,8 @@ def main():
     ap.add_argument('--agent-entries', type=int, default=6_000, help='agent: entries in the source tree')
     ap.add_argument('--branches', type=int, default=20, help='restart: branches mounted')
     ap.add_argument('--restart-cycles', type=int, default=5, help='restart: restarts')
+    ap.add_argument('--deep-commits', type=int, default=50_000, help='history: commits of the repository adopted')
+    ap.add_argument('--deep-files', type=int, default=5_000, help='history: files of the repository adopted')
     ap.add_argument('--root', default='/var/tmp/agent-nas-bench')
     ap.add_argument('--json')
     a = ap.parse_args()
@@ -847,7 +903,7 @@ def main():
     try:
         print(f'Agent NAS benchmark, {time.strftime("%Y-%m-%d %H:%M")}, {os.cpu_count()} cores, load average '
               f'{os.getloadavg()[0]:.1f} at the start; sections: {", ".join(only)}', flush=True)
-        runs = {'micro': run_micro, 'memory': run_memory, 'agent': run_agent, 'restart': run_restart}
+        runs = {'micro': run_micro, 'memory': run_memory, 'agent': run_agent, 'restart': run_restart, 'history': run_history}
         for s in SECTIONS:
             if s in only:
                 out[s] = runs[s](a)

@@ -153,6 +153,7 @@ export class HomeSet {
     const config = await home.config(head);
     for (const problem of config.problems) this.opts.log.warn({ role: home.role, problem }, 'Home metadata problem; defaults apply');
     const main = new MainView(home.role, new GitLayer(home.store, await home.store.readCommit(head)), this.opts.owner, scratchRoots(config.maintenance));
+    void home.store.lastChange.prepare(head);
     const mounted: Mounted = {
       home, config, main, branches: new Map(), records: new Map(), checkpoints: new Map(), commits: new Map(), elsewhere: new Map(),
       pool: new Space(config.limits.home_quota_bytes),
@@ -366,6 +367,7 @@ export class HomeSet {
       m.pool.limit = m.config.limits.home_quota_bytes;
       for (const problem of m.config.problems) this.opts.log.warn({ role: m.home.role, problem }, 'Home metadata problem; defaults apply');
       m.main.setHead(new GitLayer(m.home.store, await m.home.store.readCommit(head)));
+      void m.home.store.lastChange.prepare(head);
       await this.viewsChanged(m.home.role);
     }
   }

@@ -143,6 +143,51 @@ export class GitCommands {
     return (await this.run(['log', '--first-parent', `--format=%(trailers:key=${key},valueonly,separator=%x2C)%x00`, ref])).split('\0').map((t) => t.trim()).slice(0, -1);
   }
 
+  /** Every path of a commit's tree, folders included ('ls-tree -r -t'). */
+  async treePaths(commit: string): Promise<string[]> {
+    return (await this.run(['ls-tree', '-r', '-t', '-z', '--name-only', commit])).split('\0').slice(0, -1);
+  }
+
+  /**
+   * The paths each commit of a first-parent line changed against its first parent (a merge: what it brought into
+   * the line), folders included, newest commit first, each with the commit's time: `git log` of `revs` (a head,
+   * and `^<commit>` to stop there), streamed. `visit` returns false to stop early (git is stopped then).
+   */
+  firstParentPaths(revs: string[], visit: (time: number, path: string) => boolean): Promise<void> {
+    // Whatever root's git config says: the root commit's own paths (--root), no renames, paths from the top.
+    const args = ['log', '--root', '--first-parent', '--diff-merges=first-parent', '--no-renames', '--no-relative', '--no-show-signature', '-t', '--name-only', '-z', '--format=%x01%ct', ...revs, '--'];
+    return new Promise((resolve, reject) => {
+      const child = spawn('git', ['--git-dir', this.gitDir, '-c', 'core.quotePath=false', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let rest: Buffer = Buffer.alloc(0);
+      let time = 0;
+      let stopped = false;
+      let err = '';
+      child.stdout!.on('data', (d: Buffer) => {
+        if (stopped) return;
+        const buf = rest.length ? Buffer.concat([rest, d]) : d;
+        let start = 0;
+        for (let end = buf.indexOf(0, start); end >= 0; start = end + 1, end = buf.indexOf(0, start)) {
+          // A commit's line is "\x01<time>"; its first path follows a newline.
+          const token = buf.toString('utf8', start, end);
+          const header = /^\x01(\d+)$/.exec(token);
+          if (header) time = Number(header[1]);
+          else if (!visit(time, token.startsWith('\n') ? token.slice(1) : token)) {
+            stopped = true;
+            child.kill();
+            return;
+          }
+        }
+        rest = buf.subarray(start);
+      });
+      child.stderr!.on('data', (d) => (err += d));
+      child.on('error', reject);
+      child.on('close', (code) => {
+        if (code === 0 || stopped) resolve();
+        else reject(new Error(`git ${args.join(' ')}: ${err.trim() || `exit ${code}`}`));
+      });
+    });
+  }
+
   /** git fsck of the whole repository: its findings ('' when clean). */
   async fsck(): Promise<string> {
     try {

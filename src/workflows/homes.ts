@@ -79,7 +79,10 @@ export class Homes {
     const { stateDir, identity } = this.homes.opts;
     const { home, branch, upstream } = await adoptRepository(stateDir, role, source, identity, (r) => this.homes.archived.has(r),
       (store, head) => holdForReview(store, MAIN_REF, head, defaultTemplate(role, owner, new Date()), identity).then(() => undefined));
-    return { summary: this.describeHome(await this.openNew(home, 'adopted')), branch, upstream };
+    const m = await this.openNew(home, 'adopted');
+    // A history's last-change times are made in one pass over it: before the adopt answers, not in the first listing.
+    await home.store.lastChange.prepare(m.main.head);
+    return { summary: this.describeHome(m), branch, upstream };
   }
 
   listHomes(): HomeSummary[] {

@@ -40,22 +40,15 @@ describe('the benchmarks, once each at the smallest sizes', () => {
   it('crash-loop.mjs', async () => expectDone(await node('crash-loop.mjs', '--kills', '1'), /lost: 0[\s\S]*git fsck: clean/), LONG);
   it('web.mjs', async () => expectDone(await node('web.mjs', '--homes', '1', '--prs', '3', '--files', '30'), /next page of 25 files/), LONG);
 
-  it('last-change.mjs', async () => {
+  it('last-change.mjs, on a history with merges and deletions', async () => {
     const repo = `${dir}/home.git`;
-    const work = `${dir}/work`;
-    expect((await run('git', ['init', '-q', '--bare', repo])).code).toBe(0);
-    expect((await run('git', ['clone', '-q', repo, work])).code).toBe(0);
-    for (let i = 0; i < 20; i++) await fs.writeFile(`${work}/f${i}.md`, `file ${i}\n`);
-    const git = (...args: string[]) => run('git', ['-c', 'user.name=bench', '-c', 'user.email=bench@x', ...args], { cwd: work });
-    expect((await git('add', '-A')).code).toBe(0);
-    expect((await git('commit', '-qm', 'files')).code).toBe(0);
-    expect((await git('push', '-q', 'origin', 'HEAD:main')).code).toBe(0);
+    expectDone(await node('deep-repo.mjs', repo, '--commits', '300', '--files', '60'), /300 commits/);
     expectDone(await node('last-change.mjs', repo), /wrong answers in a sample: 0/);
   }, LONG);
 
   it('bench/run.sh (micro, memory, agent, restart and metrics, with their peers)', async () => {
     const r = await run('bash', [`${ROOT}/bench/run.sh`, '--reps', '1', '--files', '20', '--seq-mib', '1', '--big-home', '300',
-      '--agent-entries', '200', '--branches', '2', '--restart-cycles', '1', '--rounds', '1', '--root', `${dir}/run`], { cwd: ROOT });
+      '--agent-entries', '200', '--branches', '2', '--restart-cycles', '1', '--rounds', '1', '--deep-commits', '300', '--deep-files', '100', '--root', `${dir}/run`], { cwd: ROOT });
     expectDone(r, /\d+ of \d+ met/);
     // Who answered each workload's requests: the binding alone, or nasd's JS (from its /metrics).
     expect(r.stdout).toMatch(/\| sequential write 1 MiB in 4 KiB writes \(commit incl\.\) \| [\d,]+ \| [\d,]+ \| \d+% \|/);
