@@ -431,7 +431,7 @@ def fuse_requests(port):
     for line in text.splitlines():
         if line.startswith('nas_fuse_cache_requests{'):
             by[line.split('by="')[1].split('"')[0]] = float(line.rsplit(' ', 1)[1])
-    return by.get('cache', 0), by.get('nasd', 0)
+    return by.get('cache', 0) + by.get('write', 0), by.get('nasd', 0)
 
 
 def run_requests_share(a):

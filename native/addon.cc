@@ -1,4 +1,5 @@
-// The N-API surface of a mount: mount, reply, groups, invalidate, restrict, share, stats, unmount, suspend, fd
+// The N-API surface of a mount: mount, reply, groups, invalidate, restrict, share, stats, unmount, suspend, fd,
+// grant, settle
 // (src/fuse-ops/native.ts types them); the system calls that are not FUSE are system.cc's. Every N-API status is
 // checked through js.h.
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grants.h"
 #include "handover.h"
 #include "js.h"
 #include "invalidate.h"
@@ -226,6 +228,43 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   js.set(out, "hits", js.number(static_cast<double>(m->hits.load())));
   js.set(out, "misses", js.number(static_cast<double>(m->misses.load())));
   js.set(out, "nodes", js.number(static_cast<double>(nodes)));
+  js.set(out, "written", js.number(static_cast<double>(m->written.load())));
+  return js.failed ? nullptr : out;
+}
+
+// grant(mount, fh, fd, { size, limit, floor, append, appendOnly }) -> whether the binding answers fh's writes now.
+static napi_value js_grant(napi_env env, napi_callback_info info) {
+  Js js(env);
+  napi_value argv[4];
+  if (!js.args(info, 4, argv, "grant(mount, fh, fd, terms)")) return nullptr;
+  Mount* m = mount_arg(js, argv[0]);
+  if (!m) return js.fail("grant: not a mount");
+  Grant terms;
+  terms.size = static_cast<uint64_t>(js.to_number(js.get(argv[3], "size")));
+  terms.limit = static_cast<uint64_t>(js.to_number(js.get(argv[3], "limit")));
+  terms.floor = static_cast<uint64_t>(js.to_number(js.get(argv[3], "floor")));
+  terms.append = js.to_bool(js.get(argv[3], "append"));
+  terms.append_only = js.to_bool(js.get(argv[3], "appendOnly"));
+  uint64_t fh = static_cast<uint64_t>(js.to_number(argv[1], -1));
+  int fd = static_cast<int>(js.to_number(argv[2], -1));
+  if (js.failed) return js.fail("grant: terms are { size, limit, floor, append, appendOnly }");
+  return js.boolean(grant_writes(m, fh, fd, terms));
+}
+
+// settle(mount, fh, revoke) -> null (no grant) or { size, floor, wrote, failed } since the last settle.
+static napi_value js_settle(napi_env env, napi_callback_info info) {
+  Js js(env);
+  napi_value argv[3];
+  if (!js.args(info, 3, argv, "settle(mount, fh, revoke)")) return nullptr;
+  Mount* m = mount_arg(js, argv[0]);
+  if (!m) return js.fail("settle: not a mount");
+  Settled s = settle_writes(m, static_cast<uint64_t>(js.to_number(argv[1], -1)), js.to_bool(argv[2]));
+  if (!s.found) return js.null();
+  napi_value out = js.object();
+  js.set(out, "size", js.number(static_cast<double>(s.size)));
+  js.set(out, "floor", js.number(static_cast<double>(s.floor)));
+  js.set(out, "wrote", js.boolean(s.wrote));
+  js.set(out, "failed", js.boolean(s.failed));
   return js.failed ? nullptr : out;
 }
 
@@ -364,6 +403,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"unmount", nullptr, js_unmount, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"fd", nullptr, js_fd, nullptr, nullptr, nullptr, napi_default, nullptr},
       {"suspend", nullptr, js_suspend, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"grant", nullptr, js_grant, nullptr, nullptr, nullptr, napi_default, nullptr},
+      {"settle", nullptr, js_settle, nullptr, nullptr, nullptr, napi_default, nullptr},
   };
   Js(env).check(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   define_system(env, exports);

@@ -2,7 +2,7 @@
   "targets": [
     {
       "target_name": "nasfuse",
-      "sources": ["addon.cc", "ops.cc", "cache.cc", "replies.cc", "table.cc", "invalidate.cc", "handover.cc", "pidns.cc", "system.cc", "listings.cc", "files.cc", "calls.cc"],
+      "sources": ["addon.cc", "ops.cc", "cache.cc", "replies.cc", "table.cc", "invalidate.cc", "handover.cc", "pidns.cc", "system.cc", "listings.cc", "files.cc", "grants.cc", "calls.cc"],
       "cflags_cc": ["-std=c++17", "-O2", "-Werror", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers", "<!@(pkg-config --cflags fuse3)"],
       "cflags_cc!": ["-fno-exceptions", "-std=gnu++14", "-std=gnu++1y"],
       "libraries": ["<!@(pkg-config --libs fuse3)", "-lpthread"],

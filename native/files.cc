@@ -1,9 +1,10 @@
 // Open files on libfuse's worker threads: open and create (JS opens), reads of a file on disk answered here
-// through the descriptor JS gave, writes, release and fsync (to JS).
+// through the descriptor JS gave, writes (here within a grant, else JS), release and fsync (to JS).
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "grants.h"
 #include "handlers.h"
 #include "table.h"
 
@@ -64,6 +65,7 @@ void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 }
 
 void ll_write(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
+  if (write_here(mount_of(req), req, ino, buf, size, off, fi->fh)) return;
   Call* c = call(req, WRITE, ino);
   c->has_fi = true;
   c->fi = *fi;

@@ -98,6 +98,8 @@ struct NodeTable {
   std::deque<uint64_t> forgotten;  // oldest first; an id may be there again if its node came back
 };
 
+struct Grant;
+
 struct OpenHandles {
   // Open directories by handle number (never a pointer: a successor gets handles it did not make).
   std::unordered_map<uint64_t, std::shared_ptr<Listing>> dirs;
@@ -105,6 +107,8 @@ struct OpenHandles {
   // Open files JS gave a descriptor of (a file on disk, by handle number): their reads are answered here, on
   // the worker, from a duplicate of that descriptor (closed at release).
   std::unordered_map<uint64_t, int> files;
+  // Files open for writing whose writes are answered here, within what JS granted (grants.h).
+  std::unordered_map<uint64_t, std::shared_ptr<Grant>> grants;
 };
 
 struct RunAccess {
@@ -122,6 +126,7 @@ struct Counters {
   std::atomic<uint64_t> mutations{0};
   std::atomic<uint64_t> invalidations{0};
   std::atomic<uint64_t> hits{0}, misses{0};
+  std::atomic<uint64_t> written{0};  // writes answered here (grants.cc)
 };
 
 struct Notifier {

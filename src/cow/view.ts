@@ -47,7 +47,43 @@ export interface WriteHandle {
   floor: number;
   /** The write lease in force when it was opened: it writes only while that lease lasts. */
   lease?: string;
+  /** The binding's part in its writes (write-grants.ts): absent when it was not offered any. */
+  grant?: GrantLink;
   oid?: never;
+}
+
+/** What a handle's writes the binding may answer alone: up to `limit` bytes from the start, never below `floor` when append-only. */
+export interface GrantTerms {
+  size: number;
+  limit: number;
+  floor: number;
+  append: boolean;
+  appendOnly: boolean;
+}
+
+/** What was written under a grant since it was last settled: the file's end, an append-only file's floor. */
+export interface Settled {
+  size: number;
+  floor: number;
+  wrote: boolean;
+  /** A write failed or was short: the file is counted again from its descriptor. */
+  failed: boolean;
+}
+
+/** The binding's side of write grants, by the handle number the kernel uses (fuse-ops/mount.ts). */
+export interface GrantDesk {
+  grant(fh: number, fd: number, terms: GrantTerms): boolean;
+  settle(fh: number, revoke: boolean): Settled | null;
+}
+
+/** A write handle's tie to the binding: its handle number, who opened it, and the room its grant reserved while live. */
+export interface GrantLink {
+  fh: number;
+  desk: GrantDesk;
+  uid: number;
+  live: boolean;
+  limit: number;
+  reserved: number;
 }
 
 /** A handle on content held in memory. */
@@ -117,6 +153,8 @@ export interface WritableView extends View {
   changedBy(uid: number): void;
   /** Whether this account may change the view at all (whatever the files' modes say). */
   mayWrite(uid: number): boolean;
+  /** h, open for writing by `uid` as handle `fh`: its writes may be answered by the binding (write-grants.ts). */
+  offerWrites(h: Handle, fh: number, desk: GrantDesk, uid: number): void;
 }
 
 export const isWritable = (view: View): view is WritableView => view.kind === 'branch';

@@ -1,6 +1,6 @@
 import { constants, fstatSync } from 'node:fs';
 import { fsError } from '../util/errors.js';
-import { isWritable, type Handle, type View } from '../cow/view.js';
+import { isWritable, type GrantDesk, type Handle, type View } from '../cow/view.js';
 import type { Caller } from '../util/owner.js';
 import { fstat } from '../cow/fsx.js';
 import type { OpenFiles } from './open-files.js';
@@ -34,6 +34,8 @@ export class HandleTable {
   private readonly inherited = new Map<number, OpenHandle>();
   private readonly reviving = new Map<number, Promise<void>>();
   private next = 1;
+  /** The binding's write grants (a mount's; absent in process: every write comes to JS). */
+  desk?: GrantDesk;
 
   constructor(private readonly openFiles?: OpenFiles) {}
 
@@ -59,7 +61,10 @@ export class HandleTable {
     // Root, the Home's owner and the write leases' principals hold the whole cap; other readers a part of it.
     const close = this.openFiles?.take(uid, view.name, uid === 0 || uid === view.owner.uid || (isWritable(view) && view.mayWrite(uid)));
     try {
-      return this.register({ view, h: await open(), flags, close });
+      const h = await open();
+      const fh = this.register({ view, h, flags, close });
+      if (this.desk && isWritable(view)) view.offerWrites(h, fh, this.desk, uid);
+      return fh;
     } catch (err) {
       close?.();
       throw err;

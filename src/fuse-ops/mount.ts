@@ -30,8 +30,8 @@ export interface FuseMount {
   restrict(pidNamespace: string, names: string[] | null): void;
   /** The views (top-level names) whose nodes may have an access ACL: the binding asks JS for theirs only. */
   share(names: string[]): void;
-  /** Requests answered from the cache (hits) and asked of JS (misses); nodes the kernel holds. */
-  stats(): { hits: number; misses: number; nodes: number };
+  /** Requests answered from the cache (hits) and asked of JS (misses); nodes the kernel holds; writes answered by the binding. */
+  stats(): { hits: number; misses: number; nodes: number; written: number };
   /** The kernel connection's descriptor (for systemd's store). */
   fd(): number;
   /** Stop taking requests and answer every one taken: a stop that hands the connection on (FuseMount stays mounted). */
@@ -138,6 +138,10 @@ export async function mountFuse(mountpoint: string, ops: Ops, log: Logger, optio
     throw new UserError(`cannot mount ${mountpoint}: ${err instanceof Error ? err.message : String(err)}`);
   }
   log.info({ mountpoint, takenOver: !!options.takeover }, options.takeover ? 'took the kernel connection over' : 'mounted');
+  // NASD_WRITE_GRANTS=0: every write comes to JS (the bench's comparison).
+  if (process.env.NASD_WRITE_GRANTS !== '0') {
+    ops.useGrants({ grant: (fh, fd, terms) => native.grant(handle, fh, fd, terms), settle: (fh, revoke) => native.settle(handle, fh, revoke) });
+  }
   let mounted = true;
   return {
     invalidate: (roles) =>

@@ -1,4 +1,5 @@
 import { addonFace } from '../util/addon.js';
+import type { GrantTerms, Settled } from '../cow/view.js';
 import type { Answer, Op, Request } from './protocol.js';
 
 /** The FUSE face of our binding (native/addon.cc): a mount answers cached metadata on libfuse's threads and asks JS the rest. */
@@ -13,7 +14,11 @@ export interface FuseBinding {
   restrict(mount: NativeMount, pidNamespace: string, names: string[] | null): void;
   /** The top-level names whose nodes may have an access ACL (asked of JS); every other node has none. */
   share(mount: NativeMount, names: string[]): void;
-  stats(mount: NativeMount): { hits: number; misses: number; nodes: number };
+  stats(mount: NativeMount): { hits: number; misses: number; nodes: number; written: number };
+  /** The binding answers fh's writes itself through a duplicate of `fd`, within `terms` (write-grants.ts). */
+  grant(mount: NativeMount, fh: number, fd: number, terms: GrantTerms): boolean;
+  /** What was written through fh's grant since it was last settled (null: none); `revoke` ends it. */
+  settle(mount: NativeMount, fh: number, revoke: boolean): Settled | null;
   unmount(mount: NativeMount): Promise<void>;
   fd(mount: NativeMount): number;
   /** Stop reading requests and wait until every request read was answered: what a successor takes over with. */
@@ -54,6 +59,6 @@ let face: FuseBinding | undefined;
 
 /** The binding, or an instruction when it was not built or libfuse 3 is missing. */
 export function fuseBinding(): FuseBinding {
-  face ??= addonFace<FuseBinding>(['mount', 'reply', 'groups', 'invalidate', 'restrict', 'share', 'stats', 'unmount', 'fd', 'suspend']);
+  face ??= addonFace<FuseBinding>(['mount', 'reply', 'groups', 'invalidate', 'restrict', 'share', 'stats', 'unmount', 'fd', 'suspend', 'grant', 'settle']);
   return face;
 }

@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import type { Logger } from 'pino';
 import { FsError, fsError, isDiskFull, toErrno } from '../util/errors.js';
-import { isWritable, type FsStats, type TimeArg, type View, type WritableView } from '../cow/view.js';
+import { isWritable, type FsStats, type GrantDesk, type TimeArg, type View, type WritableView } from '../cow/view.js';
 import type { Caller } from '../util/owner.js';
 import { mainRefusal } from '../cow/main-view.js';
 import type { Mutation } from '../policy/policy.js';
@@ -79,6 +79,11 @@ export class PathOps {
   }
 
   /** The descriptor on disk an open handle reads from (-1: none), for the binding to read through. */
+  /** Writes of files open for writing may be answered by the binding (a mount's grants: write-grants.ts). */
+  useGrants(desk: GrantDesk): void {
+    this.files.desk = desk;
+  }
+
   descriptorOf(fd: number): number {
     return this.files.descriptorOf(fd);
   }

@@ -106,7 +106,7 @@ export class HomeSet {
     forget(roles: string[] | null): Promise<void>;
     /** The views whose nodes may have an access ACL (the binding answers every other node's itself). */
     share?(names: string[]): void;
-    stats?(): { hits: number; misses: number; nodes: number };
+    stats?(): { hits: number; misses: number; nodes: number; written: number };
   } = {
     forget: async () => undefined,
   };

@@ -46,7 +46,7 @@ export interface StateSample {
   homes: HomeSample[];
   archived: number;
   /** The FUSE binding's cache: requests it answered itself (hits) and sent to nasd (misses), nodes the kernel holds. */
-  kernelCache?: { hits: number; misses: number; nodes: number };
+  kernelCache?: { hits: number; misses: number; nodes: number; written: number };
 }
 
 /** States always shown (as 0 when none), so a dashboard's series exist before the first of each. */
@@ -70,7 +70,7 @@ export class StateGauges {
     };
     this.g = {
       homes: gauge('nas_homes', 'Homes, by state: mounted or archived', ['state']),
-      cache: gauge('nas_fuse_cache_requests', 'FUSE requests since start, by who answered: the binding\'s cache (lookups, attributes, listings) or nasd', ['by']),
+      cache: gauge('nas_fuse_cache_requests', 'FUSE requests since start, by who answered: the binding\'s cache (lookups, attributes, listings, reads), its write grants (writes), or nasd', ['by']),
       nodes: gauge('nas_fuse_nodes', 'Nodes the kernel holds (or nasd keeps for lookups by id)', []),
       branches: gauge('nas_branches', 'Branches of a Home, by state: live or expired (read-only, in their grace period)', ['home', 'state']),
       pending: gauge('nas_pending_changes', 'Changes written in a Home\'s branches and not committed yet', ['home']),
@@ -98,6 +98,7 @@ export class StateGauges {
     const { g } = this;
     if (s.kernelCache) {
       g.cache.labels('cache').set(s.kernelCache.hits);
+      g.cache.labels('write').set(s.kernelCache.written);
       g.cache.labels('nasd').set(s.kernelCache.misses);
       g.nodes.set(s.kernelCache.nodes);
     }

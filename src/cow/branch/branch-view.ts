@@ -12,7 +12,7 @@ import { LeaseAccess } from './lease-access.js';
 import type { Caller } from '../../util/owner.js';
 import { GitLayer } from '../git-layer.js';
 import * as fsx from '../fsx.js';
-import type { Handle, TimeArg, WritableView } from '../view.js';
+import type { GrantDesk, Handle, TimeArg, WritableView } from '../view.js';
 import { Committer } from './committer.js';
 import { ControlWrites, type RestoreOptions } from './control-writes.js';
 import type { FileMeta } from '../../store/file-meta.js';
@@ -94,7 +94,7 @@ export class BranchView implements WritableView {
     this.copy = new CopyUp(this.overlay, ctx.store, `${ctx.dir}/tmp`, () => this.reads, this.state, () => this.ctx.owner);
     this.deletions = new Deletions(this.overlay, this.state, `${ctx.dir}/deleted`, `${ctx.dir}/pending.jsonl`);
     this.committer = new Committer({ ...ctx, name: this.name }, this.overlay, this.deletions, this.state);
-    this.files = new DataPath(this.overlay, this.copy, this.committer, this.state, () => this.reads);
+    this.files = new DataPath(this.overlay, this.copy, this.committer, this.state, () => this.reads, (uid) => this.changedBy(uid));
     this.names = new Names(
       { store: ctx.store, branch: ctx.branch, runId: ctx.runId }, this.overlay, this.copy, this.deletions, this.committer, this.state, this.files,
     );
@@ -282,6 +282,10 @@ export class BranchView implements WritableView {
     return this.files.create(rel, mode, caller);
   }
 
+  offerWrites(h: Handle, fh: number, desk: GrantDesk, uid: number): void {
+    this.files.offerWrites(h, fh, desk, uid);
+  }
+
   read(h: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
     return this.files.read(h, buf, len, pos);
   }
@@ -311,6 +315,7 @@ export class BranchView implements WritableView {
   /** The branch's TTL passed: what is pending is committed, and from now on every change is EROFS. */
   async expire(why: string): Promise<void> {
     if (this.state.expired) return;
+    this.files.revokeGrants();
     await this.sync();
     this.state.expire(why);
   }
@@ -326,6 +331,7 @@ export class BranchView implements WritableView {
 
   /** Being discarded, out of the mount: what is open in it writes and fsyncs nothing more (EIO). null: it stays after all. */
   discarding(why: string | null): void {
+    this.files.revokeGrants();
     this.state.discard(why);
   }
 
@@ -433,6 +439,7 @@ export class BranchView implements WritableView {
 
   /** Commit what is pending and stop the batching timer. */
   async close(): Promise<void> {
+    this.files.revokeGrants();
     await this.sync();
     this.committer.stop();
     await this.deletions.close();

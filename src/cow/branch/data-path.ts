@@ -3,7 +3,7 @@ import { fsError, hasCode } from '../../util/errors.js';
 import { checkAppend, checkOpenForWrite, isAppendOnly } from '../../policy/policy.js';
 import type { Caller } from '../../util/owner.js';
 import * as fsx from '../fsx.js';
-import { contentHandle, readContent, type Handle, type WriteHandle } from '../view.js';
+import { contentHandle, readContent, type GrantDesk, type Handle, type WriteHandle } from '../view.js';
 import type { Committer } from './committer.js';
 import type { CopyUp } from './copy-up.js';
 import { isDir, type Overlay } from './overlay.js';
@@ -12,6 +12,7 @@ import { parentOf } from './paths.js';
 import type { ReadManifest } from './read-manifest.js';
 import type { BranchState } from './state.js';
 import { overQuota } from './usage.js';
+import { WriteGrants } from './write-grants.js';
 
 const OPEN_FLAGS = 3 | constants.O_APPEND | constants.O_TRUNC;
 /**
@@ -26,12 +27,14 @@ const NEVER_WAIT = constants.O_NONBLOCK;
  * and fsync work on it. Bytes are counted per path (usage.ts), never per descriptor: two descriptors on one
  * file, or a truncate by name beside an open one, see the same size. A writing descriptor writes while the
  * lease it was opened under lasts and the branch has not expired; what it wrote is queued for the next commit
- * at its release, fsync, or a sync.
+ * at its release, fsync, or a sync. A writing descriptor's writes may be answered by the binding alone, within
+ * a grant (write-grants.ts) that ends before anything else here looks at the file.
  */
 export class DataPath {
   /** The write leases in force (setLeases): the newest owns the view; a descriptor writes while its own lasts. */
   private leasesInForce = new Set<string>();
   private newestLease?: string;
+  private readonly grants: WriteGrants;
 
   constructor(
     private readonly overlay: Overlay,
@@ -40,12 +43,27 @@ export class DataPath {
     private readonly state: Pick<BranchState, 'usage' | 'refuseIfExpired' | 'refuseIfGone' | 'opened' | 'closed' | 'openWriters' | 'writersAt' | 'made'>,
     /** What the run read from git through the view. */
     private readonly reads: () => ReadManifest,
-  ) {}
+    /** A writer is named in the next commit (Nas-Writers). */
+    changedBy: (uid: number) => void,
+  ) {
+    this.grants = new WriteGrants(state.usage, (rel) => state.writersAt(rel), () => state.openWriters(), changedBy);
+  }
 
   /** The write leases in force, newest first. */
   setLeases(ids: string[]): void {
     this.leasesInForce = new Set(ids);
     this.newestLease = ids[0];
+    void this.recount(this.grants.revokeAll((h) => !h.lease || this.leasesInForce.has(h.lease)));
+  }
+
+  /** h, open for writing as handle `fh` by `uid`: the binding may answer its writes (write-grants.ts). */
+  offerWrites(h: Handle, fh: number, desk: GrantDesk, uid: number): void {
+    if (h.mode === 'write') this.grants.offer(h, fh, desk, uid);
+  }
+
+  /** Every grant ends: the branch expires, is discarded or closes. */
+  revokeGrants(): void {
+    void this.recount(this.grants.revokeAll());
   }
 
   async open(rel: string, flags: number): Promise<Handle> {
@@ -78,6 +96,8 @@ export class DataPath {
       this.state.usage.set(rel, 0);
       size = 0;
     }
+    // A second writer: the first one's writes come through here again (O_APPEND lands where usage counts).
+    await this.recount(this.grants.revokeAt(rel));
     return this.writer(rel, fd, size, truncating, (flags & constants.O_APPEND) !== 0);
   }
 
@@ -104,6 +124,7 @@ export class DataPath {
     }));
     this.state.usage.set(rel, 0);
     this.state.made.add(rel);
+    await this.recount(this.grants.revokeAt(rel));
     return this.writer(rel, fd, 0, true, false);
   }
 
@@ -135,6 +156,8 @@ export class DataPath {
 
   async write(handle: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
     const h = this.writing(handle);
+    // A write the binding did not take (past its grant's room, below the floor): what it wrote is counted first.
+    if (this.grants.settle(h, true)) await this.countAgain(h.rel, h.fd);
     const usage = this.state.usage;
     // On an O_APPEND descriptor every write lands at the file's end, wherever the kernel thought that was.
     const end = (h.append ? usage.sizeOf(h.rel) : pos) + len;
@@ -148,12 +171,14 @@ export class DataPath {
     if (h.appendOnly) h.floor = Math.max(h.floor, pos + n);
     h.size = usage.sizeOf(h.rel);
     h.dirty = true;
+    this.grants.renew(h);
     return n;
   }
 
   /** The last close of a file: what it wrote joins the next commit. */
   async release(h: Handle): Promise<void> {
     if (h.mode === 'write') {
+      if (this.grants.settle(h, true)) await this.countAgain(h.rel, h.fd);
       this.state.closed(h);
       this.queue(h);
     }
@@ -165,6 +190,7 @@ export class DataPath {
     // A discarded branch commits nothing more: an fsync's success would be a lie.
     this.state.refuseIfGone();
     if (h?.mode === 'write') {
+      if (this.grants.settle(h, false)) await this.countAgain(h.rel, h.fd);
       await fsx.fsync(h.fd);
       this.queue(h);
     }
@@ -173,7 +199,10 @@ export class DataPath {
 
   /** What every file open for writing wrote so far joins the next commit (a sync: the kernel sends releases late). */
   queueOpen(): void {
-    for (const h of this.state.openWriters()) this.queue(h);
+    for (const h of this.state.openWriters()) {
+      if (this.grants.settle(h, false)) void this.recount([h]);
+      this.queue(h);
+    }
   }
 
   /** What a handle wrote is queued for the next commit. */
@@ -185,6 +214,7 @@ export class DataPath {
 
   async truncate(rel: string, size: number): Promise<void> {
     await this.overlay.check('truncate', rel);
+    await this.recount(this.grants.revokeAt(rel));
     const node = await this.overlay.need(rel);
     if (isDir(node)) throw fsError('EISDIR');
     if (node.entry) {
@@ -207,11 +237,13 @@ export class DataPath {
   async ftruncate(handle: Handle, size: number): Promise<void> {
     await this.overlay.check('truncate', handle.rel);
     const h = this.writing(handle);
+    await this.recount(this.grants.revokeAt(h.rel));
     const refusal = this.state.usage.resize(h.rel, size);
     if (refusal) throw fsError(refusal, `truncate of ${h.rel} to ${size} bytes ${overQuota(this.state.usage)}`);
     await this.counting(h.rel, () => fsx.ftruncate(h.fd, size), h.fd);
     h.size = size;
     h.dirty = true;
+    this.grants.renew(h);
   }
 
   /** A change counted before it was made: if it fails, rel is counted again as the disk has it. */
@@ -224,6 +256,11 @@ export class DataPath {
     }
   }
 
+  /** Count again the files of handles whose write under a grant failed or was short. */
+  private async recount(failed: WriteHandle[]): Promise<void> {
+    for (const h of failed) await this.countAgain(h.rel, h.fd).catch(() => undefined);
+  }
+
   /** Count rel as it is on disk now: through its descriptor when there is one (an unlinked file has no name). */
   private async countAgain(rel: string, fd?: number): Promise<void> {
     if (fd === undefined) return this.copy.countAgain(rel);
@@ -234,6 +271,8 @@ export class DataPath {
   moved(from: string, to: string): void {
     for (const h of this.state.writersAt(from, true)) {
       h.rel = to + h.rel.slice(from.length);
+      // Counted at its new name; its writes come through here until a write of its own grants them again.
+      if (this.grants.settle(h, true)) void this.recount([h]);
       h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
       if (h.appendOnly) h.floor = this.state.usage.sizeOf(h.rel);
     }

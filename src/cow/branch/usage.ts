@@ -16,12 +16,38 @@ import type { Space } from './space.js';
 export class BranchUsage {
   private readonly sizes = new Map<string, number>();
   private total = 0;
+  /** Room held for writes the binding answers alone (write-grants.ts), counted in the total until they are settled. */
+  private held = 0;
+  /**
+   * Gives back the room held for the binding's writes, with what they wrote counted (write-grants.ts): asked
+   * before a change is refused, so that room held and not used never refuses a write that fits.
+   */
+  reclaim?: () => void;
 
   constructor(public limit: number, private readonly pool?: Space) {}
 
-  /** Bytes the branch holds. */
+  /** Bytes the branch holds (with the room held for writes under way). */
   get used(): number {
     return this.total;
+  }
+
+  /** Bytes that may still be added: under the branch's limit and the Home's pool. */
+  get room(): number {
+    const pool = this.pool ? this.pool.limit - this.pool.used : Infinity;
+    return Math.max(0, Math.min(this.limit - this.total, pool));
+  }
+
+  /** Hold `bytes` of room for writes counted later (never more than there is: the caller asked `room`). */
+  hold(bytes: number): void {
+    this.held += bytes;
+    this.moved(bytes);
+  }
+
+  /** Give back room held (at most what is held: a branch released meanwhile holds none). */
+  unhold(bytes: number): void {
+    const back = Math.min(bytes, this.held);
+    this.held -= back;
+    this.moved(-back);
   }
 
   /** The size counted for rel (0: the branch holds no file there). */
@@ -31,8 +57,13 @@ export class BranchUsage {
 
   /** EDQUOT when rel at `size` bytes would take the branch past its limit or the Home past its pool, else null. */
   refusal(rel: string, size: number): ErrnoCode | null {
-    const growth = size - this.sizeOf(rel);
-    return checkQuota(this.total, growth, this.limit) ?? this.pool?.refusal(growth) ?? null;
+    const refused = () => {
+      const growth = size - this.sizeOf(rel);
+      return checkQuota(this.total, growth, this.limit) ?? this.pool?.refusal(growth) ?? null;
+    };
+    if (!refused() || this.held === 0 || !this.reclaim) return refused();
+    this.reclaim();
+    return refused();
   }
 
   /**
@@ -84,6 +115,7 @@ export class BranchUsage {
   release(): void {
     this.moved(-this.total);
     this.sizes.clear();
+    this.held = 0;
   }
 
   private below(rel: string): string[] {
