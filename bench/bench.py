@@ -120,12 +120,12 @@ def unlink_files(d, n, after=None):
     return timed(run)
 
 
-def seq_write(path, mib, after=None):
-    buf = os.urandom(1 << 20)
+def seq_write(path, mib, after=None, block=1 << 20):
+    buf = os.urandom(block)
 
     def run():
         fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
-        for _ in range(mib):
+        for _ in range(mib * ((1 << 20) // block)):
             os.write(fd, buf)
         os.fsync(fd)
         os.close(fd)
@@ -351,6 +351,7 @@ def micro_rows(a):
         ('stat_window', f'stat x{n}, 1.5 s after a first pass'),
         ('unlink', f'unlink x{n} (versioned: commit incl.)'),
         ('seq_write', f'sequential write {mb} MiB + fsync (versioned: commit incl.)'),
+        ('seq_write_4k', f'sequential write {mb} MiB in 4 KiB writes + fsync (versioned: commit incl.)'),
         ('seq_read', f'sequential read {mb} MiB (cold)'),
         ('git', 'git init+add+commit 1,000 files, status'),
     )
@@ -395,6 +396,9 @@ def run_micro(a):
                 os.sync()
                 add(name, 'seq_write', seq_write(f'{base}/seq.bin', a.seq_mib, after))
                 add(name, 'seq_read', seq_read(f'{base}/seq.bin'))
+                os.unlink(f'{base}/seq.bin')
+                os.sync()
+                add(name, 'seq_write_4k', seq_write(f'{base}/seq.bin', a.seq_mib, after, 4096))
                 os.unlink(f'{base}/seq.bin')
                 if after:
                     after()
@@ -834,6 +838,8 @@ def targets_table(out, a):
         slower(g, 'nasd versioned', 'native', 'find_warm', 'versioned: warm find, agent tree', 1.2)
     if m:
         speed(m, 'nasd versioned', 'fuse-overlayfs', 'create', f'versioned: create of {n:,} files (commits incl.)', 1.0)
+        # issue 34: small writes answered by the binding (write grants)
+        speed(m, 'nasd versioned', 'native', 'seq_write_4k', f'versioned: sequential write {a.seq_mib} MiB in 4 KiB writes (commit incl.)', 0.5)
     if g:
         slower(g, 'nasd versioned', 'bindfs', 'untar', 'versioned: untar, agent tree (commits incl.)', 1.5)
         slower(g, 'nasd versioned', 'bindfs', 'clone', 'versioned: git clone, agent tree (commits incl.)', 1.5)

@@ -24,7 +24,19 @@ export class BranchUsage {
    */
   reclaim?: () => void;
 
-  constructor(public limit: number, private readonly pool?: Space) {}
+  constructor(private bound: number, private readonly pool?: Space) {}
+
+  /** The branch's quota, or a write lease's budget when lower. */
+  get limit(): number {
+    return this.bound;
+  }
+
+  /** A lower limit takes back the room held under the old one (it may not fit under the new one). */
+  set limit(bytes: number) {
+    const lower = bytes < this.bound;
+    this.bound = bytes;
+    if (lower && this.held > 0) this.reclaim?.();
+  }
 
   /** Bytes the branch holds (with the room held for writes under way). */
   get used(): number {
