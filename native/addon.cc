@@ -232,14 +232,15 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   return js.failed ? nullptr : out;
 }
 
-// grant(mount, fh, fd, { size, limit, floor, append, appendOnly }) -> whether the binding answers fh's writes now.
+// grant(mount, fh, fd, { size, limit, floor, uid, append, appendOnly }) -> whether the binding answers fh's writes now.
 static napi_value js_grant(napi_env env, napi_callback_info info) {
   Js js(env);
   napi_value argv[4];
   if (!js.args(info, 4, argv, "grant(mount, fh, fd, terms)")) return nullptr;
   Mount* m = mount_arg(js, argv[0]);
   if (!m) return js.fail("grant: not a mount");
-  Grant terms;
+  GrantTerms terms;
+  terms.uid = static_cast<uint32_t>(js.to_number(js.get(argv[3], "uid")));
   terms.size = static_cast<uint64_t>(js.to_number(js.get(argv[3], "size")));
   terms.limit = static_cast<uint64_t>(js.to_number(js.get(argv[3], "limit")));
   terms.floor = static_cast<uint64_t>(js.to_number(js.get(argv[3], "floor")));
@@ -247,7 +248,7 @@ static napi_value js_grant(napi_env env, napi_callback_info info) {
   terms.append_only = js.to_bool(js.get(argv[3], "appendOnly"));
   uint64_t fh = static_cast<uint64_t>(js.to_number(argv[1], -1));
   int fd = static_cast<int>(js.to_number(argv[2], -1));
-  if (js.failed) return js.fail("grant: terms are { size, limit, floor, append, appendOnly }");
+  if (js.failed) return js.fail("grant: terms are { size, limit, floor, uid, append, appendOnly }");
   return js.boolean(grant_writes(m, fh, fd, terms));
 }
 

@@ -57,6 +57,8 @@ export interface GrantTerms {
   size: number;
   limit: number;
   floor: number;
+  /** The account that opened the file: another one's write through the descriptor comes to JS, to be named. */
+  uid: number;
   append: boolean;
   appendOnly: boolean;
 }

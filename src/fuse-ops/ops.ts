@@ -78,12 +78,12 @@ export class PathOps {
     this.files.inherit(list);
   }
 
-  /** The descriptor on disk an open handle reads from (-1: none), for the binding to read through. */
   /** Writes of files open for writing may be answered by the binding (a mount's grants: write-grants.ts). */
   useGrants(desk: GrantDesk): void {
     this.files.desk = desk;
   }
 
+  /** The descriptor on disk an open handle reads from (-1: none), for the binding to read through. */
   descriptorOf(fd: number): number {
     return this.files.descriptorOf(fd);
   }

@@ -315,9 +315,9 @@ export class BranchView implements WritableView {
   /** The branch's TTL passed: what is pending is committed, and from now on every change is EROFS. */
   async expire(why: string): Promise<void> {
     if (this.state.expired) return;
-    this.files.revokeGrants();
     await this.sync();
     this.state.expire(why);
+    this.files.revokeGrants();
   }
 
   /** The owner extended an expired branch's TTL: it takes writes again (the leases that ended stay ended). */
@@ -331,8 +331,8 @@ export class BranchView implements WritableView {
 
   /** Being discarded, out of the mount: what is open in it writes and fsyncs nothing more (EIO). null: it stays after all. */
   discarding(why: string | null): void {
-    this.files.revokeGrants();
     this.state.discard(why);
+    this.files.revokeGrants();
   }
 
   // ---- metadata ----------------------------------------------------------------------------------
@@ -439,7 +439,7 @@ export class BranchView implements WritableView {
 
   /** Commit what is pending and stop the batching timer. */
   async close(): Promise<void> {
-    this.files.revokeGrants();
+    this.files.revokeGrants(true);
     await this.sync();
     this.committer.stop();
     await this.deletions.close();

@@ -40,20 +40,22 @@ export class DataPath {
     private readonly overlay: Overlay,
     private readonly copy: CopyUp,
     private readonly committer: Committer,
-    private readonly state: Pick<BranchState, 'usage' | 'refuseIfExpired' | 'refuseIfGone' | 'opened' | 'closed' | 'openWriters' | 'writersAt' | 'made'>,
+    private readonly state: Pick<BranchState, 'usage' | 'refuseIfExpired' | 'refuseIfGone' | 'gone' | 'expired' | 'opened' | 'closed' | 'openWriters' | 'writersAt' | 'made'>,
     /** What the run read from git through the view. */
     private readonly reads: () => ReadManifest,
     /** A writer is named in the next commit (Nas-Writers). */
     changedBy: (uid: number) => void,
   ) {
-    this.grants = new WriteGrants(state.usage, (rel) => state.writersAt(rel), () => state.openWriters(), changedBy);
+    this.grants = new WriteGrants(
+      state.usage, (rel, below) => state.writersAt(rel, below), () => state.openWriters(), (h) => this.mayWrite(h), changedBy,
+    );
   }
 
   /** The write leases in force, newest first. */
   setLeases(ids: string[]): void {
     this.leasesInForce = new Set(ids);
     this.newestLease = ids[0];
-    void this.recount(this.grants.revokeAll((h) => !h.lease || this.leasesInForce.has(h.lease)));
+    this.grants.revokeAll((h) => !h.lease || this.leasesInForce.has(h.lease));
   }
 
   /** h, open for writing as handle `fh` by `uid`: the binding may answer its writes (write-grants.ts). */
@@ -61,9 +63,15 @@ export class DataPath {
     if (h.mode === 'write') this.grants.offer(h, fh, desk, uid);
   }
 
-  /** Every grant ends: the branch expires, is discarded or closes. */
-  revokeGrants(): void {
-    void this.recount(this.grants.revokeAll());
+  /** Every grant at rel (and below it) ends: its name is about to be removed or renamed. */
+  settleAt(rel: string, below = false): void {
+    this.grants.revokeAt(rel, below);
+  }
+
+  /** Every grant ends (the branch expired or is discarded); `closing`: none is made again. */
+  revokeGrants(closing = false): void {
+    if (closing) this.grants.stop();
+    else this.grants.revokeAll();
   }
 
   async open(rel: string, flags: number): Promise<Handle> {
@@ -92,12 +100,11 @@ export class DataPath {
       else size = await this.copy.file(rel, node.entry);
     }
     const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW | NEVER_WAIT));
+    this.grants.revokeAt(rel);
     if (truncating) {
       this.state.usage.set(rel, 0);
       size = 0;
     }
-    // A second writer: the first one's writes come through here again (O_APPEND lands where usage counts).
-    await this.recount(this.grants.revokeAt(rel));
     return this.writer(rel, fd, size, truncating, (flags & constants.O_APPEND) !== 0);
   }
 
@@ -122,9 +129,9 @@ export class DataPath {
       }
       return made;
     }));
+    this.grants.revokeAt(rel);
     this.state.usage.set(rel, 0);
     this.state.made.add(rel);
-    await this.recount(this.grants.revokeAt(rel));
     return this.writer(rel, fd, 0, true, false);
   }
 
@@ -134,7 +141,14 @@ export class DataPath {
       mode: 'write', rel, fd, size, dirty, append, floor: size, appendOnly: isAppendOnly(this.overlay.rules, rel), lease: this.newestLease,
     };
     this.state.opened(h);
+    // A second writer: the first one's writes come through here again (O_APPEND lands where usage counts).
+    this.grants.revokeAt(rel);
     return h;
+  }
+
+  /** Whether h may write now: what `writing` checks, without throwing. */
+  private mayWrite(h: WriteHandle): boolean {
+    return !this.state.gone && !this.state.expired && (!h.lease || this.leasesInForce.has(h.lease));
   }
 
   /**
@@ -157,7 +171,7 @@ export class DataPath {
   async write(handle: Handle, buf: Buffer, len: number, pos: number): Promise<number> {
     const h = this.writing(handle);
     // A write the binding did not take (past its grant's room, below the floor): what it wrote is counted first.
-    if (this.grants.settle(h, true)) await this.countAgain(h.rel, h.fd);
+    this.grants.settle(h, true);
     const usage = this.state.usage;
     // On an O_APPEND descriptor every write lands at the file's end, wherever the kernel thought that was.
     const end = (h.append ? usage.sizeOf(h.rel) : pos) + len;
@@ -178,7 +192,7 @@ export class DataPath {
   /** The last close of a file: what it wrote joins the next commit. */
   async release(h: Handle): Promise<void> {
     if (h.mode === 'write') {
-      if (this.grants.settle(h, true)) await this.countAgain(h.rel, h.fd);
+      this.grants.settle(h, true);
       this.state.closed(h);
       this.queue(h);
     }
@@ -190,7 +204,7 @@ export class DataPath {
     // A discarded branch commits nothing more: an fsync's success would be a lie.
     this.state.refuseIfGone();
     if (h?.mode === 'write') {
-      if (this.grants.settle(h, false)) await this.countAgain(h.rel, h.fd);
+      this.grants.settle(h, false);
       await fsx.fsync(h.fd);
       this.queue(h);
     }
@@ -200,7 +214,7 @@ export class DataPath {
   /** What every file open for writing wrote so far joins the next commit (a sync: the kernel sends releases late). */
   queueOpen(): void {
     for (const h of this.state.openWriters()) {
-      if (this.grants.settle(h, false)) void this.recount([h]);
+      this.grants.settle(h, false);
       this.queue(h);
     }
   }
@@ -214,13 +228,13 @@ export class DataPath {
 
   async truncate(rel: string, size: number): Promise<void> {
     await this.overlay.check('truncate', rel);
-    await this.recount(this.grants.revokeAt(rel));
     const node = await this.overlay.need(rel);
     if (isDir(node)) throw fsError('EISDIR');
     if (node.entry) {
       if (size === 0) await this.copy.createEmpty(rel);
       else await this.copy.file(rel, node.entry);
     }
+    this.grants.revokeAt(rel);
     const refusal = this.state.usage.resize(rel, size);
     if (refusal) throw fsError(refusal, `truncate of ${rel} to ${size} bytes ${overQuota(this.state.usage)}`);
     await this.counting(rel, () => this.overlay.tree.at(rel, async (p) => {
@@ -237,7 +251,7 @@ export class DataPath {
   async ftruncate(handle: Handle, size: number): Promise<void> {
     await this.overlay.check('truncate', handle.rel);
     const h = this.writing(handle);
-    await this.recount(this.grants.revokeAt(h.rel));
+    this.grants.revokeAt(h.rel);
     const refusal = this.state.usage.resize(h.rel, size);
     if (refusal) throw fsError(refusal, `truncate of ${h.rel} to ${size} bytes ${overQuota(this.state.usage)}`);
     await this.counting(h.rel, () => fsx.ftruncate(h.fd, size), h.fd);
@@ -256,11 +270,6 @@ export class DataPath {
     }
   }
 
-  /** Count again the files of handles whose write under a grant failed or was short. */
-  private async recount(failed: WriteHandle[]): Promise<void> {
-    for (const h of failed) await this.countAgain(h.rel, h.fd).catch(() => undefined);
-  }
-
   /** Count rel as it is on disk now: through its descriptor when there is one (an unlinked file has no name). */
   private async countAgain(rel: string, fd?: number): Promise<void> {
     if (fd === undefined) return this.copy.countAgain(rel);
@@ -271,8 +280,6 @@ export class DataPath {
   moved(from: string, to: string): void {
     for (const h of this.state.writersAt(from, true)) {
       h.rel = to + h.rel.slice(from.length);
-      // Counted at its new name; its writes come through here until a write of its own grants them again.
-      if (this.grants.settle(h, true)) void this.recount([h]);
       h.appendOnly = isAppendOnly(this.overlay.rules, h.rel);
       if (h.appendOnly) h.floor = this.state.usage.sizeOf(h.rel);
     }

@@ -37,7 +37,7 @@ export class Names {
     private readonly committer: Committer,
     private readonly state: Pick<BranchState, 'usage' | 'forget' | 'isDirty' | 'made'>,
     /** Descriptors open for writing follow the names they write to. */
-    private readonly files: Pick<DataPath, 'moved'>,
+    private readonly files: Pick<DataPath, 'moved' | 'settleAt'>,
   ) {}
 
   private trashRecord(rel: string, kind: TrashKind): TrashRecord {
@@ -123,6 +123,7 @@ export class Names {
       const node = await this.overlay.need(rel);
       if (isDir(node)) throw fsError('EISDIR');
       await this.overlay.tree.at(rel, (p) => fs.unlink(p));
+      this.files.settleAt(rel);
       this.state.usage.removed(rel);
       this.overlay.ignore.changed(rel);
       return;
@@ -136,6 +137,7 @@ export class Names {
           entry: { type: 'whiteout', path: rel },
           act: async () => {
             await this.overlay.tree.at(rel, (p) => fs.unlink(p));
+            this.files.settleAt(rel);
             this.state.usage.removed(rel);
             this.state.made.delete(rel);
           },
@@ -161,6 +163,7 @@ export class Names {
           }
           // Parked for the recycle area, out of the upper directory: the branch no longer holds it.
           await this.overlay.tree.at(rel, (p) => fs.rename(p, this.deletions.parkedAt(record.id)));
+          this.files.settleAt(rel);
           this.state.usage.removed(rel);
         },
       };
@@ -277,6 +280,8 @@ export class Names {
       throw e;
     }
     // What was counted at `to` (a file written over) is gone; what was at `from` is counted there now.
+    this.files.settleAt(from, srcDir);
+    this.files.settleAt(to, true);
     this.state.usage.renamed(from, to, srcDir);
     this.madeMoved(from, to);
     this.files.moved(from, to);

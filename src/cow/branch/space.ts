@@ -7,6 +7,8 @@ import type { ErrnoCode } from '../../util/errors.js';
  */
 export class Space {
   private bytes = 0;
+  /** Each branch's way to give back room it holds for writes under way (usage.ts), asked before a refusal. */
+  private readonly reclaimers = new Set<() => void>();
 
   constructor(public limit: number) {}
 
@@ -21,6 +23,14 @@ export class Space {
 
   /** EDQUOT when growing by `growth` bytes would pass the Home's quota, else null. */
   refusal(growth: number): ErrnoCode | null {
+    if (checkQuota(this.bytes, growth, this.limit) === null) return null;
+    for (const reclaim of this.reclaimers) reclaim();
     return checkQuota(this.bytes, growth, this.limit);
+  }
+
+  /** A branch that may hold room (null: it holds none any more). */
+  reclaimWith(reclaim: () => void, on: boolean): void {
+    if (on) this.reclaimers.add(reclaim);
+    else this.reclaimers.delete(reclaim);
   }
 }

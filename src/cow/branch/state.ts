@@ -137,6 +137,11 @@ export class BranchState {
     this.closedBecause = undefined;
   }
 
+  /** The branch is being discarded (discard). */
+  get gone(): boolean {
+    return this.goneBecause !== undefined;
+  }
+
   get expired(): boolean {
     return this.closedBecause !== undefined;
   }

@@ -20,9 +20,10 @@ export class BranchUsage {
   private held = 0;
   /**
    * Gives back the room held for the binding's writes, with what they wrote counted (write-grants.ts): asked
-   * before a change is refused, so that room held and not used never refuses a write that fits.
+   * before a change is refused (here, or in any branch of the Home), so that room held and not used never
+   * refuses a write that fits.
    */
-  reclaim?: () => void;
+  private reclaim?: () => void;
 
   constructor(private bound: number, private readonly pool?: Space) {}
 
@@ -38,9 +39,15 @@ export class BranchUsage {
     if (lower && this.held > 0) this.reclaim?.();
   }
 
-  /** Bytes the branch holds (with the room held for writes under way). */
+  /** Bytes the branch holds in its files (not the room held for writes under way). */
   get used(): number {
-    return this.total;
+    return this.total - this.held;
+  }
+
+  /** How room held for the binding's writes is given back (write-grants.ts). */
+  reclaimWith(reclaim: () => void): void {
+    this.reclaim = reclaim;
+    this.pool?.reclaimWith(reclaim, true);
   }
 
   /** Bytes that may still be added: under the branch's limit and the Home's pool. */
@@ -128,6 +135,7 @@ export class BranchUsage {
     this.moved(-this.total);
     this.sizes.clear();
     this.held = 0;
+    if (this.reclaim) this.pool?.reclaimWith(this.reclaim, false);
   }
 
   private below(rel: string): string[] {
