@@ -91,10 +91,10 @@ export class HandleTable {
   }
 
   /**
-   * A handle the kernel knows from before a hand-over: its file opened again, as it was (not truncated again).
-   * `route` finds the view of its path for `who`.
+   * A handle the kernel knows from before a hand-over: its file opened again, as it was (not truncated again),
+   * its writes granted to the binding as `who`'s (the first to use it). `route` finds the view of its path for `who`.
    */
-  revive(fd: number, route: (path: string) => { view: View; rel: string }): Promise<void> {
+  revive(fd: number, who: Caller, route: (path: string) => { view: View; rel: string }): Promise<void> {
     const was = this.inherited.get(fd);
     if (!was || this.handles.has(fd)) return Promise.resolve();
     let pending = this.reviving.get(fd);
@@ -109,6 +109,7 @@ export class HandleTable {
         }
         this.handles.set(fd, { view: r.view, h, flags: was.flags, close: this.openFiles?.take(0, r.view.name) });
         this.inherited.delete(fd);
+        if (this.desk && isWritable(r.view)) r.view.offerWrites(h, fd, this.desk, who.uid);
       })().finally(() => this.reviving.delete(fd));
       this.reviving.set(fd, pending);
     }

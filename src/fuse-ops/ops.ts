@@ -133,7 +133,7 @@ export class PathOps {
 
   /** An open handle, opened again first if an earlier nasd opened it. */
   private async handle(fd: number, who: Caller) {
-    await this.files.revive(fd, (path) => this.need(path, who));
+    await this.files.revive(fd, who, (path) => this.need(path, who));
     return this.files.get(fd);
   }
 
@@ -257,7 +257,7 @@ export class PathOps {
 
   fsync(path: string, fd: number, who: Caller): Promise<void> {
     return this.op('fsync', path, who, async () => {
-      await this.files.revive(fd, (p) => this.need(p, who));
+      await this.files.revive(fd, who, (p) => this.need(p, who));
       if (this.files.has(fd)) {
         const { view, h } = this.files.get(fd);
         return view.fsync(h);
