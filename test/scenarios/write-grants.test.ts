@@ -132,8 +132,8 @@ describe('writes the binding answers alone (write grants)', () => {
     expect(after.subarray(64 * 4096).equals(tail)).toBe(true);
     expect(await codeOf(fs.stat(p('w', 'outbox/before.bin')))).toBe('ENOENT');
   });
-  // Review (rgrants): settle counts the grant's size at h.rel even when the file there is no longer what the
-  // handle wrote (unlinked while open; truncated by a second open with O_TRUNC): the branch holds bytes forever.
+
+  // A file unlinked or truncated by another open while a grant writes it is counted as it is left, not as the grant knew it.
   it('counts nothing for a file written, unlinked while open, then closed', async () => {
     await d.sync('demo/w');
     const used = async () => (await d.nasJson<any[]>('branch', 'list', 'demo')).find((b) => b.name === 'w').quota.used as number;
@@ -157,8 +157,8 @@ describe('writes the binding answers alone (write grants)', () => {
     expect((await fs.stat(p('w', 'outbox/trunc.bin'))).size).toBe(0);
     expect(await used()).toBe(before);
   });
-  // Review (rgrants): expire() revokes the grants, then awaits a sync; a write JS answers meanwhile renews the
-  // grant (renew checks neither expiry nor lease), and the binding goes on taking writes after the expiry.
+
+  // No grant outlives the branch's expiry: not even one renewed by a write JS answered while expiry synced.
   it('refuses a write after the branch expired, from a writer that kept writing through the expiry', async () => {
     expect((await d.nas('branch', 'create', 'demo/short', '--ttl', '3s')).code).toBe(0);
     const fh = await fs.open(p('short', 'outbox/stream.bin'), 'w');
@@ -176,7 +176,8 @@ describe('writes the binding answers alone (write grants)', () => {
     expect(await codeOf(fh.write(block, 0, 4096))).toBe('EROFS');
     await fh.close();
   });
-  // Review (rgrants): a grant names its opener in Nas-Writers; a write through JS names the account that wrote.
+
+  // A grant is its opener's: another account's write through the same descriptor is JS's, and named.
   it('names in Nas-Writers the account that wrote through a descriptor it was handed', async () => {
     expect((await d.nas('branch', 'create', 'demo/handed')).code).toBe(0);
     expect((await d.nas('lease', 'issue', 'demo/handed', '--principal', 'nobody')).code).toBe(0);

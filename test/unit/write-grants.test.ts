@@ -104,10 +104,11 @@ describe('write grants (write-grants.ts)', () => {
     const pool = new Space(20 * MiB);
     const { usage, openFile } = setup(100 * MiB, pool);
     const h = openFile('a');
-    expect(pool.used).toBe(10 * MiB);
+    expect(pool.free).toBe(10 * MiB);
+    expect(pool.used).toBe(0);
     usage.limit = 4 * MiB;
     expect(h.grant?.live).toBe(false);
-    expect(pool.used).toBe(0);
+    expect(pool.free).toBe(20 * MiB);
   });
 
   it('writes through JS a file open twice, and an append-only file below its floor', () => {
@@ -123,17 +124,18 @@ describe('write grants (write-grants.ts)', () => {
     grants.settle(journal, true);
     expect(journal.floor).toBe(10);
   });
-  // Review (rgrants): room held in one branch counts in the Home's pool, and only the holding branch reclaims it.
+  // Room held in one branch counts in the Home's pool until any branch needs it (review).
   it('does not refuse another branch of the Home a change that fits the pool but for room held here', () => {
     const pool = new Space(20 * MiB);
     const { openFile } = setup(100 * MiB, pool);
     openFile('a');
-    expect(pool.used).toBe(10 * MiB);
+    expect(pool.free).toBe(10 * MiB);
+    expect(pool.used).toBe(0);
     const other = new BranchUsage(100 * MiB, pool);
     expect(other.resize('b', 15 * MiB)).toBeNull();
   });
 
-  // Review (rgrants): a grant that wrote nothing since it was made still "settles" its terms' size.
+  // A grant that wrote nothing counts nothing, also for a file removed meanwhile (review).
   it('counts nothing at settle for a grant that wrote nothing while its file was removed', () => {
     const { usage, grants, openFile } = setup(100 * MiB);
     usage.set('tmp', 3 * MiB);

@@ -7,18 +7,27 @@ import type { ErrnoCode } from '../../util/errors.js';
  */
 export class Space {
   private bytes = 0;
+  /** Of those, room branches hold for writes under way (usage.ts hold), not yet in files. */
+  private holding = 0;
   /** Each branch's way to give back room it holds for writes under way (usage.ts), asked before a refusal. */
   private readonly reclaimers = new Set<() => void>();
 
   constructor(public limit: number) {}
 
+  /** Bytes the Home's branches hold in files. */
   get used(): number {
-    return this.bytes;
+    return this.bytes - this.holding;
   }
 
-  /** A branch's total changed by `bytes` (negative: it holds fewer). */
-  add(bytes: number): void {
+  /** Bytes that may still be added, beside what is held. */
+  get free(): number {
+    return this.limit - this.bytes;
+  }
+
+  /** A branch's total changed by `bytes` (negative: it holds fewer); `held`: room held for writes, or given back. */
+  add(bytes: number, held = false): void {
     this.bytes += bytes;
+    if (held) this.holding += bytes;
   }
 
   /** EDQUOT when growing by `growth` bytes would pass the Home's quota, else null. */

@@ -52,21 +52,21 @@ export class BranchUsage {
 
   /** Bytes that may still be added: under the branch's limit and the Home's pool. */
   get room(): number {
-    const pool = this.pool ? this.pool.limit - this.pool.used : Infinity;
+    const pool = this.pool ? this.pool.free : Infinity;
     return Math.max(0, Math.min(this.limit - this.total, pool));
   }
 
   /** Hold `bytes` of room for writes counted later (never more than there is: the caller asked `room`). */
   hold(bytes: number): void {
     this.held += bytes;
-    this.moved(bytes);
+    this.moved(bytes, true);
   }
 
   /** Give back room held (at most what is held: a branch released meanwhile holds none). */
   unhold(bytes: number): void {
     const back = Math.min(bytes, this.held);
     this.held -= back;
-    this.moved(-back);
+    this.moved(-back, true);
   }
 
   /** The size counted for rel (0: the branch holds no file there). */
@@ -132,9 +132,9 @@ export class BranchUsage {
 
   /** The branch goes away (closed, discarded): its bytes go back to the Home's pool. */
   release(): void {
+    this.unhold(this.held);
     this.moved(-this.total);
     this.sizes.clear();
-    this.held = 0;
     if (this.reclaim) this.pool?.reclaimWith(this.reclaim, false);
   }
 
@@ -143,10 +143,10 @@ export class BranchUsage {
     return [...this.sizes.keys()].filter((p) => p.startsWith(prefix));
   }
 
-  private moved(delta: number): void {
+  private moved(delta: number, held = false): void {
     if (delta === 0) return;
     this.total += delta;
-    this.pool?.add(delta);
+    this.pool?.add(delta, held);
   }
 }
 
