@@ -15,6 +15,7 @@ const ANSWER_WAIT_MS = 60_000;
 
 export class Asking {
   private readonly waiters = new Map<string, (r: ProposalResult) => void>();
+  private readonly heads = new HeadPushes();
 
   constructor(
     private readonly etcd: ClusterEtcd,
@@ -44,7 +45,7 @@ export class Asking {
    */
   async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>, serialized: <T>(fn: () => Promise<T>) => Promise<T>): Promise<ProposalResult> {
     try {
-      await serialized(() => server.push([{ from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }]));
+      await this.heads.push(role, server, { from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }, serialized);
     } catch (err) {
       throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
     }
@@ -104,5 +105,34 @@ export class Asking {
     } finally {
       this.waiters.delete(id);
     }
+  }
+}
+
+type HeadPush = { from: string; to: string; expected: 'any' };
+
+/**
+ * Proposals' heads to this host's refs on the git server, one push at a time per Home as every push of this
+ * host's branches (`serialized`), and the heads asked for while one runs go together in the next: a burst of
+ * proposals from one host is two pushes, not one each.
+ */
+class HeadPushes {
+  private readonly pending = new Map<string, { update: HeadPush; done: (err?: Error) => void }[]>();
+
+  push(role: string, server: ServerRepo, update: HeadPush, serialized: <T>(fn: () => Promise<T>) => Promise<T>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const waiting = this.pending.get(role) ?? [];
+      this.pending.set(role, waiting);
+      waiting.push({ update, done: (err) => (err ? reject(err) : resolve()) });
+      // The first turn to come after this head was added takes it, with every head added by then.
+      void serialized(async () => {
+        const taken = this.pending.get(role) ?? [];
+        this.pending.delete(role);
+        if (taken.length === 0) return;
+        // One ref once: the head asked for last.
+        const updates = [...new Map(taken.map((t) => [t.update.to, t.update])).values()];
+        const err = await server.push(updates).then(() => undefined, (e: Error) => e);
+        for (const t of taken) t.done(err);
+      });
+    });
   }
 }

@@ -31,12 +31,41 @@ export class MainFollower {
       const ours = await store.readRef(MAIN_REF);
       if (commit && ours === commit && (records === undefined || (await store.readRef(PRS_REF)) === records)) return this.current(role);
       if (!this.behindSince.has(role)) this.behindSince.set(role, performance.now());
-      await this.o.server(role).fetchMain(MAIN_REF, PRS_REF);
+      const t0 = performance.now();
+      const byId = commit && records !== undefined && (await this.byId(store, this.o.server(role), [[MAIN_REF, commit], [PRS_REF, records]]));
+      if (!byId) await this.o.server(role).fetchMain(MAIN_REF, PRS_REF);
+      const t1 = performance.now();
       if ((await store.readRef(MAIN_REF)) !== ours) await this.o.refreshMains();
+      this.o.log.debug({ role, commit, by_id: byId, fetch_ms: Math.round(t1 - t0), refresh_ms: Math.round(performance.now() - t1) }, 'cluster: followed main');
       this.current(role);
     }).catch((err) => this.o.log.warn({ role, err: (err as Error).message }, 'cluster: cannot follow main from the git server; the reconcile retries'));
     this.following.set(role, next);
     return next;
+  }
+
+  /**
+   * The refs moved to what was published, its commits fetched by id (one request less than by ref, no list of
+   * the server's refs): only forward, from what this host has to a descendant. Anything else (an announcement
+   * older than what is here, a main rewritten on the server) is left to the fetch by ref: false.
+   */
+  private async byId(store: Store, server: ServerRepo, wanted: [string, string | null][]): Promise<boolean> {
+    const moves: { ref: string; to: string; ours: string | null }[] = [];
+    for (const [ref, to] of wanted) {
+      const ours = await store.readRef(ref);
+      if (to && ours !== to) moves.push({ ref, to, ours });
+    }
+    const missing: string[] = [];
+    for (const m of moves) if (!(await store.findCommit(m.to))) missing.push(m.to);
+    try {
+      await server.fetchCommits(missing);
+      for (const m of moves) if (m.ours && (await store.mergeBase(m.ours, m.to)) !== m.ours) return false;
+      // main first: the records of a merge never show before it.
+      for (const m of moves) await store.updateRef(m.ref, m.to, m.ours, 'nas cluster: main as the writer published it');
+      return true;
+    } catch (err) {
+      this.o.log.debug({ err: (err as Error).message }, 'cluster: following main by id failed; by ref');
+      return false;
+    }
   }
 
   private current(role: string): void {

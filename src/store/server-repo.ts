@@ -97,7 +97,8 @@ export class ServerRepo {
     const leases = updates.filter((u) => u.expected !== 'any').map((u) => `--force-with-lease=${u.to}:${u.expected ?? ''}`);
     const specs = updates.map((u) => `${u.expected === 'any' ? '+' : ''}${u.from ?? ''}:${u.to}`);
     try {
-      await this.git_(['push', '--quiet', '--porcelain', ...(updates.length > 1 ? ['--atomic'] : []), ...leases, '--', this.url, ...specs]);
+      // Not --porcelain: it moves the `[rejected] ... (stale info)` lines to stdout, and a refusal would not read as one.
+      await this.git_(['push', '--quiet', ...(updates.length > 1 ? ['--atomic'] : []), ...leases, '--', this.url, ...specs]);
     } catch (err) {
       const text = (err as Error).message;
       if (/stale info|\[rejected\]|fetch first|non-fast-forward|atomic push failed/.test(text)) throw new StalePush(updates.map((u) => u.to), text.split('\n').slice(-3).join(' '));
