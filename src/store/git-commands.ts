@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import type { ObjectCounts } from './types.js';
+import { spawner, SpawnerGone, type Ran } from '../util/spawner.js';
 
 /**
  * Git commands: everything the Store does by running git itself as its own process (hashing large files, gc and
@@ -204,7 +205,21 @@ export class GitCommands {
    */
   withServer(args: string[], config: string[], timeoutMs: number, env: NodeJS.ProcessEnv = {}): Promise<string> {
     const transports = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never', ...['https', 'http', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
-    return this.run([...transports, ...config, ...args], 'ignore', timeoutMs, env);
+    return this.runHelped([...transports, ...config, ...args], timeoutMs, env);
+  }
+
+  /** As run(), started by the spawner (src/util/spawner.ts) so that nasd's thread does not wait on the fork; by nasd without it. */
+  private async runHelped(args: string[], timeoutMs: number, extraEnv: NodeJS.ProcessEnv): Promise<string> {
+    const env = { ...process.env, GIT_TERMINAL_PROMPT: '0', ...extraEnv };
+    let ran: Ran;
+    try {
+      ran = await spawner.run('git', ['--git-dir', this.gitDir, ...args], env, timeoutMs);
+    } catch (err) {
+      if (err instanceof SpawnerGone) return this.run(args, 'ignore', timeoutMs, extraEnv);
+      throw err;
+    }
+    if (ran.code === 0) return ran.stdout;
+    throw new Error(`git ${args.join(' ')}: ${ran.stderr.trim() || (ran.signal ? `stopped after ${timeoutMs / 1000} s` : `exit ${ran.code}`)}`);
   }
 
   /** Run git on the repository as its own process: its stdout, or an error with git's own words (killed after `timeoutMs`). */

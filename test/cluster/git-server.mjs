@@ -42,6 +42,8 @@ const port = Number(listen.slice(colon + 1));
 const serverConfig = [
   ['http.receivepack', 'true'],
   ['uploadpack.allowReachableSHA1InWant', 'true'],
+  // - receive.autogc: receive-pack starts `git gc --auto` after every push; a forge runs its housekeeping on its own.
+  ['receive.autogc', 'false'],
 ];
 
 const baseEnv = {
