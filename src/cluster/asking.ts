@@ -1,4 +1,6 @@
-import type { ServerRepo } from '../store/store.js';
+import type { ServerRepo, Store } from '../store/store.js';
+import { MAIN_REF } from '../store/refs.js';
+import { objectsSince } from './objects.js';
 import { UserError } from '../util/errors.js';
 import type { ClusterEtcd } from './etcd.js';
 import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
@@ -43,13 +45,15 @@ export class Asking {
    * the writer (wherever it is) with the PR it filed. Acknowledged once queued: a writer that dies after that
    * leaves it queued for the next.
    */
-  async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>, serialized: <T>(fn: () => Promise<T>) => Promise<T>): Promise<ProposalResult> {
+  async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>, serialized: <T>(fn: () => Promise<T>) => Promise<T>, store: Store | null = null): Promise<ProposalResult> {
     try {
       await this.heads.push(role, server, { from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }, serialized);
     } catch (err) {
       throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
     }
-    const proposal: Proposal = { ...p, id: proposalId(this.host), host: this.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads) };
+    // What the branch adds to main as this host has it (the writer's main holds that much): sent along when small.
+    const objects = store ? await objectsSince(store, [[p.head, await store.readRef(MAIN_REF)]]).catch(() => null) : null;
+    const proposal: Proposal = { ...p, id: proposalId(this.host), host: this.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads), ...(objects ? { objects } : {}) };
     return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal, async (err) => {
       // Its head is on the git server already: it waits in the outbox and is queued once etcd answers.
       await this.outbox.keep(proposal);

@@ -2,6 +2,8 @@ import type { Logger } from 'pino';
 import type { PullRequest } from '../merge/pr-store.js';
 import type { ServerRepo, Store } from '../store/store.js';
 import type { Filer } from './writer.js';
+import type { Proposal } from './proposal.js';
+import { writeShipped, type Shipped } from './objects.js';
 
 /**
  * What the merge writer keeps between batches so that a batch costs what it holds, not what the Home's history
@@ -20,19 +22,24 @@ export class HeadFetcher {
 
   constructor(private readonly store: Store, private readonly server: ServerRepo, private readonly log: Logger) {}
 
-  /** Fetch this head soon, beside whatever the writer does now. */
-  prefetch(head: string): void {
+  /** Bring this head soon, beside whatever the writer does now: from the objects sent with it, else fetched. */
+  prefetch(head: string, objects?: Shipped): void {
     if (this.fetching.has(head)) return;
-    this.pending.add(head);
-    // The first link to run after the head was added takes it, with every other head added by then.
-    const fetched = (this.chain = this.chain.then(() => this.fetchPending()));
+    const written = objects ? writeShipped(this.store, objects).catch(() => false) : Promise.resolve(false);
+    const fetched = written.then((here) => {
+      if (here) return;
+      this.pending.add(head);
+      // The first link to run after the head was added takes it, with every other head added by then.
+      return (this.chain = this.chain.then(() => this.fetchPending()));
+    });
     this.fetching.set(head, fetched);
     void fetched.then(() => setTimeout(() => this.fetching.delete(head), 60_000).unref());
   }
 
   /** A batch's heads this Store lacks: those asked for already are waited on, the rest fetched in one call. */
-  async fetchAll(heads: string[]): Promise<void> {
-    await Promise.all(heads.map((h) => this.fetching.get(h)));
+  async fetchAll(queued: Proposal[]): Promise<void> {
+    const heads = queued.map((p) => p.head);
+    await Promise.all(queued.map((p) => this.fetching.get(p.head) ?? (p.objects ? writeShipped(this.store, p.objects).catch(() => false) : undefined)));
     const missing: string[] = [];
     for (const h of new Set(heads)) if (!(await this.store.findCommit(h))) missing.push(h);
     await this.fetch(missing);

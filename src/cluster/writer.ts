@@ -8,6 +8,7 @@ import type { ClusterEtcd } from './etcd.js';
 import type { Membership } from './hosts.js';
 import { clusterMeter } from './cluster-meter.js';
 import { HeadFetcher, TakenIndex } from './taken.js';
+import { objectsSince, type Shipped } from './objects.js';
 
 /**
  * The merge writer of one Home, while this host holds its election: takes the queued proposals in order,
@@ -96,7 +97,7 @@ export class MergeWriter {
 
   /** Something was queued: look now rather than at the next poll; a proposal's head is fetched at once, beside the merges under way. */
   poke(queued?: Proposal): void {
-    if (queued?.head) this.heads.prefetch(queued.head);
+    if (queued?.head) this.heads.prefetch(queued.head, queued.objects);
     this.nudge();
   }
 
@@ -198,7 +199,7 @@ export class MergeWriter {
   /** Judge and merge what was listed, into this Store (nothing leaves it here). */
   private async mergeAll(queued: Proposal[], decisions: Decision[]): Promise<Taken[]> {
     const t0 = performance.now();
-    await this.heads.fetchAll(queued.map((p) => p.head));
+    await this.heads.fetchAll(queued);
     const t1 = performance.now();
     const out: Taken[] = [];
     const takes: number[] = [];
@@ -219,11 +220,13 @@ export class MergeWriter {
       // What is pushed is main as it is now: the merges after this batch's go with the next push.
       const [main, records] = await Promise.all([this.store.readRef(MAIN_REF), this.store.readRef(PRS_REF)]);
       const t0 = performance.now();
+      // The batch's new objects, for the other hosts (objects.ts), gathered while the push runs.
+      const objects = objectsSince(this.store, [[main, this.serverMain], [records, this.serverPrs]]).catch(() => null);
       const pushed = await this.push(main, records);
       if (pushed !== 'ok') return pushed;
       crash('after-push');
       const t1 = performance.now();
-      if (!(await this.publish(batch))) return 'lost its election';
+      if (!(await this.publish(batch, await objects))) return 'lost its election';
       clusterMeter.published(this.role);
       crash('after-publish');
       this.log.debug({ role: this.role, items: batch.length, push_ms: Math.round(t1 - t0), publish_ms: Math.round(performance.now() - t1) }, 'cluster: batch published');
@@ -268,9 +271,9 @@ export class MergeWriter {
   }
 
   /** "main moved" and each result, in one transaction whose condition is the election. */
-  private async publish(batch: Taken[]): Promise<boolean> {
+  private async publish(batch: Taken[], objects: Shipped | null): Promise<boolean> {
     const at = new Date().toISOString();
-    const published = JSON.stringify({ commit: this.serverMain, records: this.serverPrs, epoch: this.epoch, host: this.membership.host, at });
+    const published = JSON.stringify({ commit: this.serverMain, records: this.serverPrs, epoch: this.epoch, host: this.membership.host, at, ...(objects ? { objects } : {}) });
     // `then` takes every operation at once (a second call replaces the first's).
     const puts = [
       this.etcd.kv.put(this.key('main')).value(published),
