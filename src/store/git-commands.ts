@@ -157,6 +157,30 @@ export class GitCommands {
   firstParentPaths(revs: string[], visit: (time: number, path: string) => boolean): Promise<void> {
     // Whatever root's git config says: the root commit's own paths (--root), no renames, paths from the top.
     const args = ['log', '--root', '--first-parent', '--diff-merges=first-parent', '--no-renames', '--no-relative', '--no-show-signature', '-t', '--name-only', '-z', '--format=%x01%ct', ...revs, '--'];
+    // A range (`^<commit>`: a table brought forward after a merge, on every host at every move of main) is a few
+    // lines: started by the spawner, read whole. A whole history is streamed.
+    if (revs.some((r) => r.startsWith('^'))) return this.firstParentPathsWhole(args, visit);
+    return this.firstParentPathsStreamed(args, visit);
+  }
+
+  private async firstParentPathsWhole(args: string[], visit: (time: number, path: string) => boolean): Promise<void> {
+    let ran: Ran;
+    try {
+      ran = await spawner.run('git', ['--git-dir', this.gitDir, '-c', 'core.quotePath=false', ...args], process.env, 0);
+    } catch (err) {
+      if (err instanceof SpawnerGone) return this.firstParentPathsStreamed(args, visit);
+      throw err;
+    }
+    if (ran.code !== 0) throw new Error(`git ${args.join(' ')}: ${ran.stderr.trim() || `exit ${ran.code}`}`);
+    let time = 0;
+    for (const token of ran.stdout.split('\0').slice(0, -1)) {
+      const header = /^\x01(\d+)$/.exec(token);
+      if (header) time = Number(header[1]);
+      else if (!visit(time, token.startsWith('\n') ? token.slice(1) : token)) return;
+    }
+  }
+
+  private firstParentPathsStreamed(args: string[], visit: (time: number, path: string) => boolean): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn('git', ['--git-dir', this.gitDir, '-c', 'core.quotePath=false', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
       let rest: Buffer = Buffer.alloc(0);
