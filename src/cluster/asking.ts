@@ -6,6 +6,7 @@ import type { ClusterEtcd } from './etcd.js';
 import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
 import type { Decision } from './writer.js';
 import type { Outbox } from './outbox.js';
+import { PushedHeads } from './branch-sync.js';
 
 /**
  * Asking a Home's merge writer, wherever it runs: a proposal or a decision is put in etcd, and the answer comes
@@ -17,7 +18,9 @@ const ANSWER_WAIT_MS = 60_000;
 
 export class Asking {
   private readonly waiters = new Map<string, (r: ProposalResult) => void>();
-  private readonly heads = new HeadPushes();
+  /** This host's heads on the git server as it last pushed them (branch sync's too). */
+  readonly pushed = new PushedHeads();
+  private readonly heads = new HeadPushes(this.pushed);
 
   constructor(
     private readonly etcd: ClusterEtcd,
@@ -122,6 +125,8 @@ type HeadPush = { from: string; to: string; expected: 'any' };
 class HeadPushes {
   private readonly pending = new Map<string, { update: HeadPush; done: (err?: Error) => void }[]>();
 
+  constructor(private readonly pushed: PushedHeads) {}
+
   push(role: string, server: ServerRepo, update: HeadPush, serialized: <T>(fn: () => Promise<T>) => Promise<T>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       const waiting = this.pending.get(role) ?? [];
@@ -132,9 +137,9 @@ class HeadPushes {
         const taken = this.pending.get(role) ?? [];
         this.pending.delete(role);
         if (taken.length === 0) return;
-        // One ref once: the head asked for last.
-        const updates = [...new Map(taken.map((t) => [t.update.to, t.update])).values()];
-        const err = await server.push(updates).then(() => undefined, (e: Error) => e);
+        // One ref once: the head asked for last; none this host pushed there already.
+        const updates = [...new Map(taken.map((t) => [t.update.to, t.update])).values()].filter((u) => !this.pushed.has(role, u.to, u.from));
+        const err = updates.length === 0 ? undefined : await server.push(updates).then((): undefined => void this.pushed.pushed(role, updates), (e: Error) => e);
         for (const t of taken) t.done(err);
       });
     });

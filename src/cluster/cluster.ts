@@ -41,7 +41,6 @@ export interface ClusterHomes {
   showElsewhere(role: string, branches: ElsewhereBranch[]): Promise<void>;
 }
 
-
 export class Cluster {
   private homes!: ClusterHomes;
   private filer!: Filer;
@@ -96,7 +95,7 @@ export class Cluster {
     this.homes = homes;
     this.filer = filer;
     this.moves.host = branchHost;
-    this.branches = new BranchSync(this.config.host, this.config.push, (role, branches) => homes.showElsewhere(role, branches), this.log);
+    this.branches = new BranchSync(this.config.host, this.config.push, (role, branches) => homes.showElsewhere(role, branches), this.log, this.asking.pushed);
     await this.membership.join();
     this.membership.onLost = () => {
       for (const w of this.writers.values()) w.stop();

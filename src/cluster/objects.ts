@@ -83,31 +83,31 @@ export async function writeShipped(store: Store, shipped: Shipped): Promise<bool
 }
 
 async function written(store: Store, shipped: Shipped): Promise<boolean> {
+  const ids = Object.keys(shipped);
+  const data = new Map(ids.map((oid) => [oid, Buffer.from(shipped[oid]![1], 'base64')]));
+  // Everything the objects name (a commit's tree and parents, a tree's entries) that is not among them must be here.
+  const named = new Set<string>();
+  for (const [oid, [type]] of Object.entries(shipped)) {
+    if (type === COMMIT) for (const m of data.get(oid)!.toString('latin1').split('\n\n')[0]!.matchAll(/^(?:tree|parent) ([0-9a-f]{40})$/gm)) named.add(m[1]!);
+    if (type === TREE) for (const e of parseTree(data.get(oid)!).values()) if (e.mode !== GITLINK) named.add(e.oid);
+  }
+  // Asked side by side: each is a trip to libgit2's threads.
+  const outside = [...named].filter((oid) => !shipped[oid]);
+  const [here, outsideHere] = await Promise.all([ids, outside].map((list) => Promise.all(list.map((oid) => store.raw.has(oid)))));
+  if (outsideHere!.includes(false)) return false;
+  const present = new Set(ids.filter((_, i) => here![i]));
   // Blobs, then trees below before the trees above (a tree is written only once what it names is here), then commits.
-  const written = new Set<string>();
   const write = async (oid: string): Promise<boolean> => {
-    if (written.has(oid)) return true;
-    written.add(oid);
-    const [type, b64] = shipped[oid]!;
-    if (await store.raw.has(oid)) return true;
-    const data = Buffer.from(b64, 'base64');
+    if (present.has(oid)) return true;
+    present.add(oid);
+    const type = shipped[oid]![0];
     if (type === TREE) {
-      for (const e of parseTree(data).values()) if (shipped[e.oid] && !(await write(e.oid))) return false;
+      for (const e of parseTree(data.get(oid)!).values()) if (shipped[e.oid] && !(await write(e.oid))) return false;
     }
-    return (await writeOne(store, type, data)) === oid;
+    return (await writeOne(store, type, data.get(oid)!)) === oid;
   };
   for (const kind of [BLOB, TREE, COMMIT]) {
     for (const [oid, [type]] of Object.entries(shipped)) if (type === kind && !(await write(oid))) return false;
   }
-  const named: string[] = [];
-  for (const [oid, [type]] of Object.entries(shipped)) {
-    if (type === COMMIT) {
-      const commit = await store.readCommit(oid);
-      named.push(commit.tree, ...commit.parents);
-    } else if (type === TREE) {
-      for (const e of (await store.readTree(oid)).values()) if (e.mode !== GITLINK) named.push(e.oid);
-    }
-  }
-  for (const oid of new Set(named)) if (!shipped[oid] && !(await store.raw.has(oid))) return false;
   return true;
 }
