@@ -153,7 +153,7 @@ export class MergeWriter {
         continue;
       }
       this.nudged = new Promise((r) => (this.nudge = r));
-      const fresh = await this.look([...merged, ...(shipping?.batch ?? [])]);
+      const fresh = await this.look(merged, shipping?.batch ?? []);
       if (fresh.queued.length + fresh.decisions.length > 0) {
         merged.push(...(await this.mergeAll(fresh.queued, fresh.decisions)));
         continue;
@@ -166,10 +166,13 @@ export class MergeWriter {
     }
   }
 
-  /** What waits in the queue and the decisions beside what this writer holds already (busy), at most a batch of each. */
-  private async look(busy: Taken[]): Promise<{ queued: Proposal[]; decisions: Decision[] }> {
-    const held = new Set(busy.map((t) => t.key));
-    const room = (prefix: string) => this.batch - busy.filter((t) => t.key.startsWith(prefix)).length;
+  /**
+   * What waits in the queue and the decisions beside what this writer holds already (merged, not yet pushed; and
+   * the batch being pushed): the next batch holds at most `batch` of each (one etcd transaction publishes it).
+   */
+  private async look(merged: Taken[], shipping: Taken[]): Promise<{ queued: Proposal[]; decisions: Decision[] }> {
+    const held = new Set([...merged, ...shipping].map((t) => t.key));
+    const room = (prefix: string) => this.batch - merged.filter((t) => t.key.startsWith(prefix)).length;
     const [queued, decisions] = await Promise.all((['queue/', 'decisions/'] as const).map(async (prefix) => {
       if (room(prefix) <= 0) return [];
       const listed = await this.etcd.list<Proposal & Decision>(this.key(prefix), this.batch + held.size);
