@@ -55,7 +55,7 @@ interface Taken {
   result: ProposalResult;
 }
 
-/** A batch on its way to the git server and etcd: its keys, and how it ended ('ok', 'retry', 'resynced' or why the writer ends). */
+/** A batch on its way to the git server and etcd: its keys, and how it ended ('ok', 'retry', 'stale' or why the writer ends). */
 interface Shipping {
   batch: Taken[];
   outcome: Promise<string>;
@@ -134,9 +134,13 @@ export class MergeWriter {
         const outcome = await shipping.outcome;
         // Pushed: done. Not pushed (the server unreachable): the batch goes again with what was merged since.
         if (outcome === 'retry') merged = [...shipping.batch, ...merged];
-        // main on the server moved under this writer and this Store took it: what was merged here is gone, and still queued.
-        else if (outcome === 'resynced') merged = [];
-        else if (outcome !== 'ok') return outcome;
+        // main on the server moved under this writer: this Store takes it here, where no merge is under way (a
+        // resync beside mergeAll would undo a merge its record calls done). What was merged here is gone, and still queued.
+        else if (outcome === 'stale') {
+          await this.resync();
+          if (!(await this.stillWriter())) return 'lost its election';
+          merged = [];
+        } else if (outcome !== 'ok') return outcome;
         shipping = null;
       }
       if (this.stopped) {
@@ -259,11 +263,10 @@ export class MergeWriter {
       return 'ok';
     } catch (err) {
       if (err instanceof StalePush) {
-        // Another writer moved main: this one lost (the election check below would fail too), or the server
-        // was changed by hand. Start again from the server's main; the queue is untouched.
+        // Another writer moved main: this one lost (the election check would fail too), or the server was
+        // changed by hand. The pipeline starts again from the server's main; the queue is untouched.
         this.log.warn({ role: this.role, err: err.message }, 'cluster: main on the git server moved under this writer; re-reading it');
-        await this.resync();
-        return (await this.stillWriter()) ? 'resynced' : 'lost its election';
+        return 'stale';
       }
       this.failedPushes++;
       this.log.warn({ role: this.role, err: (err as Error).message, failures: this.failedPushes }, 'cluster: cannot push main to the git server; the batch waits');
