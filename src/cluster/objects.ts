@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { GITLINK, MODE } from '../store/types.js';
 import type { Store } from '../store/store.js';
 import { parseTree } from '../store/tree-cache.js';
@@ -20,6 +21,7 @@ const SHIPPED_MAX = 32 * 1024;
 const COMMIT = 1;
 const TREE = 2;
 const BLOB = 3;
+const TYPE_NAMES: Record<number, string> = { [COMMIT]: 'commit', [TREE]: 'tree', [BLOB]: 'blob' };
 
 /** One object written by its type; its id (null: a kind not sent). */
 async function writeOne(store: Store, type: number, data: Buffer): Promise<string | null> {
@@ -85,29 +87,36 @@ export async function writeShipped(store: Store, shipped: Shipped): Promise<bool
 async function written(store: Store, shipped: Shipped): Promise<boolean> {
   const ids = Object.keys(shipped);
   const data = new Map(ids.map((oid) => [oid, Buffer.from(shipped[oid]![1], 'base64')]));
-  // Everything the objects name (a commit's tree and parents, a tree's entries) that is not among them must be here.
-  const named = new Set<string>();
-  for (const [oid, [type]] of Object.entries(shipped)) {
-    if (type === COMMIT) for (const m of data.get(oid)!.toString('latin1').split('\n\n')[0]!.matchAll(/^(?:tree|parent) ([0-9a-f]{40})$/gm)) named.add(m[1]!);
-    if (type === TREE) for (const e of parseTree(data.get(oid)!).values()) if (e.mode !== GITLINK) named.add(e.oid);
-  }
-  // Asked side by side: each is a trip to libgit2's threads.
-  const outside = [...named].filter((oid) => !shipped[oid]);
+  // Each id checked here first, the whole set refused if one is not git's hash of its content: nothing is written
+  // from a set that cannot be written whole.
+  if (ids.some((oid) => hashOf(shipped[oid]![0], data.get(oid)!) !== oid)) return false;
+  const names = new Map(ids.map((oid) => [oid, namedBy(shipped[oid]![0], data.get(oid)!)]));
+  // Everything the objects name that is not among them must be here. Asked side by side: each is a trip to libgit2's threads.
+  const outside = [...new Set([...names.values()].flat())].filter((oid) => !shipped[oid]);
   const [here, outsideHere] = await Promise.all([ids, outside].map((list) => Promise.all(list.map((oid) => store.raw.has(oid)))));
   if (outsideHere!.includes(false)) return false;
   const present = new Set(ids.filter((_, i) => here![i]));
-  // Blobs, then trees below before the trees above (a tree is written only once what it names is here), then commits.
+  // What an object names before it (a commit's parents and tree, a tree's entries): a failed write leaves no
+  // object here without what it names, so a later findCommit never takes a half-written history for whole.
   const write = async (oid: string): Promise<boolean> => {
     if (present.has(oid)) return true;
     present.add(oid);
-    const type = shipped[oid]![0];
-    if (type === TREE) {
-      for (const e of parseTree(data.get(oid)!).values()) if (shipped[e.oid] && !(await write(e.oid))) return false;
-    }
-    return (await writeOne(store, type, data.get(oid)!)) === oid;
+    for (const n of names.get(oid)!) if (shipped[n] && !(await write(n))) return false;
+    return (await writeOne(store, shipped[oid]![0], data.get(oid)!)) === oid;
   };
-  for (const kind of [BLOB, TREE, COMMIT]) {
-    for (const [oid, [type]] of Object.entries(shipped)) if (type === kind && !(await write(oid))) return false;
-  }
+  for (const oid of ids) if (!(await write(oid))) return false;
   return true;
+}
+
+/** git's id of an object: sha1 of "<type> <length>\0" and the content (null: a kind not sent). */
+function hashOf(type: number, data: Buffer): string | null {
+  const name = TYPE_NAMES[type];
+  return name ? createHash('sha1').update(`${name} ${data.length}\0`).update(data).digest('hex') : null;
+}
+
+/** The ids an object names: a commit's tree and parents, a tree's entries (submodules' commits are not here). */
+function namedBy(type: number, data: Buffer): string[] {
+  if (type === COMMIT) return [...data.toString('latin1').split('\n\n')[0]!.matchAll(/^(?:tree|parent) ([0-9a-f]{40})$/gm)].map((m) => m[1]!);
+  if (type === TREE) return [...parseTree(data).values()].filter((e) => e.mode !== GITLINK).map((e) => e.oid);
+  return [];
 }

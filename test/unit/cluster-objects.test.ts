@@ -58,6 +58,28 @@ describe('objects sent beside a proposal or a merge', () => {
     expect(await writeShipped(receiver, shipped!)).toBe(false);
   });
 
+  it('a tampered object: the whole set is refused and none of it written', async () => {
+    const main = (await sender.readRef(MAIN_REF))!;
+    const parent = await commit([main], { 't.txt': 'true\n' });
+    const tip = await commit([parent], { 't2.txt': 'tip\n' });
+    const shipped = (await objectsSince(sender, [[tip, main]]))!;
+    // The parent commit altered: a tip written before it would be here without its history.
+    shipped[parent] = [1, Buffer.from(Buffer.from(shipped[parent]![1], 'base64').toString('latin1').replace(/\nc\n$/, '\nforged\n'), 'latin1').toString('base64')];
+    expect(await writeShipped(receiver, shipped)).toBe(false);
+    expect(await receiver.findCommit(tip)).toBeNull();
+    expect(await receiver.findCommit(parent)).toBeNull();
+  });
+
+  it('a commit whose parent is missing from the set: refused, the tip is not written', async () => {
+    const main = (await sender.readRef(MAIN_REF))!;
+    const parent = await commit([main], { 'p.txt': 'p\n' });
+    const tip = await commit([parent], { 'q.txt': 'q\n' });
+    const shipped = (await objectsSince(sender, [[tip, main]]))!;
+    delete shipped[parent];
+    expect(await writeShipped(receiver, shipped)).toBe(false);
+    expect(await receiver.findCommit(tip)).toBeNull();
+  });
+
   it('nothing is sent above the size cap, nor without a commit both sides hold', async () => {
     const main = (await sender.readRef(MAIN_REF))!;
     const big = await commit([main], { 'big.txt': 'x'.repeat(64 * 1024) });
