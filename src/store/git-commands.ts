@@ -239,8 +239,10 @@ export class GitCommands {
     try {
       ran = await spawner.run('git', ['--git-dir', this.gitDir, ...args], env, timeoutMs);
     } catch (err) {
+      // The call never reached the helper: run here. The helper died with it under way (SpawnerDied): it may have
+      // run (a push on the server), so it is not run again but failed; the caller's retry reads the server anew.
       if (err instanceof SpawnerGone) return this.run(args, 'ignore', timeoutMs, extraEnv);
-      throw err;
+      throw new Error(`git ${args.join(' ')}: ${(err as Error).message}`);
     }
     if (ran.code === 0) return ran.stdout;
     throw new Error(`git ${args.join(' ')}: ${ran.stderr.trim() || (ran.signal ? `stopped after ${timeoutMs / 1000} s` : `exit ${ran.code}`)}`);

@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
+import { killGroup } from './kill-group.js';
 
 /**
  * The helper of spawner.ts: runs each program asked for over the IPC channel and answers with its exit and
- * output. With a deadline the program gets a process group of its own, killed whole (git's transport helpers
- * would otherwise hold the call open). When nasd goes, so does this, and what it started.
+ * output. Each program gets a process group of its own, killed whole at its deadline (git's transport helpers
+ * would otherwise hold the call open); its pid goes to nasd first, which kills the group if this helper dies or
+ * hangs. When nasd goes, so does this, and what it started.
  */
 
 interface Ask {
@@ -16,21 +18,18 @@ interface Ask {
 
 const running = new Set<number>();
 
-function killGroup(pid: number): void {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // gone already
-  }
-}
-
 function start(a: Ask): void {
   const answer = (m: object) => process.send?.({ id: a.id, ...m });
-  const child = spawn(a.cmd, a.args, { stdio: ['ignore', 'pipe', 'pipe'], env: a.env, detached: a.timeoutMs > 0 });
+  // Each in a process group of its own, whether it has a deadline or not: killed whole at its deadline here, or
+  // by nasd (by the pid reported now) if this helper dies or hangs with it under way.
+  const child = spawn(a.cmd, a.args, { stdio: ['ignore', 'pipe', 'pipe'], env: a.env, detached: true });
   let stdout = '';
   let stderr = '';
   const pid = child.pid;
-  if (pid !== undefined && a.timeoutMs > 0) running.add(pid);
+  if (pid !== undefined) {
+    running.add(pid);
+    answer({ pid });
+  }
   const timer = a.timeoutMs > 0 && pid !== undefined ? setTimeout(() => killGroup(pid), a.timeoutMs) : undefined;
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
