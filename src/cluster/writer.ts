@@ -132,15 +132,19 @@ export class MergeWriter {
     for (;;) {
       if (shipping?.settled) {
         const outcome = await shipping.outcome;
-        // Pushed: done. Not pushed (the server unreachable): the batch goes again with what was merged since.
-        if (outcome === 'retry') merged = [...shipping.batch, ...merged];
-        // main on the server moved under this writer: this Store takes it here, where no merge is under way (a
-        // resync beside mergeAll would undo a merge its record calls done). What was merged here is gone, and still queued.
-        else if (outcome === 'stale') {
+        // Not pushed (the server unreachable): the batch goes again on its own (with what was merged since, it could
+        // pass etcd's 128 operations in one transaction); what was merged since is the next batch. Stopped: it stays queued.
+        if (outcome === 'retry' && !this.stopped) {
+          shipping = this.ship(shipping.batch);
+          continue;
+        }
+        // main on the server moved under this writer: this Store takes it here, where no merge is under way (a resync
+        // beside mergeAll could undo a merge its record calls done). What was merged here is gone, and still queued.
+        if (outcome === 'stale') {
           await this.resync();
           if (!(await this.stillWriter())) return 'lost its election';
           merged = [];
-        } else if (outcome !== 'ok') return outcome;
+        } else if (outcome !== 'ok' && outcome !== 'retry') return outcome;
         shipping = null;
       }
       if (this.stopped) {
