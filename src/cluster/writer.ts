@@ -254,6 +254,8 @@ export class MergeWriter {
 
   /** main and the records to the server by compare-and-swap (by id: later merges here are not this batch's). */
   private async push(main: string | null, records: string | null): Promise<string> {
+    // A push from nothing would delete main on the server (the lease allows it): the writer steps down instead.
+    if (!main) return "this host's Store has no main: it does not push";
     if (main === this.serverMain && records === this.serverPrs) return 'ok';
     if (!this.membership.fresh()) return 'its etcd lease may have lapsed: it does not push';
     try {
