@@ -15,8 +15,8 @@ import { parseTree } from '../store/tree-cache.js';
 /** Objects by id: [git's type number, content in base64]. */
 export type Shipped = Record<string, [number, string]>;
 
-/** Bytes of objects sent with one proposal or one batch, at most (etcd keeps every revision until compacted). */
-const SHIPPED_MAX = 32 * 1024;
+/** Bytes of objects sent with one proposal or one batch, at most (etcd keeps every revision until compacted: kept small). */
+const SHIPPED_MAX = 8 * 1024;
 
 const COMMIT = 1;
 const TREE = 2;
