@@ -228,8 +228,10 @@ export class MergeWriter {
   private ship(batch: Taken[]): Shipping {
     const shipping: Shipping = { batch, settled: false, outcome: Promise.resolve('ok') };
     shipping.outcome = (async () => {
-      // What is pushed is main as it is now: the merges after this batch's go with the next push.
-      const [main, records] = await Promise.all([this.store.readRef(MAIN_REF), this.store.readRef(PRS_REF)]);
+      // What is pushed is main as it is now: the merges after this batch's go with the next push. The records read
+      // first: a merge moves main, then its record, so no record pushed says "merged" of a merge main lacks.
+      const records = await this.store.readRef(PRS_REF);
+      const main = await this.store.readRef(MAIN_REF);
       const t0 = performance.now();
       // The batch's new objects, for the other hosts (objects.ts), gathered while the push runs.
       const objects = objectsSince(this.store, [[main, this.serverMain], [records, this.serverPrs]]).catch(() => null);
