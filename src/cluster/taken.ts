@@ -30,7 +30,8 @@ export class HeadFetcher {
       if (here) return;
       this.pending.add(head);
       // The first link to run after the head was added takes it, with every other head added by then.
-      return (this.chain = this.chain.then(() => this.fetchPending()));
+      // A link that fails (findCommit) ends there: the chain goes on, the writer's fetchAll looks for the head again.
+      return (this.chain = this.chain.then(() => this.fetchPending()).catch(() => undefined));
     });
     this.fetching.set(head, fetched);
     void fetched.then(() => setTimeout(() => this.fetching.delete(head), 60_000).unref());
