@@ -137,9 +137,18 @@ class HeadPushes {
         const taken = this.pending.get(role) ?? [];
         this.pending.delete(role);
         if (taken.length === 0) return;
-        // One ref once: the head asked for last; none this host pushed there already.
-        const updates = [...new Map(taken.map((t) => [t.update.to, t.update])).values()].filter((u) => !this.pushed.has(role, u.to, u.from));
-        const err = updates.length === 0 ? undefined : await server.push(updates).then((): undefined => void this.pushed.pushed(role, updates), (e: Error) => e);
+        let err: Error | undefined;
+        try {
+          // One ref once: the head asked for last; none this host pushed there already.
+          const updates = [...new Map(taken.map((t) => [t.update.to, t.update])).values()].filter((u) => !this.pushed.has(role, u.to, u.from));
+          if (updates.length > 0) {
+            await server.push(updates);
+            this.pushed.pushed(role, updates);
+          }
+        } catch (e) {
+          err = e as Error;
+        }
+        // Every waiter answered, whatever failed: none hangs its `nas propose`.
         for (const t of taken) t.done(err);
       });
     });
