@@ -1,9 +1,12 @@
-import type { ServerRepo } from '../store/store.js';
+import type { ServerRepo, Store } from '../store/store.js';
+import { MAIN_REF } from '../store/refs.js';
+import { objectsSince } from './objects.js';
 import { UserError } from '../util/errors.js';
 import type { ClusterEtcd } from './etcd.js';
 import { hostBranchRef, proposalId, shippedReads, type Proposal, type ProposalResult } from './proposal.js';
 import type { Decision } from './writer.js';
 import type { Outbox } from './outbox.js';
+import { PushedHeads } from './branch-sync.js';
 
 /**
  * Asking a Home's merge writer, wherever it runs: a proposal or a decision is put in etcd, and the answer comes
@@ -15,6 +18,9 @@ const ANSWER_WAIT_MS = 60_000;
 
 export class Asking {
   private readonly waiters = new Map<string, (r: ProposalResult) => void>();
+  /** This host's heads on the git server as it last pushed them (branch sync's too). */
+  readonly pushed = new PushedHeads();
+  private readonly heads = new HeadPushes(this.pushed);
 
   constructor(
     private readonly etcd: ClusterEtcd,
@@ -42,13 +48,15 @@ export class Asking {
    * the writer (wherever it is) with the PR it filed. Acknowledged once queued: a writer that dies after that
    * leaves it queued for the next.
    */
-  async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>, serialized: <T>(fn: () => Promise<T>) => Promise<T>): Promise<ProposalResult> {
+  async propose(role: string, server: ServerRepo, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>, serialized: <T>(fn: () => Promise<T>) => Promise<T>, store: Store | null = null): Promise<ProposalResult> {
     try {
-      await serialized(() => server.push([{ from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }]));
+      await this.heads.push(role, server, { from: p.head, to: hostBranchRef(this.host, p.branch), expected: 'any' }, serialized);
     } catch (err) {
       throw new UserError(`cannot push ${role}@${p.branch} to the git server, so nothing was proposed: ${(err as Error).message}`, 502);
     }
-    const proposal: Proposal = { ...p, id: proposalId(this.host), host: this.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads) };
+    // What the branch adds to main as this host has it (the writer's main holds that much): sent along when small.
+    const objects = store ? await objectsSince(store, [[p.head, await store.readRef(MAIN_REF)]]).catch(() => null) : null;
+    const proposal: Proposal = { ...p, id: proposalId(this.host), host: this.host, role, at: new Date().toISOString(), reads: shippedReads(p.reads), ...(objects ? { objects } : {}) };
     return this.ask(role, `queue/${proposal.id}`, proposal.id, proposal, async (err) => {
       // Its head is on the git server already: it waits in the outbox and is queued once etcd answers.
       await this.outbox.keep(proposal);
@@ -104,5 +112,45 @@ export class Asking {
     } finally {
       this.waiters.delete(id);
     }
+  }
+}
+
+type HeadPush = { from: string; to: string; expected: 'any' };
+
+/**
+ * Proposals' heads to this host's refs on the git server, one push at a time per Home as every push of this
+ * host's branches (`serialized`), and the heads asked for while one runs go together in the next: a burst of
+ * proposals from one host is two pushes, not one each.
+ */
+class HeadPushes {
+  private readonly pending = new Map<string, { update: HeadPush; done: (err?: Error) => void }[]>();
+
+  constructor(private readonly pushed: PushedHeads) {}
+
+  push(role: string, server: ServerRepo, update: HeadPush, serialized: <T>(fn: () => Promise<T>) => Promise<T>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const waiting = this.pending.get(role) ?? [];
+      this.pending.set(role, waiting);
+      waiting.push({ update, done: (err) => (err ? reject(err) : resolve()) });
+      // The first turn to come after this head was added takes it, with every head added by then.
+      void serialized(async () => {
+        const taken = this.pending.get(role) ?? [];
+        this.pending.delete(role);
+        if (taken.length === 0) return;
+        let err: Error | undefined;
+        try {
+          // One ref once: the head asked for last; none this host pushed there already.
+          const updates = [...new Map(taken.map((t) => [t.update.to, t.update])).values()].filter((u) => !this.pushed.has(role, u.to, u.from));
+          if (updates.length > 0) {
+            await server.push(updates);
+            this.pushed.pushed(role, updates);
+          }
+        } catch (e) {
+          err = e as Error;
+        }
+        // Every waiter answered, whatever failed: none hangs its `nas propose`.
+        for (const t of taken) t.done(err);
+      });
+    });
   }
 }

@@ -25,12 +25,40 @@ export async function localBranches(store: Store): Promise<Map<string, string>> 
   return new Map([...(await store.listRefs(BRANCH_PREFIX))].filter(([ref]) => ref !== MAIN_REF).map(([ref, oid]) => [ref.slice(BRANCH_PREFIX.length), oid]));
 }
 
+/**
+ * What this host last pushed to its own refs on the git server, per Home: only it writes them, so a head it
+ * pushed is there until it pushes another (a proposal of a branch the reconcile pushed already pushes nothing).
+ * A listing of the server's refs that says otherwise (an operator's hand, or a push after the listing) wins.
+ */
+export class PushedHeads {
+  private readonly heads = new Map<string, Map<string, string>>();
+
+  has(role: string, ref: string, oid: string): boolean {
+    return this.heads.get(role)?.get(ref) === oid;
+  }
+
+  pushed(role: string, updates: { from: string | null; to: string }[]): void {
+    const heads = this.heads.get(role) ?? new Map<string, string>();
+    this.heads.set(role, heads);
+    for (const u of updates) {
+      if (u.from) heads.set(u.to, u.from);
+      else heads.delete(u.to);
+    }
+  }
+
+  checked(role: string, refs: Map<string, string>): void {
+    const heads = this.heads.get(role);
+    for (const [ref, oid] of heads ?? []) if (refs.get(ref) !== oid) heads!.delete(ref);
+  }
+}
+
 export class BranchSync {
   constructor(
     private readonly host: string,
     private readonly mode: 'propose' | 'commit',
     private readonly show: (role: string, branches: ElsewhereBranch[]) => Promise<void>,
     private readonly log: Logger,
+    private readonly heads = new PushedHeads(),
   ) {}
 
   /** One Home's pass; `refs` is what the server holds now (one ls-remote). */
@@ -42,8 +70,9 @@ export class BranchSync {
       for (const [branch, oid] of local) if (refs.get(mine + branch) !== oid) updates.push({ from: oid, to: mine + branch, expected: 'any' });
     }
     for (const ref of refs.keys()) if (ref.startsWith(mine) && !local.has(ref.slice(mine.length))) updates.push({ from: null, to: ref, expected: 'any' });
+    this.heads.checked(role, refs);
     if (updates.length > 0) {
-      await server.push(updates).catch((err) => this.log.warn({ role, err: (err as Error).message }, 'cluster: cannot push this host\'s branches; the next pass retries'));
+      await server.push(updates).then(() => this.heads.pushed(role, updates), (err) => this.log.warn({ role, err: (err as Error).message }, 'cluster: cannot push this host\'s branches; the next pass retries'));
     }
 
     const elsewhere: ElsewhereBranch[] = [];

@@ -10,6 +10,7 @@ import { accessOf, announce, seedHome, type SeedOutcome } from './seed.js';
 import { mapLimit } from '../util/concurrency.js';
 import { MainFollower } from './follower.js';
 import { MergeWriter, type Decision, type Filer } from './writer.js';
+import type { Shipped } from './objects.js';
 import { parsed, type Proposal, type ProposalResult } from './proposal.js';
 import { clusterMeter } from './cluster-meter.js';
 import { clusterStatus, type ClusterStatus } from './status.js';
@@ -39,7 +40,6 @@ export interface ClusterHomes {
   /** Show the branches other hosts hold, read-only at their last pushed heads. */
   showElsewhere(role: string, branches: ElsewhereBranch[]): Promise<void>;
 }
-
 
 export class Cluster {
   private homes!: ClusterHomes;
@@ -95,7 +95,7 @@ export class Cluster {
     this.homes = homes;
     this.filer = filer;
     this.moves.host = branchHost;
-    this.branches = new BranchSync(this.config.host, this.config.push, (role, branches) => homes.showElsewhere(role, branches), this.log);
+    this.branches = new BranchSync(this.config.host, this.config.push, (role, branches) => homes.showElsewhere(role, branches), this.log, this.asking.pushed);
     await this.membership.join();
     this.membership.onLost = () => {
       for (const w of this.writers.values()) w.stop();
@@ -174,8 +174,8 @@ export class Cluster {
     this.log.debug({ key, kind }, 'cluster: etcd event');
     if (what === 'main' && kind === 'put' && !this.writers.has(role)) {
       // A value that does not read: the reconcile compares with the server.
-      const moved = parsed<{ commit: string; records?: string }>(value);
-      if (moved?.commit) void this.follow(role, moved.commit, moved.records);
+      const moved = parsed<{ commit: string; records?: string; objects?: Shipped }>(value);
+      if (moved?.commit) void this.follow(role, moved.commit, moved.records, moved.objects);
     } else if (what === 'writer' && kind === 'delete') void this.campaign(role);
     else if (what === 'prefer') {
       const host = kind === 'put' ? parsed<{ host: string }>(value)?.host : undefined;
@@ -284,8 +284,8 @@ export class Cluster {
   }
 
   /** This host's main and PR records made the server's (follower.ts); never a writer's own. */
-  follow(role: string, commit?: string, records?: string | null): Promise<void> {
-    return this.follower.follow(role, commit, records);
+  follow(role: string, commit?: string, records?: string | null, objects?: Shipped): Promise<void> {
+    return this.follower.follow(role, commit, records, objects);
   }
 
   /**
@@ -381,7 +381,7 @@ export class Cluster {
 
   /** Propose a branch's head through the Home's writer, wherever it runs (asking.ts). */
   propose(role: string, p: Omit<Proposal, 'id' | 'host' | 'at' | 'role'>): Promise<ProposalResult> {
-    return this.asking.propose(role, this.server(role), p, (fn) => this.pushing(role, fn));
+    return this.asking.propose(role, this.server(role), p, (fn) => this.pushing(role, fn), this.homes.storeOf(role));
   }
 
   /** `nas branch move`: the branch goes to another host (branch-move.ts). */

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { PrState } from '../merge/pr-store.js';
+import type { Shipped } from './objects.js';
 
 /**
  * A proposal as it waits in etcd for its Home's merge writer (`homes/<role>/queue/<id>`): everything the writer
@@ -23,6 +24,8 @@ export interface Proposal {
   /** The read manifest's text (`<blob> <path>` lines): its paths and digest are the PR's. */
   reads: string;
   at: string;
+  /** The branch's new objects, when small (objects.ts): the writer need not fetch the head. */
+  objects?: Shipped;
 }
 
 /** What became of a proposal (`homes/<role>/results/<id>`): its PR, or why none was filed. */

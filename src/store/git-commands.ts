@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import type { ObjectCounts } from './types.js';
+import { spawner, SpawnerGone, type Ran } from '../util/spawner.js';
 
 /**
  * Git commands: everything the Store does by running git itself as its own process (hashing large files, gc and
@@ -156,6 +157,30 @@ export class GitCommands {
   firstParentPaths(revs: string[], visit: (time: number, path: string) => boolean): Promise<void> {
     // Whatever root's git config says: the root commit's own paths (--root), no renames, paths from the top.
     const args = ['log', '--root', '--first-parent', '--diff-merges=first-parent', '--no-renames', '--no-relative', '--no-show-signature', '-t', '--name-only', '-z', '--format=%x01%ct', ...revs, '--'];
+    // A range (`^<commit>`: a table brought forward after a merge, on every host at every move of main) is a few
+    // lines: started by the spawner, read whole. A whole history is streamed.
+    if (revs.some((r) => r.startsWith('^'))) return this.firstParentPathsWhole(args, visit);
+    return this.firstParentPathsStreamed(args, visit);
+  }
+
+  private async firstParentPathsWhole(args: string[], visit: (time: number, path: string) => boolean): Promise<void> {
+    let ran: Ran;
+    try {
+      ran = await spawner.run('git', ['--git-dir', this.gitDir, '-c', 'core.quotePath=false', ...args], process.env, 0);
+    } catch (err) {
+      if (err instanceof SpawnerGone) return this.firstParentPathsStreamed(args, visit);
+      throw err;
+    }
+    if (ran.code !== 0) throw new Error(`git ${args.join(' ')}: ${ran.stderr.trim() || `exit ${ran.code}`}`);
+    let time = 0;
+    for (const token of ran.stdout.split('\0').slice(0, -1)) {
+      const header = /^\x01(\d+)$/.exec(token);
+      if (header) time = Number(header[1]);
+      else if (!visit(time, token.startsWith('\n') ? token.slice(1) : token)) return;
+    }
+  }
+
+  private firstParentPathsStreamed(args: string[], visit: (time: number, path: string) => boolean): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn('git', ['--git-dir', this.gitDir, '-c', 'core.quotePath=false', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
       let rest: Buffer = Buffer.alloc(0);
@@ -204,7 +229,23 @@ export class GitCommands {
    */
   withServer(args: string[], config: string[], timeoutMs: number, env: NodeJS.ProcessEnv = {}): Promise<string> {
     const transports = ['-c', 'core.askPass=true', '-c', 'protocol.allow=never', ...['https', 'http', 'ssh', 'git', 'file'].flatMap((p) => ['-c', `protocol.${p}.allow=always`])];
-    return this.run([...transports, ...config, ...args], 'ignore', timeoutMs, env);
+    return this.runHelped([...transports, ...config, ...args], timeoutMs, env);
+  }
+
+  /** As run(), started by the spawner (src/util/spawner.ts) so that nasd's thread does not wait on the fork; by nasd without it. */
+  private async runHelped(args: string[], timeoutMs: number, extraEnv: NodeJS.ProcessEnv): Promise<string> {
+    const env = { ...process.env, GIT_TERMINAL_PROMPT: '0', ...extraEnv };
+    let ran: Ran;
+    try {
+      ran = await spawner.run('git', ['--git-dir', this.gitDir, ...args], env, timeoutMs);
+    } catch (err) {
+      // The call never reached the helper: run here. The helper died with it under way (SpawnerDied): it may have
+      // run (a push on the server), so it is not run again but failed; the caller's retry reads the server anew.
+      if (err instanceof SpawnerGone) return this.run(args, 'ignore', timeoutMs, extraEnv);
+      throw new Error(`git ${args.join(' ')}: ${(err as Error).message}`);
+    }
+    if (ran.code === 0) return ran.stdout;
+    throw new Error(`git ${args.join(' ')}: ${ran.stderr.trim() || (ran.signal ? `stopped after ${timeoutMs / 1000} s` : `exit ${ran.code}`)}`);
   }
 
   /** Run git on the repository as its own process: its stdout, or an error with git's own words (killed after `timeoutMs`). */

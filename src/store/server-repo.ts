@@ -21,6 +21,12 @@ export class StalePush extends Error {
   }
 }
 
+/**
+ * A fetch from the server: no tags, no FETCH_HEAD, and no `git maintenance --auto` after each one (a process per
+ * fetch, and a follower fetches at every merge): nasd runs gc on its Stores itself (workflows/maintenance.ts).
+ */
+const FETCH = ['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--no-auto-maintenance'];
+
 export class ServerRepo {
   constructor(private readonly git: GitCommands, readonly url: string, private readonly access: ServerAccess) {}
 
@@ -57,7 +63,7 @@ export class ServerRepo {
   /** Fetch `server ref -> local ref` pairs, forced (the server is the truth for these refs). */
   async fetch(pairs: [string, string][]): Promise<void> {
     if (pairs.length === 0) return;
-    await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, ...pairs.map(([from, to]) => `+${from}:${to}`)]);
+    await this.git_([...FETCH, '--', this.url, ...pairs.map(([from, to]) => `+${from}:${to}`)]);
   }
 
   /**
@@ -75,7 +81,7 @@ export class ServerRepo {
 
   /** Fetch commits by their ids (protocol v2 serves any reachable commit), for a proposal whose ref moved on. */
   async fetchCommits(oids: string[]): Promise<void> {
-    if (oids.length > 0) await this.git_(['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', this.url, ...oids]);
+    if (oids.length > 0) await this.git_([...FETCH, '--', this.url, ...oids]);
   }
 
   /** This Store's side, for `nas cluster verify`: a trailer along a ref's first parents, and git fsck's findings. */
@@ -97,7 +103,8 @@ export class ServerRepo {
     const leases = updates.filter((u) => u.expected !== 'any').map((u) => `--force-with-lease=${u.to}:${u.expected ?? ''}`);
     const specs = updates.map((u) => `${u.expected === 'any' ? '+' : ''}${u.from ?? ''}:${u.to}`);
     try {
-      await this.git_(['push', '--quiet', '--porcelain', ...(updates.length > 1 ? ['--atomic'] : []), ...leases, '--', this.url, ...specs]);
+      // Not --porcelain: it moves the `[rejected] ... (stale info)` lines to stdout, and a refusal would not read as one.
+      await this.git_(['push', '--quiet', ...(updates.length > 1 ? ['--atomic'] : []), ...leases, '--', this.url, ...specs]);
     } catch (err) {
       const text = (err as Error).message;
       if (/stale info|\[rejected\]|fetch first|non-fast-forward|atomic push failed/.test(text)) throw new StalePush(updates.map((u) => u.to), text.split('\n').slice(-3).join(' '));

@@ -7,6 +7,7 @@ import { applyEdits, applySimpleEdits, editTrie, isSimpleEdit, type Edits } from
 import { fullMode, META_ROOT, parseMeta, recordFits, recordPath, type FileMeta } from './file-meta.js';
 import * as history from './history.js';
 import { GitCommands } from './git-commands.js';
+import { RawObjects } from './raw-objects.js';
 import { ServerRepo, type ServerAccess } from './server-repo.js';
 import { MODE, type Change, type FolderChange, type ObjectCounts, type CommitInfo, type Entry, type Identity, type MergeConflict, type NewCommit, type Tree } from './types.js';
 import { oneWriter } from './one-writer.js';
@@ -45,8 +46,12 @@ export class Store {
   readonly lastChange = new LastChange(this);
   private readonly git: GitCommands;
 
+  /** Objects as git stores them, in and out (raw-objects.ts). */
+  readonly raw: RawObjects;
+
   private constructor(readonly path: string, private readonly repo: any, private readonly odb: any) {
     this.git = new GitCommands(path);
+    this.raw = new RawObjects(odb);
   }
 
   /** Create a bare repository at path (or open the one there). */
@@ -434,17 +439,11 @@ export class Store {
   removeMirror = (name: string): Promise<void> => this.git.removeMirror(name);
 
   /** This Store's repository on the cluster's git server (src/cluster): one URL, its credentials, a deadline per call. */
-  server(url: string, access: ServerAccess): ServerRepo {
-    return new ServerRepo(this.git, url, access);
-  }
+  server = (url: string, access: ServerAccess): ServerRepo => new ServerRepo(this.git, url, access);
 
   /** Push every ref to a mirror, removing there what is gone here; stopped after `timeoutMs`. */
-  pushMirror(name: string, timeoutMs = 120_000): Promise<void> {
-    return this.git.pushMirror(name, timeoutMs);
-  }
+  pushMirror = (name: string, timeoutMs = 120_000): Promise<void> => this.git.pushMirror(name, timeoutMs);
 
   /** Install (or replace) a hook script of this repository. */
-  installHook(name: string, script: string): Promise<void> {
-    return this.git.installHook(name, script);
-  }
+  installHook = (name: string, script: string): Promise<void> => this.git.installHook(name, script);
 }

@@ -223,6 +223,11 @@ export class PrService implements Filer {
     return this.home(role).prs.list();
   }
 
+  /** Filer.record: one PR by id. */
+  record(role: string, id: number): Promise<PullRequest | undefined> {
+    return this.home(role).prs.get(id);
+  }
+
   /** A person's decision taken on any host. */
   async carryOut(role: string, d: ClusterDecision): Promise<PullRequest> {
     const by = await this.owner(role);

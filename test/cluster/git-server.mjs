@@ -9,7 +9,7 @@
 // PORT 0 picks a free port. Once it accepts connections it prints `listening <port>` on stdout.
 // Repositories are not created on demand (a forge makes them when the operator asks): `git init --bare`
 // them under the root first (harness.ts createRepo).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 
@@ -42,6 +42,8 @@ const port = Number(listen.slice(colon + 1));
 const serverConfig = [
   ['http.receivepack', 'true'],
   ['uploadpack.allowReachableSHA1InWant', 'true'],
+  // - receive.autogc: receive-pack starts `git gc --auto` after every push; a forge runs its housekeeping on its own.
+  ['receive.autogc', 'false'],
 ];
 
 const baseEnv = {
@@ -58,6 +60,10 @@ serverConfig.forEach(([key, value], i) => {
   baseEnv[`GIT_CONFIG_KEY_${i}`] = key;
   baseEnv[`GIT_CONFIG_VALUE_${i}`] = value;
 });
+
+// git-http-backend itself, not `git http-backend`: the git wrapper would start it as a child of its own, two
+// processes per request instead of one (a push or a fetch is two or three requests).
+const httpBackend = path.join(execFileSync('git', ['--exec-path'], { encoding: 'utf8' }).trim(), 'git-http-backend');
 
 /** CGIs in flight: ended with the server, so a stopped server leaves no git behind. */
 const cgis = new Set();
@@ -91,7 +97,7 @@ function handle(req, res) {
   if (req.headers['content-encoding']) env.HTTP_CONTENT_ENCODING = req.headers['content-encoding'];
   if (req.headers['git-protocol']) env.GIT_PROTOCOL = req.headers['git-protocol'];
 
-  const cgi = spawn('git', ['http-backend'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const cgi = spawn(httpBackend, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   cgis.add(cgi);
   cgi.on('exit', () => cgis.delete(cgi));
   cgi.on('error', (err) => {

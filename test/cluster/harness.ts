@@ -195,6 +195,8 @@ export async function startEtcd(opts: {
       // Ignored by a member whose data dir already holds the cluster (a restart): it rejoins as itself.
       '--initial-cluster', initialCluster, '--initial-cluster-state', 'new', '--initial-cluster-token', token,
       '--logger', 'zap', '--log-outputs', 'stderr',
+      // Every proposal and merge writes keys (with their objects): history kept a minute, as an operator keeps an hour.
+      '--auto-compaction-mode', 'periodic', '--auto-compaction-retention', '1m',
       ...(opts.heartbeatMs ? ['--heartbeat-interval', String(opts.heartbeatMs)] : []),
       ...(opts.electionMs ? ['--election-timeout', String(opts.electionMs)] : []),
     ];

@@ -71,12 +71,17 @@ export class ClusterHost {
     if (this.daemon) this.earlier.push(this.daemon.log);
     this.daemon = await TestDaemon.start({
       dir: this.o.dir,
-      extraArgs: ['--config', config, ...(this.o.demo ? ['--demo'] : []), ...(this.o.logLevel ? ['--log-level', this.o.logLevel] : [])],
+      extraArgs: ['--config', config, ...(this.o.demo ? ['--demo'] : []), ...(this.logLevel ? ['--log-level', this.logLevel] : [])],
       env: { NAS_TEST_CLUSTER_CRASH_AT: this.o.crashAt ?? '', ...this.o.env },
       ...(this.o.readyMs ? { readyMs: this.o.readyMs } : {}),
       ...(this.o.netns ? { prefix: ['ip', 'netns', 'exec', this.o.netns] } : {}),
     });
     return this;
+  }
+
+  /** The option's, else NAS_TEST_CLUSTER_LOG_LEVEL (debug: the writer's per-batch timings in the logs kept). */
+  private get logLevel(): string | undefined {
+    return this.o.logLevel ?? (process.env.NAS_TEST_CLUSTER_LOG_LEVEL || undefined);
   }
 
   get pid(): number {
