@@ -100,6 +100,8 @@ export class DataPath {
       else size = await this.copy.file(rel, node.entry);
     }
     const fd = await this.overlay.tree.at(rel, (p) => fsx.open(p, (flags & OPEN_FLAGS) | constants.O_NOFOLLOW | NEVER_WAIT));
+    // A second writer: the first one's writes come through here again (O_APPEND lands where usage counts), settled
+    // before a truncate counts the file as empty, with no await before `writer` registers this one.
     this.grants.revokeAt(rel);
     if (truncating) {
       this.state.usage.set(rel, 0);
@@ -141,8 +143,6 @@ export class DataPath {
       mode: 'write', rel, fd, size, dirty, append, floor: size, appendOnly: isAppendOnly(this.overlay.rules, rel), lease: this.newestLease,
     };
     this.state.opened(h);
-    // A second writer: the first one's writes come through here again (O_APPEND lands where usage counts).
-    this.grants.revokeAt(rel);
     return h;
   }
 

@@ -37,7 +37,7 @@ export class Space {
     return checkQuota(this.bytes, growth, this.limit);
   }
 
-  /** A branch that may hold room (null: it holds none any more). */
+  /** A branch that may hold room (`on`), or that holds none any more (its usage released). */
   reclaimWith(reclaim: () => void, on: boolean): void {
     if (on) this.reclaimers.add(reclaim);
     else this.reclaimers.delete(reclaim);
